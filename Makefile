@@ -1,0 +1,30 @@
+# hpt-pipeline — `make run` (local end-to-end pipeline) and `make test` are the two entry points.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv run test lint
+
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[cpu,dev]"
+	@touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv and install the project (CPU TensorFlow + dev tools)
+
+run: $(STAMP) ## Run the whole pipeline locally on the bundled sample data
+	$(VENV)/bin/hpt-pipeline run $(ARGS)
+
+test: $(STAMP) ## Run the test suite
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff + mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy

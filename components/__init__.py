@@ -1,0 +1,1 @@
+"""Kubeflow components: thin `@dsl.component` shells over plain project functions."""

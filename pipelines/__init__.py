@@ -1,0 +1,1 @@
+"""Payload builders, local executors, the pipeline definition, compiler and CLI (no TensorFlow)."""

@@ -1,0 +1,99 @@
+"""Read the cluster a process belongs to from `TF_CONFIG` or Vertex's `CLUSTER_SPEC` (no TF import).
+
+Vertex sets both variables for TensorFlow jobs: `CLUSTER_SPEC` names pools
+`workerpool0..3`, `TF_CONFIG` uses `chief`/`worker`/`ps`/`evaluator`. When only
+`CLUSTER_SPEC` is present, it is translated, so TensorFlow's resolver works.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+# Vertex worker pool index → TF_CONFIG task type.
+POOL_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+
+# The variable the local executors set to emulate `accelerator_count` devices on a CPU host.
+LOGICAL_DEVICES_ENV = "HPT_LOGICAL_DEVICES"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterInfo:
+    """This process's place in a (possibly one-task) cluster."""
+
+    cluster: dict[str, list[str]]
+    task_type: str | None
+    task_id: int
+
+    @property
+    def num_workers(self) -> int:
+        """Tasks that train (chief + workers)."""
+        return len(self.cluster.get("chief", [])) + len(self.cluster.get("worker", []))
+
+    @property
+    def is_chief(self) -> bool:
+        """TensorFlow's rule: `chief` is chief; with no `chief` task, worker 0 is."""
+        return is_chief(self.cluster, self.task_type, self.task_id)
+
+
+def is_chief(cluster: dict[str, Any], task_type: str | None, task_id: int) -> bool:
+    """Whether (task_type, task_id) is the chief of `cluster` (no cluster: yes)."""
+    if task_type is None:
+        return True
+    if task_type == "chief":
+        return True
+    return task_type == "worker" and task_id == 0 and "chief" not in cluster
+
+
+def tf_config_from_cluster_spec(cluster_spec: dict[str, Any]) -> dict[str, Any]:
+    """Translate Vertex's `CLUSTER_SPEC` into the equivalent `TF_CONFIG`."""
+    cluster = {
+        POOL_TASK_TYPES[int(pool.removeprefix("workerpool"))]: list(addresses)
+        for pool, addresses in cluster_spec.get("cluster", {}).items()
+        if addresses
+    }
+    task = cluster_spec.get("task", {})
+    pool = task.get("type", "workerpool0")
+    return {
+        "cluster": cluster,
+        "task": {
+            "type": POOL_TASK_TYPES[int(pool.removeprefix("workerpool"))],
+            "index": int(task.get("index", 0)),
+        },
+    }
+
+
+def resolve(environ: dict[str, str] | None = None) -> ClusterInfo:
+    """Find this process's cluster, filling `TF_CONFIG` from `CLUSTER_SPEC` if needed.
+
+    Args:
+        environ: Environment to read and (for TF_CONFIG) update; defaults to os.environ.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get("TF_CONFIG", "")
+    if not raw and env.get("CLUSTER_SPEC"):
+        config = tf_config_from_cluster_spec(json.loads(env["CLUSTER_SPEC"]))
+        env["TF_CONFIG"] = json.dumps(config)
+    else:
+        config = json.loads(raw) if raw else {}
+    task = config.get("task", {})
+    return ClusterInfo(
+        cluster=config.get("cluster", {}),
+        task_type=task.get("type"),
+        task_id=int(task.get("index", 0)),
+    )
+
+
+def requested_logical_devices(environ: dict[str, str] | None = None) -> int:
+    """Logical CPU devices asked for through `HPT_LOGICAL_DEVICES` (0 when unset)."""
+    env = os.environ if environ is None else environ
+    raw = env.get(LOGICAL_DEVICES_ENV, "") or "0"
+    try:
+        value = int(raw)
+    except ValueError as err:
+        raise ValueError(f"{LOGICAL_DEVICES_ENV}={raw}: expected an integer >= 0") from err
+    if value < 0:
+        raise ValueError(f"{LOGICAL_DEVICES_ENV}={raw}: expected an integer >= 0")
+    return value

@@ -1,0 +1,96 @@
+"""Prepared TFRecords → tf.data input pipelines (sharding, caching, batching, prefetch)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import tensorflow as tf
+
+from trainer import records
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+# Decoded splits up to this size are cached in memory after the first epoch.
+CACHE_LIMIT_BYTES = 2 << 30
+
+
+def _scale(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    return tf.cast(images, tf.float32) / 255.0, labels
+
+
+def split_bytes(metadata: dict[str, Any], split: str) -> int:
+    """Decoded size of a split in bytes."""
+    height, width, channels = metadata["image_shape"]
+    return int(metadata["splits"][split]["count"]) * height * width * channels
+
+
+def read_split(
+    data_dir: str,
+    metadata: dict[str, Any],
+    split: str,
+    *,
+    num_pipelines: int = 1,
+    pipeline_id: int = 0,
+) -> tf.data.Dataset:
+    """Records of one split as (uint8 image, label), sharded by file across input pipelines.
+
+    With fewer files than pipelines it falls back to sharding by record.
+    """
+    paths = records.shard_paths(data_dir, metadata, split)
+    files = tf.data.Dataset.from_tensor_slices(paths)
+    by_file = num_pipelines > 1 and len(paths) >= num_pipelines
+    if by_file:
+        files = files.shard(num_pipelines, pipeline_id)
+    dataset = files.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=min(len(paths), 4),
+        num_parallel_calls=AUTOTUNE,
+        deterministic=True,
+    )
+    if num_pipelines > 1 and not by_file:
+        dataset = dataset.shard(num_pipelines, pipeline_id)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return dataset.map(records.decode_fn(metadata["image_shape"]), AUTOTUNE).with_options(options)
+
+
+def train_input_fn(
+    data_dir: str, metadata: dict[str, Any], global_batch_size: int, seed: int
+) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    """A `distribute_datasets_from_function` input function for the training split.
+
+    Each input pipeline (worker) reads its own shard, caches the decoded images,
+    shuffles, repeats forever and yields per-replica batches of float images in [0, 1].
+    """
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        dataset = read_split(
+            data_dir,
+            metadata,
+            "train",
+            num_pipelines=context.num_input_pipelines,
+            pipeline_id=context.input_pipeline_id,
+        )
+        if split_bytes(metadata, "train") <= CACHE_LIMIT_BYTES:
+            dataset = dataset.cache()
+        per_replica = context.get_per_replica_batch_size(global_batch_size)
+        return (
+            dataset.shuffle(4096, seed=seed + context.input_pipeline_id)
+            .repeat()
+            .batch(per_replica, drop_remainder=True)
+            .map(_scale, AUTOTUNE)
+            .prefetch(AUTOTUNE)
+        )
+
+    return dataset_fn
+
+
+def eval_dataset(
+    data_dir: str, metadata: dict[str, Any], split: str, batch_size: int
+) -> tf.data.Dataset:
+    """A whole split, unsharded and in order, as batches of float images (for evaluation)."""
+    dataset = read_split(data_dir, metadata, split)
+    if split_bytes(metadata, split) <= CACHE_LIMIT_BYTES:
+        dataset = dataset.cache()
+    return dataset.batch(batch_size).map(_scale, AUTOTUNE).prefetch(AUTOTUNE)

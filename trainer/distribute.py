@@ -1,0 +1,52 @@
+"""Choose the tf.distribute strategy from the environment (TF_CONFIG / CLUSTER_SPEC / devices)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from trainer import cluster as cluster_lib
+
+
+def configure_local_devices(count: int) -> list[str]:
+    """Return the local devices to mirror over; split the CPU into `count` logical ones if asked.
+
+    GPUs win when present. On a GPU-less host `count` > 1 splits the CPU into
+    that many logical devices (how the local executors emulate a multi-GPU trial).
+    Must run before TensorFlow initialises its devices.
+    """
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        return [f"/gpu:{i}" for i in range(len(gpus))]
+    if count > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(count)]
+        )
+        return [f"/cpu:{i}" for i in range(count)]
+    return ["/cpu:0"]
+
+
+def make_strategy(distribution: str) -> tuple[tf.distribute.Strategy, cluster_lib.ClusterInfo]:
+    """Build the strategy named by `distribution` (auto picks from the environment).
+
+    auto: MultiWorkerMirroredStrategy when the cluster has several workers,
+    MirroredStrategy when there are several local devices (GPUs or logical CPUs),
+    else TensorFlow's default strategy.
+
+    Returns:
+        The strategy and this process's cluster info.
+    """
+    info = cluster_lib.resolve()
+    if distribution == "auto":
+        if info.num_workers > 1:
+            distribution = "multi_worker"
+        else:
+            count = cluster_lib.requested_logical_devices()
+            gpus = tf.config.list_physical_devices("GPU")
+            distribution = "mirrored" if (len(gpus) > 1 or count > 1) else "none"
+    if distribution == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy(), info
+    if distribution == "mirrored":
+        devices = configure_local_devices(cluster_lib.requested_logical_devices())
+        return tf.distribute.MirroredStrategy(devices=devices), info
+    return tf.distribute.get_strategy(), info

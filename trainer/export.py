@@ -1,0 +1,121 @@
+"""Chief-only, all-or-nothing export: SavedModel with a bytes-in serving signature + model.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shutil
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from trainer import preprocess
+from trainer.model import build_model
+
+MODEL_CARD = "model.json"
+# Files that make a directory look like a complete model; copied last to object stores.
+COMMIT_MARKERS = ("saved_model.pb", MODEL_CARD)
+SERVING_INPUT = "image_bytes"  # Vertex base64-decodes inputs whose name ends in _bytes
+
+
+class ServingModule(tf.Module):
+    """A classifier with a serving signature taking encoded image bytes."""
+
+    def __init__(self, model: keras.Model, image_shape: Sequence[int], class_names: Sequence[str]):
+        super().__init__()
+        self.model = model
+        self.image_shape = [int(d) for d in image_shape]
+        self.class_names = tf.constant(list(class_names))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT)])
+    def serve(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+        """Encoded JPEG/PNG/GIF/BMP bytes → class probabilities, id and label."""
+        images = tf.map_fn(
+            lambda b: preprocess.decode_and_resize(b, self.image_shape),
+            image_bytes,
+            fn_output_signature=tf.TensorSpec(self.image_shape, tf.uint8),
+        )
+        logits = self.model(tf.cast(images, tf.float32) / 255.0, training=False)
+        probabilities = tf.nn.softmax(logits, axis=-1)
+        class_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+        return {
+            "probabilities": probabilities,
+            "class_id": class_id,
+            "label": tf.gather(self.class_names, class_id),
+        }
+
+
+def is_object_store(path: str) -> bool:
+    """Whether `path` is on an object store (gs://, s3://…) where renames are not atomic."""
+    return "://" in path
+
+
+def export_model(
+    weights: list[np.ndarray],
+    *,
+    model_dir: str,
+    image_shape: Sequence[int],
+    class_names: Sequence[str],
+    num_units: int,
+    card: dict[str, Any],
+) -> str:
+    """Save the trained weights as a serving SavedModel at `model_dir`, all or nothing.
+
+    Builds a fresh, undistributed copy of the model (so saving needs no
+    collective with other workers) and writes it to a staging directory beside
+    `model_dir`, then commits: an atomic rename on local disks; on object stores
+    every file is copied with `saved_model.pb` and `model.json` last, so a reader
+    never finds a loadable but incomplete model. Call on the chief only.
+
+    Returns:
+        The model directory.
+    """
+    model = build_model(image_shape, len(class_names), num_units)
+    model.set_weights(weights)
+    module = ServingModule(model, image_shape, class_names)
+    parent = posixpath.dirname(model_dir.rstrip("/")) or "."
+    staging = posixpath.join(parent, f".staging-{uuid.uuid4().hex}")
+    try:
+        tf.saved_model.save(module, staging, signatures={"serving_default": module.serve})
+        with tf.io.gfile.GFile(posixpath.join(staging, MODEL_CARD), "w") as f:
+            json.dump(card, f, indent=2, sort_keys=True, default=str)
+        commit(staging, model_dir)
+    finally:
+        if tf.io.gfile.exists(staging):
+            tf.io.gfile.rmtree(staging)
+    return model_dir
+
+
+def commit(staging: str, final: str) -> None:
+    """Move a finished directory to its final place (see `export_model`)."""
+    if not is_object_store(final):
+        old = None
+        if os.path.isdir(final):
+            if os.listdir(final):
+                old = f"{final.rstrip('/')}.old-{uuid.uuid4().hex}"
+                os.replace(final, old)
+            else:
+                os.rmdir(final)
+        os.makedirs(os.path.dirname(os.path.abspath(final)), exist_ok=True)
+        os.replace(staging, final)
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    for marker in COMMIT_MARKERS:  # an older model there stops looking complete first
+        if tf.io.gfile.exists(posixpath.join(final, marker)):
+            tf.io.gfile.remove(posixpath.join(final, marker))
+    files = [
+        posixpath.join(root, name)
+        for root, _, names in tf.io.gfile.walk(staging)
+        for name in names
+    ]
+    files.sort(key=lambda p: (posixpath.basename(p) in COMMIT_MARKERS, p))
+    for src in files:
+        dst = posixpath.join(final, posixpath.relpath(src, staging))
+        tf.io.gfile.makedirs(posixpath.dirname(dst))
+        tf.io.gfile.copy(src, dst, overwrite=True)

@@ -1,0 +1,29 @@
+"""The seeds' CNN for any number of classes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import keras
+
+
+def build_model(image_shape: Sequence[int], num_classes: int, num_units: int) -> keras.Model:
+    """Conv 16/32/64 + MaxPool blocks, Dense(num_units), and a logits head.
+
+    Args:
+        image_shape: (height, width, channels) of the float inputs in [0, 1].
+        num_classes: Output classes (2 for the seeds' horses-or-humans).
+        num_units: Units of the last hidden layer (the seeds' `--num_units`).
+
+    Returns:
+        A Keras model mapping images to unnormalised class logits.
+    """
+    inputs = keras.Input(shape=tuple(int(d) for d in image_shape), name="image")
+    x = inputs
+    for filters in (16, 32, 64):
+        x = keras.layers.Conv2D(filters, (3, 3), activation="relu")(x)
+        x = keras.layers.MaxPooling2D((2, 2))(x)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.Dense(num_units, activation="relu")(x)
+    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    return keras.Model(inputs, outputs, name="hpt_cnn")

@@ -1,0 +1,167 @@
+"""`python -m trainer.task`: Vertex-style flags → train → hypertune report → chief-only export.
+
+Flags take both `--name=value` (what Vertex HPT appends) and `--name value`.
+Output directories default to the `AIP_*` variables Vertex sets when a job has
+a `base_output_directory`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import os
+import platform
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from trainer.config import DISTRIBUTIONS, METRIC_TAGS, ConfigError, HParams, RunConfig, env_default
+
+PROG = "trainer"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage dump) and exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Print `trainer: error: <message>` and exit 2."""
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The trainer's command-line flags."""
+    defaults = HParams()
+    p = OneLineParser(prog=PROG, description=__doc__, allow_abbrev=False)
+    p.add_argument("--learning_rate", type=float, default=defaults.learning_rate)
+    p.add_argument("--momentum", type=float, default=defaults.momentum)
+    p.add_argument("--num_units", type=int, default=defaults.num_units)
+    p.add_argument("--batch_size", type=int, default=defaults.batch_size, help="per replica")
+    p.add_argument("--epochs", type=int, default=defaults.epochs)
+    p.add_argument("--data", required=True, help="prepared dataset directory (local or gs://)")
+    p.add_argument("--model_dir", default=env_default("AIP_MODEL_DIR"))
+    p.add_argument("--checkpoint_dir", default=env_default("AIP_CHECKPOINT_DIR"))
+    p.add_argument("--tensorboard_dir", default=env_default("AIP_TENSORBOARD_LOG_DIR"))
+    p.add_argument("--metric_tag", default="accuracy", help=f"one of {', '.join(METRIC_TAGS)}")
+    p.add_argument("--distribution", default="auto", help=f"one of {', '.join(DISTRIBUTIONS)}")
+    p.add_argument("--seed", type=int, default=42)
+    return p
+
+
+def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
+    """Parse and validate flags; raise ConfigError naming the first bad value."""
+    args = build_parser().parse_args(argv)
+    hparams = HParams(
+        learning_rate=args.learning_rate,
+        momentum=args.momentum,
+        num_units=args.num_units,
+        batch_size=args.batch_size,
+        epochs=args.epochs,
+    )
+    run = RunConfig(
+        data=args.data,
+        model_dir=args.model_dir,
+        checkpoint_dir=args.checkpoint_dir,
+        tensorboard_dir=args.tensorboard_dir,
+        metric_tag=args.metric_tag,
+        distribution=args.distribution,
+        seed=args.seed,
+    )
+    if "://" not in run.data and not os.path.isfile(os.path.join(run.data, "metadata.json")):
+        raise ConfigError(
+            f"--data={run.data}: expected a prepared dataset directory with metadata.json"
+        )
+    return hparams, run
+
+
+def metric_value(metrics: dict[str, float], tag: str) -> float:
+    """The validation metric a hypertune tag stands for (`accuracy` → `val_accuracy`)."""
+    return metrics[tag if tag.startswith("val_") else f"val_{tag}"]
+
+
+def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
+    """Provenance written next to the SavedModel as model.json."""
+    import tensorflow as tf
+
+    from trainer import records
+
+    meta = result.metadata
+    return {
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+        "hyperparameters": dataclasses.asdict(hparams),
+        "dataset": {
+            "path": run.data,
+            "metadata_sha256": records.file_digest(f"{run.data.rstrip('/')}/metadata.json")[
+                "sha256"
+            ],
+            "source": meta.get("source"),
+            "class_names": meta["class_names"],
+            "image_shape": meta["image_shape"],
+            "counts": {k: v["count"] for k, v in meta["splits"].items()},
+        },
+        "final_metrics": result.history[-1],
+        "history": result.history,
+        "metric_tag": run.metric_tag,
+        "training": {
+            "strategy": result.strategy,
+            "replicas_in_sync": result.replicas,
+            "workers": result.num_workers,
+            "resumed_after_epoch": result.start_epoch,
+            "seed": run.seed,
+        },
+        "serving": {"input": "image_bytes", "outputs": ["probabilities", "class_id", "label"]},
+        "versions": {
+            "tensorflow": tf.__version__,
+            "keras": __import__("keras").__version__,
+            "python": platform.python_version(),
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the process exit code."""
+    try:
+        hparams, run = parse_args(argv)
+    except ConfigError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import hypertune
+
+    from trainer import export, records, train
+
+    reporter = None
+
+    def report(epoch: int, metrics: dict[str, float]) -> None:
+        nonlocal reporter
+        if reporter is None:
+            reporter = hypertune.HyperTune()  # one per process: it rewrites the file from its queue
+        reporter.report_hyperparameter_tuning_metric(
+            hyperparameter_metric_tag=run.metric_tag,
+            metric_value=metric_value(metrics, run.metric_tag),
+            global_step=epoch,
+        )
+
+    from trainer import cluster
+
+    chief = cluster.resolve().is_chief
+    try:
+        result = train.train(hparams, run, on_epoch=report if chief else None)
+    except records.DatasetError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    if result.is_chief and run.model_dir:
+        export.export_model(
+            result.weights,
+            model_dir=run.model_dir,
+            image_shape=result.metadata["image_shape"],
+            class_names=result.metadata["class_names"],
+            num_units=hparams.num_units,
+            card=model_card(hparams, run, result),
+        )
+        print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
