@@ -24,9 +24,14 @@ def make_images(count: int, size: int, seed: int) -> tuple[np.ndarray, np.ndarra
 def write_dataset(out_dir: str, *, size: int = 32, counts=(96, 32, 32), shards=(4, 2, 2)) -> str:
     """Write train/validation/test splits and metadata.json to `out_dir`."""
     splits = {}
-    for i, (split, count, num_shards) in enumerate(zip(records.SPLITS, counts, shards, strict=True)):
+    for i, (split, count, num_shards) in enumerate(
+        zip(records.SPLITS, counts, shards, strict=True)
+    ):
         images, labels = make_images(count, size, seed=i)
-        examples = [(img, int(lbl), f"{split}/{n}.png") for n, (img, lbl) in enumerate(zip(images, labels))]
+        examples = [
+            (img, int(lbl), f"{split}/{n}.png")
+            for n, (img, lbl) in enumerate(zip(images, labels, strict=True))
+        ]
         splits[split] = {
             **records.split_summary(labels, CLASS_NAMES),
             "shards": records.write_shards(out_dir, split, examples, num_shards),

@@ -50,3 +50,12 @@ def make_strategy(distribution: str) -> tuple[tf.distribute.Strategy, cluster_li
         devices = configure_local_devices(cluster_lib.requested_logical_devices())
         return tf.distribute.MirroredStrategy(devices=devices), info
     return tf.distribute.get_strategy(), info
+
+
+def strategy_name(strategy: tf.distribute.Strategy) -> str:
+    """The public name of a strategy (MWMS's class is CollectiveAllReduceStrategy)."""
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return "MultiWorkerMirroredStrategy"
+    if isinstance(strategy, tf.distribute.MirroredStrategy):
+        return "MirroredStrategy"
+    return "default"

@@ -110,9 +110,7 @@ def commit(staging: str, final: str) -> None:
         if tf.io.gfile.exists(posixpath.join(final, marker)):
             tf.io.gfile.remove(posixpath.join(final, marker))
     files = [
-        posixpath.join(root, name)
-        for root, _, names in tf.io.gfile.walk(staging)
-        for name in names
+        posixpath.join(root, name) for root, _, names in tf.io.gfile.walk(staging) for name in names
     ]
     files.sort(key=lambda p: (posixpath.basename(p) in COMMIT_MARKERS, p))
     for src in files:

@@ -1,4 +1,4 @@
-"""The one training loop: a custom loop that serves MirroredStrategy and MultiWorkerMirroredStrategy.
+"""The one training loop: a custom loop serving MirroredStrategy and MultiWorkerMirroredStrategy.
 
 Keras 3 `fit` fails under MultiWorkerMirroredStrategy (keras-team/keras#20585),
 so training is `strategy.run` over a distributed dataset with the optimizer's
@@ -90,7 +90,9 @@ def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = Non
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
     write_dir = _checkpoint_dir_for(run, cluster.is_chief, cluster.task_id)
-    manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=2) if write_dir else None
+    manager = (
+        tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=2) if write_dir else None
+    )
     if run.checkpoint_dir:
         latest = tf.train.latest_checkpoint(run.checkpoint_dir)
         if latest:
@@ -152,7 +154,7 @@ def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = Non
     )
     history: list[dict[str, float]] = []
     _log(
-        f"training: {strategy.__class__.__name__}, {replicas} replica(s) in sync, "
+        f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
         f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}"
     )
@@ -205,5 +207,5 @@ def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = Non
         num_workers=max(cluster.num_workers, 1),
         is_chief=cluster.is_chief,
         start_epoch=start_epoch,
-        strategy=strategy.__class__.__name__,
+        strategy=distribute.strategy_name(strategy),
     )

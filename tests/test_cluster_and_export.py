@@ -1,0 +1,131 @@
+"""Units of the trainer: cluster resolution, chief rules, all-or-nothing export commits."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trainer import cluster
+from trainer.config import ConfigError, HParams
+
+
+def test_cluster_spec_is_translated_to_tf_config():
+    spec = {
+        "cluster": {"workerpool0": ["a:1"], "workerpool1": ["b:1", "c:1"], "workerpool2": []},
+        "task": {"type": "workerpool1", "index": 1, "trial": "3"},
+    }
+    env = {"CLUSTER_SPEC": json.dumps(spec)}
+    info = cluster.resolve(env)
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert (info.task_type, info.task_id, info.num_workers, info.is_chief) == (
+        "worker",
+        1,
+        3,
+        False,
+    )
+
+
+def test_tf_config_wins_over_cluster_spec():
+    env = {
+        "TF_CONFIG": json.dumps(
+            {"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}}
+        ),
+        "CLUSTER_SPEC": json.dumps(
+            {"cluster": {"workerpool0": ["z:9"]}, "task": {"type": "workerpool0", "index": 0}}
+        ),
+    }
+    info = cluster.resolve(env)
+    assert info.cluster == {"worker": ["a:1", "b:1"]}
+    assert info.is_chief  # no chief key: worker 0 is chief
+
+
+@pytest.mark.parametrize(
+    ("members", "task_type", "index", "chief"),
+    [
+        ({"chief": ["a"], "worker": ["b"]}, "chief", 0, True),
+        ({"chief": ["a"], "worker": ["b"]}, "worker", 0, False),
+        ({"worker": ["a", "b"]}, "worker", 0, True),
+        ({"worker": ["a", "b"]}, "worker", 1, False),
+        ({"chief": ["a"], "evaluator": ["e"]}, "evaluator", 0, False),
+        ({}, None, 0, True),
+    ],
+)
+def test_chief_rule(members, task_type, index, chief):
+    assert cluster.is_chief(members, task_type, index) is chief
+
+
+def test_logical_devices_variable_is_validated():
+    assert cluster.requested_logical_devices({}) == 0
+    assert cluster.requested_logical_devices({cluster.LOGICAL_DEVICES_ENV: "4"}) == 4
+    with pytest.raises(ValueError, match="HPT_LOGICAL_DEVICES=two"):
+        cluster.requested_logical_devices({cluster.LOGICAL_DEVICES_ENV: "two"})
+
+
+def test_hparams_name_the_bad_value():
+    with pytest.raises(ConfigError, match=r"--num_units=0: expected an integer >= 1"):
+        HParams(num_units=0)
+
+
+def _tiny_export(model_dir: str, **card):
+    from trainer import export
+    from trainer.model import build_model
+
+    weights = build_model((24, 24, 3), 2, 4).get_weights()
+    return export.export_model(
+        weights,
+        model_dir=model_dir,
+        image_shape=(24, 24, 3),
+        class_names=("a", "b"),
+        num_units=4,
+        card=card,
+    )
+
+
+def test_export_replaces_an_old_model_atomically(tmp_path):
+    model_dir = tmp_path / "model"
+    _tiny_export(str(model_dir), run=1)
+    _tiny_export(str(model_dir), run=2)
+    assert json.loads((model_dir / "model.json").read_text()) == {"run": 2}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no staging/old dirs left
+
+
+def test_failed_export_leaves_the_old_model_untouched(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    model_dir = tmp_path / "model"
+    _tiny_export(str(model_dir), run=1)
+
+    def broken_save(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.saved_model, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        _tiny_export(str(model_dir), run=2)
+    assert json.loads((model_dir / "model.json").read_text()) == {"run": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
+def test_object_store_commit_copies_markers_last(monkeypatch):
+    import tensorflow as tf
+
+    copied: list[str] = []
+    real_copy = tf.io.gfile.copy
+
+    def recording_copy(src, dst, overwrite=False):
+        copied.append(dst.rsplit("/", 1)[-1])
+        return real_copy(src, dst, overwrite=overwrite)
+
+    monkeypatch.setattr(tf.io.gfile, "copy", recording_copy)
+    _tiny_export("ram://bucket/models/m1")
+    assert set(copied[-2:]) == {"saved_model.pb", "model.json"}
+    assert len(copied) > 2
+    loaded = tf.saved_model.load("ram://bucket/models/m1")
+    out = loaded.signatures["serving_default"](
+        image_bytes=tf.constant([tf.io.encode_png(np.zeros((30, 40, 3), np.uint8)).numpy()])
+    )
+    assert out["probabilities"].shape == (1, 2)

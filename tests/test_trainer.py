@@ -1,0 +1,196 @@
+"""The trainer end to end: strategies, hypertune reports, resume, chief-only export, bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import ROOT, run_env, run_trainer
+from tests.synthetic import CLASS_NAMES, make_images
+
+pytestmark = pytest.mark.slow
+
+
+def read_hypertune(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def png_bytes(image: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(image).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def predict(model_dir: Path, images: np.ndarray) -> dict:
+    import tensorflow as tf
+
+    serve = tf.saved_model.load(str(model_dir)).signatures["serving_default"]
+    return serve(image_bytes=tf.constant([png_bytes(img) for img in images]))
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_mirrored_over_two_logical_cpus_reports_every_epoch(synthetic_data, tmp_path):
+    metrics_file = tmp_path / "hypertune" / "output.metrics"
+    result = run_trainer(
+        [
+            f"--data={synthetic_data}",
+            "--epochs=3",
+            "--batch_size",
+            "16",
+            "--learning_rate=0.05",
+            f"--model_dir={tmp_path / 'model'}",
+            f"--tensorboard_dir={tmp_path / 'tb'}",
+        ],
+        HPT_LOGICAL_DEVICES="2",
+        CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
+        CLOUD_ML_TRIAL_ID="7",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "MirroredStrategy, 2 replica(s) in sync" in result.stderr
+    card = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert card["training"]["strategy"] == "MirroredStrategy"
+    assert card["training"]["replicas_in_sync"] == 2
+    records = read_hypertune(metrics_file)
+    assert [r["global_step"] for r in records] == ["1", "2", "3"]
+    assert all(r["trial"] == "7" and 0.0 <= float(r["accuracy"]) <= 1.0 for r in records)
+    # The last report is the final validation metric.
+    assert float(records[-1]["accuracy"]) == pytest.approx(card["final_metrics"]["val_accuracy"])
+    assert list((tmp_path / "tb").iterdir()), "no TensorBoard event files"
+
+
+def test_two_process_multi_worker_only_chief_exports(synthetic_data, tmp_path):
+    chief_port, worker_port = free_ports(2)
+    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    procs = {}
+    for task_type in ("chief", "worker"):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
+        procs[task_type] = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trainer.task",
+                f"--data={synthetic_data}",
+                "--epochs=3",
+                "--batch_size=16",
+                "--learning_rate=0.05",
+                f"--model_dir={tmp_path / task_type / 'model'}",
+                f"--checkpoint_dir={tmp_path / 'checkpoints'}",
+            ],
+            cwd=ROOT,
+            env=run_env(
+                TF_CONFIG=tf_config, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / task_type / "metrics")
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    try:
+        outputs = {name: proc.communicate(timeout=240)[0] for name, proc in procs.items()}
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert procs["chief"].returncode == 0, outputs["chief"][-3000:]
+    assert procs["worker"].returncode == 0, outputs["worker"][-3000:]
+    assert "MultiWorkerMirroredStrategy, 2 replica(s) in sync, 2 worker(s)" in outputs["chief"]
+    # Only the chief writes a model (and reports the metric); the worker leaves no trace.
+    assert (tmp_path / "chief" / "model" / "saved_model.pb").exists()
+    assert not (tmp_path / "worker").exists()
+    assert not [p for p in (tmp_path / "checkpoints").iterdir() if p.name.startswith(".worker")]
+    assert not [p for p in (tmp_path / "chief").iterdir() if p.name.startswith(".staging")]
+    card = json.loads((tmp_path / "chief" / "model" / "model.json").read_text())
+    assert card["training"]["workers"] == 2
+    # The export predicts from encoded image bytes, as a Vertex prediction request carries.
+    images, labels = make_images(16, 32, seed=99)
+    out = predict(tmp_path / "chief" / "model", images)
+    probabilities = out["probabilities"].numpy()
+    assert probabilities.shape == (16, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    predicted = [label.decode() for label in out["label"].numpy()]
+    expected = [CLASS_NAMES[i] for i in labels]
+    assert sum(p == e for p, e in zip(predicted, expected, strict=True)) >= 14
+
+
+def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
+    args = [
+        f"--data={synthetic_data}",
+        "--epochs=40",
+        "--batch_size=16",
+        f"--checkpoint_dir={tmp_path / 'ckpt'}",
+        f"--model_dir={tmp_path / 'model'}",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer.task", *args],
+        cwd=ROOT,
+        env=run_env(),
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 180
+    for line in proc.stderr:  # kill it (no chance to clean up) once epoch 2 is done
+        if line.startswith("epoch 2/40") or time.monotonic() > deadline:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    import tensorflow as tf
+
+    stopped_after = int(tf.train.latest_checkpoint(str(tmp_path / "ckpt")).rsplit("-", 1)[1])
+    assert 2 <= stopped_after < 40
+    assert not (tmp_path / "model").exists()
+
+    result = run_trainer([*args[:1], "--epochs=" + str(stopped_after + 2), *args[2:]])
+    assert result.returncode == 0, result.stderr
+    assert f"resuming from checkpoint after epoch {stopped_after}" in result.stderr
+    epochs_run = [
+        line.split(":")[0] for line in result.stderr.splitlines() if line.startswith("epoch ")
+    ]
+    assert epochs_run == [
+        f"epoch {stopped_after + 1}/{stopped_after + 2}",
+        f"epoch {stopped_after + 2}/{stopped_after + 2}",
+    ]
+    card = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert card["training"]["resumed_after_epoch"] == stopped_after
+    assert [h["epoch"] for h in card["history"]] == [stopped_after + 1, stopped_after + 2]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--data=/nonexistent/dataset"], "--data=/nonexistent/dataset"),
+        (["--learning_rate=-1"], "--learning_rate=-1.0: expected a number > 0"),
+        (["--bogus_flag=3"], "unrecognized arguments: --bogus_flag=3"),
+        (["--momentum", "1.5"], "--momentum=1.5"),
+        (["--distribution=ring"], "--distribution=ring"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(synthetic_data, args, expected):
+    if not any(a.startswith("--data") for a in args):
+        args = [f"--data={synthetic_data}", *args]
+    result = run_trainer(args, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("trainer: error: ") and expected in lines[0]
+    assert "Traceback" not in result.stderr
