@@ -1,0 +1,268 @@
+"""Pipeline settings: one dataclass from flags > YAML config > `HPT_*` environment > defaults.
+
+Validation happens here, before anything expensive starts, and every error is
+one line naming the bad value and what is expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ENV_PREFIX = "HPT_"
+ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
+MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
+GOALS = ("maximize", "minimize")
+
+_PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
+_SERVICE_ACCOUNT = re.compile(
+    r"^[a-z0-9-]+@[a-z0-9-]+\.iam\.gserviceaccount\.com$|^\d+-compute@developer\.gserviceaccount\.com$"
+)
+_KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
+_NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+
+
+class SettingsError(ValueError):
+    """A bad setting; the message is one line naming the value and what is expected."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a pipeline run is parameterised by.
+
+    Defaults are cloud-sized (the seeds' 150×150 images, a real study);
+    `LOCAL_RUN_DEFAULTS` is the small budget `hpt-pipeline run` starts from.
+    """
+
+    # Data
+    source: str = "sample"
+    image_size: int = 150
+    validation_fraction: float = 0.2
+    test_fraction: float = 0.1
+    seed: int = 42
+    # Study
+    search_space: str | None = None  # YAML file; None → the seeds' space
+    metric_tag: str = "accuracy"
+    goal: str = "maximize"
+    secondary_metric: str | None = None  # tie-breaker, e.g. "loss" (minimized)
+    algorithm: str = "ALGORITHM_UNSPECIFIED"
+    measurement_selection: str = "BEST_MEASUREMENT"
+    max_trials: int = 12
+    parallel_trials: int = 3
+    max_failed_trials: int = 3
+    early_stopping: bool = False
+    trial_threshold: float | None = None  # the best trial must reach it, else stop
+    # Training
+    epochs: int = 10
+    batch_size: int = 32
+    replicas: int = 1  # final job workers besides the chief
+    eval_threshold: float | None = None  # test accuracy needed to register the model
+    # Machines (locally, accelerator_count = logical CPU devices per replica)
+    trial_machine_type: str = "n1-standard-8"
+    trial_accelerator_type: str = "NVIDIA_TESLA_T4"
+    trial_accelerator_count: int = 2
+    final_machine_type: str = "n1-standard-8"
+    final_accelerator_type: str = "NVIDIA_TESLA_T4"
+    final_accelerator_count: int = 1
+    # Images
+    trainer_image: str = "us-docker.pkg.dev/your-project/hpt-pipeline/trainer:latest"
+    components_image: str = "us-docker.pkg.dev/your-project/hpt-pipeline/components:latest"
+    serving_image: str = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    # Cloud
+    project: str | None = None
+    region: str = "us-central1"
+    pipeline_root: str | None = None
+    service_account: str | None = None
+    network: str | None = None
+    kms_key: str | None = None
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    experiment: str | None = None
+    enable_caching: bool = True
+    display_name: str = "hpt-pipeline"
+    model_display_name: str = "hpt-cnn"
+    # Local
+    output: str = "runs/latest"
+
+    def __post_init__(self) -> None:
+        _check(self)
+
+
+LOCAL_RUN_DEFAULTS = dict(
+    image_size=32,
+    max_trials=4,
+    parallel_trials=2,
+    max_failed_trials=1,
+    epochs=4,
+    batch_size=32,
+    replicas=1,
+    trial_accelerator_count=2,
+    final_accelerator_count=1,
+)
+
+
+def _check(s: Settings) -> None:
+    def need(ok: bool, name: str, expected: str) -> None:
+        if not ok:
+            raise SettingsError(f"{name}={getattr(s, name)!r}: expected {expected}")
+
+    need(s.image_size >= 22, "image_size", "an integer >= 22 (the CNN needs 22 px per side)")
+    need(0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
+    need(0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
+    need(
+        s.validation_fraction + s.test_fraction < 1,
+        "test_fraction",
+        "validation_fraction + test_fraction < 1",
+    )
+    need(s.goal in GOALS, "goal", f"one of {', '.join(GOALS)}")
+    need(s.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
+    need(
+        s.measurement_selection in MEASUREMENT_SELECTIONS,
+        "measurement_selection",
+        f"one of {', '.join(MEASUREMENT_SELECTIONS)}",
+    )
+    need(s.max_trials >= 1, "max_trials", "an integer >= 1")
+    need(1 <= s.parallel_trials <= s.max_trials, "parallel_trials", "an integer in [1, max_trials]")
+    need(s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")
+    need(s.epochs >= 1, "epochs", "an integer >= 1")
+    need(s.batch_size >= 1, "batch_size", "an integer >= 1")
+    need(s.replicas >= 0, "replicas", "an integer >= 0 (workers besides the chief)")
+    need(s.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
+    need(s.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
+    for name in ("trial_threshold", "eval_threshold"):
+        value = getattr(s, name)
+        need(value is None or isinstance(value, int | float), name, "a number or null")
+    need(
+        s.project is None or bool(_PROJECT.match(s.project)),
+        "project",
+        "a Google Cloud project id (6-30 lowercase letters, digits, hyphens)",
+    )
+    need(bool(_REGION.match(s.region)), "region", "a Google Cloud region such as us-central1")
+    need(
+        s.pipeline_root is None or s.pipeline_root.startswith("gs://"),
+        "pipeline_root",
+        "a gs:// URI",
+    )
+    need(
+        s.service_account is None or bool(_SERVICE_ACCOUNT.match(s.service_account)),
+        "service_account",
+        "a service account e-mail (name@project.iam.gserviceaccount.com)",
+    )
+    need(
+        s.kms_key is None or bool(_KMS_KEY.match(s.kms_key)),
+        "kms_key",
+        "projects/P/locations/L/keyRings/R/cryptoKeys/K",
+    )
+    need(
+        s.network is None or bool(_NETWORK.match(s.network)),
+        "network",
+        "projects/NUMBER/global/networks/NAME",
+    )
+    for key, value in s.labels.items():
+        if not (_LABEL_KEY.match(key) and _LABEL_VALUE.match(str(value))):
+            raise SettingsError(
+                f"labels={key}={value}: expected lowercase letters, digits, _ and - "
+                "(keys start with a letter, at most 63 characters)"
+            )
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+_HINTS = typing.get_type_hints(Settings)
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    """Turn a YAML/env/flag value into the field's type, or raise SettingsError."""
+    hint = _HINTS[name]
+    if raw is None:
+        return None
+    if name == "labels":
+        return parse_labels(raw)
+    base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
+    try:
+        if base is bool:
+            if isinstance(raw, bool):
+                return raw
+            if str(raw).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(raw).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if base is int and isinstance(raw, float) and not raw.is_integer():
+            raise ValueError
+        return base(raw)
+    except (TypeError, ValueError):
+        raise SettingsError(f"{name}={raw!r}: expected {base.__name__}") from None
+
+
+def parse_labels(raw: Any) -> dict[str, str]:
+    """Labels from a mapping, `k=v,k2=v2`, or a list of `k=v`."""
+    if isinstance(raw, Mapping):
+        return {str(k): str(v) for k, v in raw.items()}
+    items = raw.split(",") if isinstance(raw, str) else list(raw)
+    labels = {}
+    for item in items:
+        if not item:
+            continue
+        key, sep, value = str(item).partition("=")
+        if not sep:
+            raise SettingsError(f"label {item!r}: expected key=value")
+        labels[key.strip()] = value.strip()
+    return labels
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """Read a YAML settings file (top-level keys are Settings fields)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SettingsError(f"--config={path}: file not found")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise SettingsError(
+            f"--config={path}: not valid YAML ({str(err).splitlines()[0]})"
+        ) from None
+    if not isinstance(data, dict):
+        raise SettingsError(f"--config={path}: expected a mapping of settings")
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise SettingsError(f"--config={path}: unknown setting {unknown[0]!r}")
+    return data
+
+
+def load_settings(
+    *,
+    config: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge settings: `overrides` (flags; None = unset) > config YAML > HPT_* env > defaults."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = dict(defaults or {})
+    for name in FIELDS:
+        if (raw := env.get(ENV_PREFIX + name.upper())) not in (None, ""):
+            values[name] = raw
+    if config:
+        values.update(read_config(config))
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return Settings(**{k: _coerce(k, v) for k, v in values.items()})
+
+
+def require_cloud(settings: Settings, *names: str) -> None:
+    """Fail with one line when a cloud setting needed by a command is missing."""
+    for name in names or ("project", "region", "pipeline_root"):
+        if not getattr(settings, name):
+            flag = name.replace("_", "-")
+            raise SettingsError(
+                f"{name} is not set: pass --{flag}, put {name} in the config file, "
+                f"or set {ENV_PREFIX}{name.upper()}"
+            )
