@@ -7,6 +7,7 @@ import project code); locally `kfp.local` runs it in this environment.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
 from typing import Any
@@ -24,3 +25,10 @@ def components_image() -> str:
 def component(func: Callable[..., Any]) -> Any:
     """`@dsl.component` with the project's base image and no kfp install step."""
     return dsl.component(func, base_image=components_image(), install_kfp_package=False)
+
+
+def with_image(component_op: Any, image: str) -> Any:
+    """A copy of a lightweight component whose body runs in `image` (settings choose it)."""
+    clone = copy.deepcopy(component_op)
+    clone.component_spec.implementation.container.image = image
+    return clone

@@ -28,6 +28,7 @@ _SERVICE_ACCOUNT = re.compile(
 )
 _KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
 _NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
+_MODEL = re.compile(r"^projects/[^/]+/locations/[^/]+/models/[^/@]+$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -90,8 +91,10 @@ class Settings:
     enable_caching: bool = True
     display_name: str = "hpt-pipeline"
     model_display_name: str = "hpt-cnn"
+    parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version
     # Local
     output: str = "runs/latest"
+    registry: str = "runs/registry"
 
     def __post_init__(self) -> None:
         _check(self)
@@ -166,6 +169,11 @@ def _check(s: Settings) -> None:
         s.network is None or bool(_NETWORK.match(s.network)),
         "network",
         "projects/NUMBER/global/networks/NAME",
+    )
+    need(
+        s.parent_model is None or bool(_MODEL.match(s.parent_model)),
+        "parent_model",
+        "projects/P/locations/L/models/ID",
     )
     for key, value in s.labels.items():
         if not (_LABEL_KEY.match(key) and _LABEL_VALUE.match(str(value))):

@@ -1,0 +1,61 @@
+"""Evaluate the exported model on the test split; gate registration on the threshold."""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def evaluate_model(
+    model: dsl.Input[dsl.Model],
+    dataset: dsl.Input[dsl.Dataset],
+    threshold: float,
+    use_threshold: bool,
+    metrics: dsl.Output[dsl.Metrics],
+    classification: dsl.Output[dsl.ClassificationMetrics],
+    report: dsl.Output[dsl.HTML],
+    figures: dsl.Output[dsl.Artifact],
+) -> bool:
+    """Score the test split through the serving signature; return whether it may be registered.
+
+    Logs accuracy, loss and per-class precision/recall/F1 (Metrics), the
+    confusion matrix and, for two classes, the ROC curve (ClassificationMetrics),
+    and the same figures as one HTML page (`report`, drawn by the console) and
+    as PNG files with evaluation.json (`figures`).
+    """
+    import json
+    import os
+
+    from pipelines import eval_report, job_args
+    from trainer import evaluate
+
+    result = evaluate.evaluate_model(
+        job_args.artifact_location(model), job_args.artifact_location(dataset)
+    )
+    metrics.log_metric("accuracy", result["accuracy"])
+    metrics.log_metric("loss", result["loss"])
+    metrics.log_metric("test_examples", result["count"])
+    for name, per_class in result["per_class"].items():
+        for key in ("precision", "recall", "f1"):
+            metrics.log_metric(f"{key}_{name}", per_class[key])
+    classification.log_confusion_matrix(result["class_names"], result["confusion_matrix"])
+    if "roc" in result:
+        roc = result["roc"]
+        classification.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
+        metrics.log_metric("auc", roc["auc"])
+    passed = (not use_threshold) or result["accuracy"] >= float(threshold)
+    metrics.metadata.update(
+        {"model": model.uri, "dataset": dataset.uri, "passed_threshold": passed}
+    )
+    if use_threshold:
+        metrics.log_metric("threshold", float(threshold))
+    page = eval_report.write_report(result, figures.path, title=f"Evaluation of {model.uri}")
+    with open(report.path, "w") as f:
+        f.write(page.read_text())
+    with open(os.path.join(figures.path, "evaluation.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    if not passed:
+        print(
+            f"model NOT registered: test accuracy {result['accuracy']:.4f} < threshold {threshold}"
+        )
+    return passed

@@ -1,0 +1,90 @@
+"""Build the trainer's `worker_pool_specs` at run time (they need the dataset's location).
+
+The same components feed both targets: Vertex's HPT / custom-job ops and the
+local executors receive exactly these payloads.
+"""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def trial_job_spec(
+    dataset: dsl.Input[dsl.Dataset],
+    trainer_image: str,
+    epochs: int,
+    batch_size: int,
+    metric_tag: str,
+    machine_type: str,
+    accelerator_type: str,
+    accelerator_count: int,
+    study_dir: str,
+    study: dsl.Output[dsl.Artifact],
+) -> NamedTuple("TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]):
+    """Worker pool of one HPT trial: the trainer on one replica (HPT appends the tuned flags).
+
+    The study's `base_output_directory` is `study_dir` when given (locally, a
+    stable folder lets a rerun resume the study), else a unique folder under the
+    pipeline root reserved by the `study` artifact.
+    """
+    from collections import namedtuple
+
+    from pipelines import job_args, worker_pools
+
+    pools = worker_pools.trial_worker_pool_specs(
+        image_uri=trainer_image,
+        command=job_args.TRAINER_COMMAND,
+        args=job_args.trainer_args(
+            dataset, epochs=epochs, batch_size=batch_size, metric_tag=metric_tag
+        ),
+        machine_type=machine_type,
+        accelerator_type=accelerator_type or None,
+        accelerator_count=int(accelerator_count),
+    )
+    worker_pools.validate_worker_pool_specs(pools)
+    output = namedtuple("TrialJobSpec", ["worker_pool_specs", "base_output_directory"])
+    return output(pools, study_dir or job_args.artifact_location(study))
+
+
+@component
+def final_job_spec(
+    dataset: dsl.Input[dsl.Dataset],
+    best_parameters: dict,
+    trainer_image: str,
+    epochs: int,
+    batch_size: int,
+    metric_tag: str,
+    machine_type: str,
+    accelerator_type: str,
+    accelerator_count: int,
+    worker_count: int,
+    job_dir: dsl.Output[dsl.Artifact],
+) -> NamedTuple("FinalJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]):
+    """Chief + workers running the trainer with the best trial's parameters.
+
+    `job_dir` reserves a unique folder under the pipeline root for the job's
+    outputs (`AIP_MODEL_DIR` = `<base_output_directory>/model/`).
+    """
+    from collections import namedtuple
+
+    from pipelines import job_args, worker_pools
+
+    args = job_args.trainer_args(
+        dataset, epochs=epochs, batch_size=batch_size, metric_tag=metric_tag
+    )
+    pools = worker_pools.training_worker_pool_specs(
+        image_uri=trainer_image,
+        command=job_args.TRAINER_COMMAND,
+        args=args + job_args.parameter_args(best_parameters),
+        machine_type=machine_type,
+        accelerator_type=accelerator_type or None,
+        accelerator_count=int(accelerator_count),
+        worker_count=int(worker_count),
+    )
+    worker_pools.validate_worker_pool_specs(pools)
+    job_dir.metadata.update({"best_parameters": best_parameters, "replicas": 1 + int(worker_count)})
+    output = namedtuple("FinalJobSpec", ["worker_pool_specs", "base_output_directory"])
+    return output(pools, job_args.artifact_location(job_dir))

@@ -1,0 +1,48 @@
+"""Pick the best trial; its id, parameters and metric show in the console."""
+
+from typing import NamedTuple
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def select_best_trial(
+    trials: dsl.Input[dsl.Artifact],
+    metric_tag: str,
+    goal: str,
+    secondary_metric: str,
+    threshold: float,
+    use_threshold: bool,
+    summary: dsl.Output[dsl.Metrics],
+) -> NamedTuple(
+    "BestTrial", [("best_trial_id", str), ("best_parameters", dict), ("best_metric", float)]
+):
+    """Choose among succeeded trials; stop the pipeline if the best misses `threshold`.
+
+    Ties go to the smaller/cheaper configuration. `use_threshold` False ignores `threshold`.
+    """
+    from collections import namedtuple
+
+    from pipelines import selection, trials_artifact
+
+    all_trials = trials_artifact.read(trials)
+    best = selection.select_best_trial(
+        all_trials,
+        metric_id=metric_tag,
+        goal=goal,
+        secondary_metric_id=secondary_metric or None,
+        threshold=float(threshold) if use_threshold else None,
+    )
+    summary.log_metric(f"best_{metric_tag}", best.metric)
+    summary.log_metric("best_trial_id", float(best.trial_id) if best.trial_id.isdigit() else -1.0)
+    summary.log_metric("trials_considered", best.considered)
+    summary.log_metric("trials_total", len(all_trials))
+    for name, value in best.parameters.items():
+        if isinstance(value, int | float):
+            summary.log_metric(f"param_{name}", value)
+    summary.metadata["best_parameters"] = best.parameters
+    summary.metadata["trials"] = trials.uri
+    output = namedtuple("BestTrial", ["best_trial_id", "best_parameters", "best_metric"])
+    return output(best.trial_id, best.parameters, best.metric)

@@ -1,0 +1,33 @@
+"""Final training step: the local binding, and the Vertex job's model as an artifact."""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def train_locally(
+    worker_pool_specs: list,
+    base_output_directory: str,
+    model: dsl.Output[dsl.Model],
+):
+    """Run the final job's worker pools as local processes (chief + workers on loopback)."""
+    from pipelines import local_job, model_artifact
+
+    local_job.run_custom_job(
+        worker_pool_specs=worker_pool_specs, base_output_directory=base_output_directory
+    )
+    model_artifact.describe(model, base_output_directory)
+
+
+@component
+def model_from_job(
+    gcp_resources: str,
+    base_output_directory: str,
+    model: dsl.Output[dsl.Model],
+) -> str:
+    """Point a Model artifact at the model the Vertex custom job exported; return its URI."""
+    from pipelines import model_artifact
+
+    model_artifact.describe(model, base_output_directory, job=gcp_resources)
+    return model.uri

@@ -1,0 +1,43 @@
+"""Local binding of the tuning step: run the HPT study payload on this machine."""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def tune_locally(
+    dataset: dsl.Input[dsl.Dataset],
+    worker_pool_specs: list,
+    study_spec_metrics: list,
+    study_spec_parameters: list,
+    max_trial_count: int,
+    parallel_trial_count: int,
+    max_failed_trial_count: int,
+    study_spec_algorithm: str,
+    study_spec_measurement_selection_type: str,
+    base_output_directory: str,
+    early_stopping: bool,
+    seed: int,
+    trials: dsl.Output[dsl.Artifact],
+):
+    """Run the same study `HyperparameterTuningJobRunOp` would submit, with Optuna, locally.
+
+    Writes the trials (Vertex `Trial` JSON schema) to the `trials` artifact.
+    """
+    from pipelines import local_study, trials_artifact
+
+    results = local_study.run_study(
+        worker_pool_specs=worker_pool_specs,
+        study_spec_metrics=study_spec_metrics,
+        study_spec_parameters=study_spec_parameters,
+        max_trial_count=int(max_trial_count),
+        parallel_trial_count=int(parallel_trial_count),
+        max_failed_trial_count=int(max_failed_trial_count),
+        study_spec_algorithm=study_spec_algorithm,
+        study_spec_measurement_selection_type=study_spec_measurement_selection_type,
+        base_output_directory=base_output_directory,
+        early_stopping=bool(early_stopping),
+        seed=int(seed),
+    )
+    trials_artifact.write(trials, results, source="local", study_dir=base_output_directory)

@@ -1,0 +1,24 @@
+"""Compile the pipeline for a target into a pipeline spec YAML (no TensorFlow is imported)."""
+
+import re
+from pathlib import Path
+
+from pipelines.pipeline import build_pipeline
+from pipelines.settings import Settings
+
+_SDK_VERSION = re.compile(r"^sdkVersion: .*$", re.MULTILINE)
+
+
+def compile_pipeline(target: str, settings: Settings, output_path: str | Path) -> str:
+    """Write the compiled pipeline spec for `target` to `output_path`; return the path."""
+    from kfp import compiler
+
+    output = Path(output_path)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(build_pipeline(target, settings), str(output))
+    return str(output)
+
+
+def normalize_spec(text: str) -> str:
+    """A compiled spec with run-to-run noise removed (the SDK version line), for golden tests."""
+    return _SDK_VERSION.sub("sdkVersion: <normalized>", text)

@@ -1,0 +1,67 @@
+"""The end-of-run summary of a local pipeline run (Rich tables in the terminal)."""
+
+from typing import Any
+
+
+def _artifact(tasks: dict[str, Any], task: str, name: str) -> dict[str, Any]:
+    artifacts = tasks.get(task, {}).get("artifacts", {}).get(name, {}).get("artifacts", [])
+    return artifacts[0] if artifacts else {}
+
+
+def _parameter(tasks: dict[str, Any], task: str, name: str) -> Any:
+    return tasks.get(task, {}).get("parameterValues", {}).get(name)
+
+
+def summarize(result: dict[str, Any]) -> dict[str, Any]:
+    """Pull the headline facts of a run out of its task outputs."""
+    tasks = result["tasks"]
+    trials = _artifact(tasks, "tune-locally", "trials")
+    model = _artifact(tasks, "train-locally", "model")
+    metrics = _artifact(tasks, "evaluate-model", "metrics")
+    registered = _artifact(tasks, "register-locally", "registered")
+    return {
+        "best_trial_id": _parameter(tasks, "select-best-trial", "best_trial_id"),
+        "best_parameters": _parameter(tasks, "select-best-trial", "best_parameters") or {},
+        "best_metric": _parameter(tasks, "select-best-trial", "best_metric"),
+        "trials": trials.get("uri"),
+        "trial_states": trials.get("metadata", {}).get("states", {}),
+        "study": trials.get("metadata", {}).get("study"),
+        "model": model.get("uri"),
+        "test_metrics": {
+            k: v for k, v in metrics.get("metadata", {}).items() if isinstance(v, int | float)
+        },
+        "passed": _parameter(tasks, "evaluate-model", "Output"),
+        "report": _artifact(tasks, "evaluate-model", "report").get("uri"),
+        "figures": _artifact(tasks, "evaluate-model", "figures").get("uri"),
+        "registered": registered.get("uri"),
+        "version": registered.get("metadata", {}).get("version"),
+        "run_dir": result["run_dir"],
+        "log": result["log"],
+        "seconds": result["seconds"],
+    }
+
+
+def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """Print the summary tables; return the summary."""
+    from rich.table import Table
+
+    s = summarize(result)
+    headline = Table(title=f"hpt-pipeline run finished in {s['seconds']:.0f} s", show_header=False)
+    headline.add_column(style="bold")
+    headline.add_column()
+    states = ", ".join(f"{n} {state.lower()}" for state, n in s["trial_states"].items())
+    headline.add_row("trials", states or "-")
+    headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']})")
+    for name, value in sorted(s["best_parameters"].items()):
+        headline.add_row(f"  {name}", str(value))
+    for name in ("accuracy", "loss", "auc"):
+        if name in s["test_metrics"]:
+            headline.add_row(f"test {name}", f"{s['test_metrics'][name]:.4f}")
+    if s["passed"]:
+        headline.add_row("registered", f"v{s['version']} at {s['registered']}")
+    else:
+        headline.add_row("registered", "[red]no: the model missed the evaluation threshold[/]")
+    for name in ("model", "trials", "study", "report", "figures", "run_dir", "log"):
+        headline.add_row(name.replace("_", " "), str(s[name]))
+    console.print(headline)
+    return s

@@ -1,0 +1,53 @@
+"""Read a Vertex HPT job's trials (through `gcp_resources` or a resource name) as Trial JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+_JOB_NAME = re.compile(
+    r"projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/hyperparameterTuningJobs/[^/]+$"
+)
+
+
+def job_name_from_gcp_resources(gcp_resources: str) -> str:
+    """The HPT job resource name inside GCPC's `gcp_resources` JSON.
+
+    GCPC writes `{"resources": [{"resourceType": "HyperparameterTuningJob",
+    "resourceUri": "https://REGION-aiplatform.googleapis.com/v1/projects/…/hyperparameterTuningJobs/ID"}]}`.
+    """
+    try:
+        resources = json.loads(gcp_resources)["resources"]
+    except (ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"gcp_resources is not GCPC's resources JSON: {err}") from None
+    for resource in resources:
+        if resource.get("resourceType") == "HyperparameterTuningJob":
+            uri = resource["resourceUri"]
+            name = uri.split("/v1/", 1)[-1]
+            if _JOB_NAME.search(name):
+                return name
+            raise ValueError(f"resourceUri={uri}: not a hyperparameterTuningJobs resource")
+    raise ValueError("gcp_resources names no HyperparameterTuningJob")
+
+
+def fetch_trials(job_name: str, credentials: Any = None) -> list[dict[str, Any]]:
+    """Trials of a Vertex HPT job, each as `Trial.to_json` gives it (state 4 = SUCCEEDED).
+
+    Args:
+        job_name: `projects/P/locations/L/hyperparameterTuningJobs/ID`.
+        credentials: google-auth credentials; None uses the environment's.
+    """
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform.compat.types import study as gca_study
+
+    match = _JOB_NAME.search(job_name)
+    if not match:
+        raise ValueError(f"{job_name}: expected projects/P/locations/L/hyperparameterTuningJobs/ID")
+    job = aiplatform.HyperparameterTuningJob.get(
+        job_name,
+        project=match["project"],
+        location=match["location"],
+        credentials=credentials,
+    )
+    return [json.loads(gca_study.Trial.to_json(trial)) for trial in job.trials]

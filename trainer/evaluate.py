@@ -1,0 +1,76 @@
+"""Score an exported model on a prepared split through its serving signature (bytes in)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from sklearn import metrics as skm
+
+from trainer import data, records
+
+
+def predict_split(
+    model_dir: str, data_dir: str, split: str = "test", batch_size: int = 64
+) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Run a split through the serving signature as PNG bytes, as a Vertex request would carry.
+
+    Returns:
+        (probabilities [N, K], true labels [N], dataset metadata).
+    """
+    metadata = records.read_metadata(data_dir)
+    serve = tf.saved_model.load(model_dir).signatures["serving_default"]
+    probabilities, labels = [], []
+    for images, batch_labels in data.read_split(data_dir, metadata, split).batch(batch_size):
+        encoded = tf.map_fn(tf.io.encode_png, images, fn_output_signature=tf.string)
+        probabilities.append(serve(image_bytes=encoded)["probabilities"].numpy())
+        labels.append(batch_labels.numpy())
+    if not labels:
+        raise records.DatasetError(f"{data_dir}: the {split} split is empty")
+    return np.concatenate(probabilities), np.concatenate(labels), metadata
+
+
+def classification_report(
+    probabilities: np.ndarray, labels: np.ndarray, class_names: list[str]
+) -> dict[str, Any]:
+    """Accuracy, log loss, per-class precision/recall/F1, confusion matrix, ROC (2 classes)."""
+    k = len(class_names)
+    predicted = probabilities.argmax(axis=1)
+    precision, recall, f1, support = skm.precision_recall_fscore_support(
+        labels, predicted, labels=list(range(k)), zero_division=0
+    )
+    report: dict[str, Any] = {
+        "count": int(labels.size),
+        "accuracy": float((predicted == labels).mean()),
+        "loss": float(skm.log_loss(labels, probabilities, labels=list(range(k)))),
+        "class_names": list(class_names),
+        "per_class": {
+            name: {
+                "precision": float(precision[i]),
+                "recall": float(recall[i]),
+                "f1": float(f1[i]),
+                "support": int(support[i]),
+            }
+            for i, name in enumerate(class_names)
+        },
+        "confusion_matrix": skm.confusion_matrix(labels, predicted, labels=list(range(k))).tolist(),
+    }
+    if k == 2 and len(set(labels.tolist())) == 2:
+        fpr, tpr, thresholds = skm.roc_curve(labels, probabilities[:, 1])
+        report["roc"] = {
+            "fpr": fpr.tolist(),
+            "tpr": tpr.tolist(),
+            "thresholds": [min(float(t), 1.0) if math.isfinite(t) else 1.0 for t in thresholds],
+            "auc": float(skm.auc(fpr, tpr)),
+        }
+    return report
+
+
+def evaluate_model(model_dir: str, data_dir: str, split: str = "test") -> dict[str, Any]:
+    """Predict a split through the serving signature and summarise the classification."""
+    probabilities, labels, metadata = predict_split(model_dir, data_dir, split)
+    report = classification_report(probabilities, labels, metadata["class_names"])
+    report["split"] = split
+    return report
