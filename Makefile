@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
+
+include images/images.mk
 .PHONY: help venv run test lint
 
 help: ## List the targets

@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from pipelines import images
+
 ENV_PREFIX = "HPT_"
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
@@ -76,9 +78,9 @@ class Settings:
     final_accelerator_type: str = "NVIDIA_TESLA_T4"
     final_accelerator_count: int = 1
     # Images
-    trainer_image: str = "us-docker.pkg.dev/your-project/hpt-pipeline/trainer:latest"
-    components_image: str = "us-docker.pkg.dev/your-project/hpt-pipeline/components:latest"
-    serving_image: str = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    trainer_image: str = images.image_uris()["trainer"]
+    components_image: str = images.image_uris()["components"]
+    serving_image: str = images.SERVING_IMAGE_URI
     # Cloud
     project: str | None = None
     region: str = "us-central1"

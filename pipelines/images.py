@@ -1,0 +1,120 @@
+"""Container image settings: image URIs, the serving container, and what each image installs.
+
+Standard library only, and runnable as a plain script: the Dockerfiles run
+`python images.py requirements ...` on a bare Python base image, so the
+versions an image installs come from the pins in `pyproject.toml` and nowhere
+else. `python -m pipelines.images uris --registry ... --tag ...` prints the URIs
+as the environment variables the pipeline settings read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+
+PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+DEFAULT_REGISTRY = "us-docker.pkg.dev/your-project/hpt-pipeline"
+DEFAULT_TAG = "latest"
+IMAGES = ("trainer", "components")
+ENV_VARS = {"trainer": "HPT_TRAINER_IMAGE", "components": "HPT_COMPONENTS_IMAGE"}
+
+# The newest prebuilt Vertex TensorFlow prediction containers listed are 2.15 (none for 2.21);
+# a TF 2.21 SavedModel of standard ops loads there (see images/README.md).
+SERVING_IMAGE_URI = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+SERVING_IMAGE_URI_GPU = "us-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+
+# What the trainer image installs besides the `gpu` extra (TensorFlow): the trainer
+# imports only tensorflow/keras/numpy and hypertune, and tf.summary needs tensorboard.
+TRAINER_PACKAGES = ("cloudml-hypertune", "tensorboard")
+
+
+def registry(project: str, region: str = "us-central1", repository: str = "hpt-pipeline") -> str:
+    """Artifact Registry prefix `REGION-docker.pkg.dev/PROJECT/REPOSITORY`."""
+    return f"{region}-docker.pkg.dev/{project}/{repository}"
+
+
+def image_uris(registry: str = DEFAULT_REGISTRY, tag: str = DEFAULT_TAG) -> dict[str, str]:
+    """URIs of the project's images, `{"trainer": ..., "components": ...}`.
+
+    `tag` may also be a digest (`sha256:...`), giving `NAME@sha256:...`.
+    """
+    sep = "@" if tag.startswith("sha256:") else ":"
+    return {name: f"{registry.rstrip('/')}/{name}{sep}{tag}" for name in IMAGES}
+
+
+def configured_image_uris() -> dict[str, str]:
+    """Image URIs from `HPT_TRAINER_IMAGE` / `HPT_COMPONENTS_IMAGE`, else the defaults."""
+    return {name: os.environ.get(ENV_VARS[name], uri) for name, uri in image_uris().items()}
+
+
+def serving_image_uri(region: str = "us-central1", gpu: bool = False) -> str:
+    """The pinned prebuilt serving container from the multi-region nearest `region`."""
+    uri = SERVING_IMAGE_URI_GPU if gpu else SERVING_IMAGE_URI
+    area = region.split("-")[0]
+    return uri.replace("us-docker", f"{area}-docker", 1) if area in ("europe", "asia") else uri
+
+
+def requirement_name(requirement: str) -> str:
+    """Normalized distribution name: `tensorflow[and-cuda]==2.21.0` → `tensorflow`."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if not name:
+        raise ValueError(f"not a requirement: {requirement!r}")
+    return re.sub(r"[-_.]+", "-", name.group(1)).lower()
+
+
+def project_pins(pyproject: Path | str = PYPROJECT) -> dict[str, str]:
+    """Every exact `==` pin in the project: dependencies and all extras, by normalized name."""
+    project = tomllib.loads(Path(pyproject).read_text())["project"]
+    reqs = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        reqs.extend(extra)
+    pins = {}
+    for req in reqs:
+        if "==" in req:
+            pins[requirement_name(req)] = req.split("==", 1)[1].split(";")[0].strip()
+    return pins
+
+
+def requirements(
+    extra: str, only: Sequence[str] = (), pyproject: Path | str = PYPROJECT
+) -> list[str]:
+    """The requirement lines an image installs: the dependencies (or `only` those) + one extra."""
+    project = tomllib.loads(Path(pyproject).read_text())["project"]
+    extras = project.get("optional-dependencies", {})
+    if extra not in extras:
+        raise ValueError(f"unknown extra {extra!r}; pyproject has {sorted(extras)}")
+    deps = list(project["dependencies"])
+    if only:
+        wanted = {requirement_name(n) for n in only}
+        deps = [d for d in deps if requirement_name(d) in wanted]
+        missing = wanted - {requirement_name(d) for d in deps}
+        if missing:
+            raise ValueError(f"not in the project's dependencies: {sorted(missing)}")
+    return deps + list(extras[extra])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """`requirements --extra E [--only N ...]` or `uris [--registry R] [--tag T]`."""
+    parser = argparse.ArgumentParser(prog="images", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    req = sub.add_parser("requirements", help="print an image's requirement lines")
+    req.add_argument("--extra", required=True)
+    req.add_argument("--only", nargs="*", default=())
+    req.add_argument("--pyproject", default=str(PYPROJECT))
+    uris = sub.add_parser("uris", help="print the image URIs as NAME=URI lines")
+    uris.add_argument("--registry", default=DEFAULT_REGISTRY)
+    uris.add_argument("--tag", default=DEFAULT_TAG)
+    args = parser.parse_args(argv)
+    if args.command == "requirements":
+        print("\n".join(requirements(args.extra, args.only, args.pyproject)))
+    else:
+        for name, uri in image_uris(args.registry, args.tag).items():
+            print(f"{ENV_VARS[name]}={uri}")
+
+
+if __name__ == "__main__":
+    main()
