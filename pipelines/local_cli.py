@@ -1,6 +1,7 @@
 """Commands that work on this machine: `run` (the local pipeline), `compile`, `models`."""
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,7 @@ def run(
 
     from pipelines import local_run, run_summary
 
-    console = Console()
+    console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     console.print(
         f"[bold]hpt-pipeline run[/]: source={settings.source} image_size={settings.image_size} "
         f"trials={settings.max_trials} (parallel {settings.parallel_trials}) "

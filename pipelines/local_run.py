@@ -4,28 +4,41 @@ import contextlib
 import io
 import json
 import os
+import re
+import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipelines.compiler import compile_pipeline
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
 
 LOG_FILE = "pipeline.log"
-# Lines of kfp.local's own chatter that stay in the log file only.
-_NOISE = ("[KFP Executor", "Got executor_input", "Wrote executor output", "Executor input:")
+SPEC_FILE = "pipeline.yaml"
+# Component output that is TensorFlow's start-up chatter, kept in the log file only.
+_TF_NOISE = re.compile(
+    r"^(I|W)\d{4} |WARNING: All log messages|oneDNN|cpu_feature_guard|"
+    r"AVX|rebuild TensorFlow|absl::InitializeLog"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TASK = re.compile(r"'([^']+)'")
 
 
 class ProgressFilter(io.TextIOBase):
     """A stdout stand-in: everything goes to the log file, progress lines also to `echo`.
 
-    kfp.local prints each component's output and its own executor JSON dumps;
-    the JSON (indented lines after an executor banner) is kept out of the terminal.
+    kfp.local prints each task's start, its streamed output, its outputs (long
+    artifact dumps) and its end. The terminal gets one line per task start and
+    end, and the tasks' own output (trial and epoch progress) minus TensorFlow's
+    start-up chatter; the dumps stay in the log file.
     """
 
     def __init__(self, log: Any, echo: Callable[[str], None]):
-        self.log, self.echo, self.pending, self.in_dump = log, echo, "", False
+        self.log, self.echo, self.pending, self.state = log, echo, "", "idle"
+        self.json_depth: int | None = None
 
     def write(self, text: str) -> int:
         """Log `text`; echo its complete progress lines."""
@@ -34,19 +47,36 @@ class ProgressFilter(io.TextIOBase):
         self.pending += text
         *lines, self.pending = self.pending.split("\n")
         for line in lines:
-            self._line(line)
+            self._line(_ANSI.sub("", line).rstrip())
         return len(text)
 
     def _line(self, line: str) -> None:
-        stripped = line.strip()
-        if any(marker in line for marker in _NOISE):
-            self.in_dump = True
+        if self.json_depth is not None:  # skip the executor's JSON dump of its inputs
+            self.json_depth += sum(line.count(c) for c in "{[") - sum(line.count(c) for c in "}]")
+            if self.json_depth <= 0:
+                self.json_depth = None
             return
-        if self.in_dump and (not stripped or stripped[0] in '{}[]"' or line.startswith("        ")):
+        if "[KFP Executor" in line:
+            if "Got executor_input" in line:
+                self.json_depth = 0
             return
-        self.in_dump = False
-        if stripped:
-            self.echo(line.rstrip())
+        task = _TASK.search(line)
+        name = task[1] if task else ""
+        if "Executing task" in line:
+            self.state = "task"
+            self.echo(f"▶ {name}")
+        elif "Streamed logs:" in line:
+            self.state = "logs"
+        elif "finished with status" in line:
+            self.state = "task"
+            status = line.rsplit("status", 1)[-1].strip()
+            self.echo(f"{'✓' if status == 'SUCCESS' else '✗'} {name} {status.lower()}")
+        elif line.endswith("outputs:") or line.endswith("has no outputs"):
+            self.state = "outputs"
+        elif set(line) == {"-"}:
+            self.state = "idle"
+        elif self.state == "logs" and line.strip() and not _TF_NOISE.search(line.strip()):
+            self.echo(f"    {line.strip()}")
 
 
 def latest_run_dir(artifacts_root: Path, before: set[Path]) -> Path:
@@ -65,13 +95,16 @@ def task_outputs(run_dir: Path) -> dict[str, dict[str, Any]]:
     return outputs
 
 
-def run_local(settings: Settings, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run the whole pipeline on this machine; return a summary of the run.
 
     Artifacts go to `<output>/artifacts/<run>/`, the study to `<output>/study/`
     (a rerun with the same output resumes it), registered models to
-    `settings.registry`, and the full log to `<output>/pipeline.log`.
+    `settings.registry`, and the full log to `<output>/pipeline.log`. Progress
+    lines go to `echo` (default: this process's stdout, captured before the run).
     """
+    terminal = sys.stdout
+    echo = echo or (lambda line: print(line, file=terminal, flush=True))
     from kfp import local
 
     output = Path(settings.output).resolve()
@@ -88,11 +121,16 @@ def run_local(settings: Settings, echo: Callable[[str], None] = print) -> dict[s
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with (
+        warnings.catch_warnings(),
         open(output / LOG_FILE, "a", encoding="utf-8") as log,
         contextlib.redirect_stdout(ProgressFilter(log, echo)),
     ):
+        # kfp.local warns that display names and the components image are not used here.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
         pipeline(study_dir=str(output / "study"), registry_dir=str(registry))
     run_dir = latest_run_dir(artifacts, before)
+    compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
     return {
         "run_dir": str(run_dir),
         "log": str(output / LOG_FILE),

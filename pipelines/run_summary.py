@@ -48,10 +48,10 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     s = summarize(result)
     headline = Table(title=f"hpt-pipeline run finished in {s['seconds']:.0f} s", show_header=False)
     headline.add_column(style="bold")
-    headline.add_column()
+    headline.add_column(overflow="fold")
     states = ", ".join(f"{n} {state.lower()}" for state, n in s["trial_states"].items())
     headline.add_row("trials", states or "-")
-    headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']})")
+    headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']:.4f})")
     for name, value in sorted(s["best_parameters"].items()):
         headline.add_row(f"  {name}", str(value))
     for name in ("accuracy", "loss", "auc"):
