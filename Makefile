@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 
 include images/images.mk
-.PHONY: help venv run test lint
+.PHONY: help venv run test lint golden
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -30,3 +30,6 @@ lint: $(STAMP) ## ruff + mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+
+golden: $(STAMP) ## Regenerate the golden compiled specs (tests/golden) after an intended change
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_pipeline_spec.py -k golden

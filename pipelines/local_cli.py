@@ -101,9 +101,10 @@ def run(
     )
     try:
         result = local_run.run_local(settings, echo=console.out)
-    except RuntimeError as err:
+    except RuntimeError as err:  # kfp.local: a task failed
         log = Path(settings.output) / local_run.LOG_FILE
-        _fail(f"{' '.join(str(err).split())[:300]} (full log: {log})")
+        reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
+        _fail(f"{reason} (full log: {log})")
     run_summary.show(console, result)
 
 

@@ -79,6 +79,18 @@ class ProgressFilter(io.TextIOBase):
             self.echo(f"    {line.strip()}")
 
 
+_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$")
+
+
+def failure_reason(log_path: Path) -> str | None:
+    """The last exception line a failed task printed (e.g. `SelectionError: ...`)."""
+    if not log_path.is_file():
+        return None
+    matches = [_ERROR.match(line) for line in log_path.read_text(errors="replace").splitlines()]
+    found = [m for m in matches if m and m[1] != "RuntimeError"]
+    return f"{found[-1][1]}: {found[-1][2]}" if found else None
+
+
 def latest_run_dir(artifacts_root: Path, before: set[Path]) -> Path:
     """The run folder kfp.local created under the pipeline root."""
     new = [p for p in artifacts_root.iterdir() if p.is_dir() and p not in before]

@@ -1,7 +1,5 @@
 """Shared fixtures: a tiny prepared dataset and helpers to run project commands."""
 
-from __future__ import annotations
-
 import os
 import subprocess
 import sys
@@ -37,3 +35,37 @@ def run_trainer(args: list[str], timeout: float = 240, **env: str) -> subprocess
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small compiled pipeline: two tasks and one parameter of every KFP type."""
+    from kfp import compiler, dsl
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def scale(epochs: int, learning_rate: float, source: str, use_gpu: bool) -> float:
+        return epochs * learning_rate
+
+    @dsl.component(base_image="python:3.11", install_kfp_package=False)
+    def report(value: float, search_space: dict, tags: list) -> str:
+        return f"{value} {search_space} {tags}"
+
+    @dsl.pipeline(name="tiny-hpt", description="Two steps; parameters of every type.")
+    def tiny(
+        epochs: int = 2,
+        learning_rate: float = 0.01,
+        source: str = "sample",
+        use_gpu: bool = False,
+        search_space: dict = {"units": [16, 32]},  # noqa: B006 - a pipeline default
+        tags: list = ["a"],  # noqa: B006
+        # Cloud settings repeated as parameters, as the project's pipeline does.
+        location: str = "us-central1",
+        service_account: str = "",
+        labels: dict = {},  # noqa: B006
+    ):
+        scaled = scale(epochs=epochs, learning_rate=learning_rate, source=source, use_gpu=use_gpu)
+        report(value=scaled.output, search_space=search_space, tags=tags)
+
+    path = tmp_path_factory.mktemp("template") / "tiny.yaml"
+    compiler.Compiler().compile(tiny, str(path))
+    return path

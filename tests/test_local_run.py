@@ -1,0 +1,129 @@
+"""The whole local pipeline, end to end on the bundled sample (small budget)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines import registry, trials
+from pipelines.local_run import run_local
+from pipelines.run_summary import summarize
+from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
+
+pytestmark = pytest.mark.slow
+SECRET_MARKERS = ("private_key", "BEGIN PRIVATE KEY", "access_token", "refresh_token", "ya29.")
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Two runs into the same output: the second resumes the finished study and retrains."""
+    root = tmp_path_factory.mktemp("e2e")
+    settings = load_settings(
+        defaults=LOCAL_RUN_DEFAULTS,
+        overrides={
+            "output": str(root / "run"),
+            "registry": str(root / "registry"),
+            "max_trials": 3,
+            "parallel_trials": 2,
+            "epochs": 3,
+        },
+        environ={},
+    )
+    first = summarize(run_local(settings, echo=lambda line: None))
+    second = summarize(run_local(settings, echo=lambda line: None))
+    return settings, first, second
+
+
+def test_trials_artifact_holds_the_study(two_runs):
+    settings, first, _ = two_runs
+    all_trials = trials.read_trials(first["trials"])
+    assert [t["id"] for t in all_trials] == ["1", "2", "3"]
+    for trial in all_trials:
+        trials.validate_trial(trial)  # strict parse into aiplatform_v1.Trial
+        assert {p["parameterId"] for p in trial["parameters"]} == {
+            "learning_rate",
+            "momentum",
+            "num_units",
+        }
+    succeeded = [t for t in all_trials if trials.trial_state(t) == trials.TrialState.SUCCEEDED]
+    best = max(succeeded, key=lambda t: trials.final_metric(t, "accuracy"))
+    assert first["best_metric"] == pytest.approx(trials.final_metric(best, "accuracy"))
+    assert first["trial_states"] == {
+        "SUCCEEDED": len(succeeded),
+        **({"INFEASIBLE": 3 - len(succeeded)} if len(succeeded) < 3 else {}),
+    }
+
+
+def test_final_model_was_trained_with_the_best_parameters(two_runs):
+    _, first, _ = two_runs
+    card = json.loads((Path(first["model"]) / "model.json").read_text())
+    for name, value in first["best_parameters"].items():
+        assert card["hyperparameters"][name] == pytest.approx(value)
+    assert card["training"]["strategy"] == "MultiWorkerMirroredStrategy"
+    assert card["training"]["workers"] == 2
+
+
+def test_evaluation_matches_an_independent_recomputation(two_runs):
+    import tensorflow as tf
+
+    from trainer import data, records
+
+    _, first, _ = two_runs
+    model_card = json.loads((Path(first["model"]) / "model.json").read_text())
+    data_dir = model_card["dataset"]["path"]
+    metadata = records.read_metadata(data_dir)
+    serve = tf.saved_model.load(first["model"]).signatures["serving_default"]
+    correct = total = 0
+    for images, labels in data.read_split(data_dir, metadata, "test").batch(50):
+        encoded = [tf.io.encode_png(img).numpy() for img in images]
+        predicted = serve(image_bytes=tf.constant(encoded))["class_id"].numpy()
+        correct += int(np.sum(predicted == labels.numpy()))
+        total += len(encoded)
+    assert total == metadata["splits"]["test"]["count"]
+    assert first["test_metrics"]["accuracy"] == pytest.approx(correct / total)
+    assert first["test_metrics"]["test_examples"] == total
+    report = Path(first["report"]).read_text()
+    assert "<html>" in report and f"{correct / total:.4f}" in report
+    from PIL import Image
+
+    with Image.open(Path(first["figures"]) / "confusion_matrix.png") as png:
+        assert png.format == "PNG" and png.size[0] > 100
+
+
+def test_registry_holds_a_new_version_per_run_with_lineage(two_runs):
+    settings, first, second = two_runs
+    assert (first["version"], second["version"]) == (1, 2)
+    assert registry.versions(settings.registry, settings.model_display_name) == [1, 2]
+    card = registry.list_models(settings.registry)[0]
+    dataset_meta = json.loads((Path(card["lineage"]["dataset"]) / "metadata.json").read_bytes())
+    assert dataset_meta["source"] == "sample"
+    from trainer.records import file_digest
+
+    assert (
+        card["lineage"]["dataset_metadata_sha256"]
+        == file_digest(str(Path(card["lineage"]["dataset"]) / "metadata.json"))["sha256"]
+    )
+    assert card["lineage"]["best_trial_id"] == first["best_trial_id"]
+    assert (Path(card["path"]) / "model" / "saved_model.pb").exists()
+
+
+def test_rerun_resumes_the_study_instead_of_repeating_it(two_runs):
+    _, first, second = two_runs
+    again = trials.read_trials(second["trials"])
+    assert [t["id"] for t in again] == ["1", "2", "3"]
+    assert again == trials.read_trials(first["trials"])
+
+
+def test_no_credentials_in_logs_or_artifacts(two_runs):
+    settings, first, _ = two_runs
+    files = [
+        Path(first["log"]),
+        *Path(first["run_dir"]).rglob("*.json"),
+        *Path(first["run_dir"]).rglob("*.yaml"),
+    ]
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert not [m for m in SECRET_MARKERS if m in text], path

@@ -1,0 +1,205 @@
+"""Compiled pipeline specs: golden files, strict proto parse, how payloads flow between tasks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from pipelines.compiler import compile_pipeline, normalize_spec
+from pipelines.pipeline import build_pipeline, study_space
+from pipelines.settings import Settings
+
+GOLDEN = Path(__file__).parent / "golden"
+SECRET_MARKERS = (
+    "private_key",
+    "BEGIN PRIVATE KEY",
+    "access_token",
+    "refresh_token",
+    "ya29.",
+    "client_secret",
+    "AIza",
+)
+
+
+def compiled(tmp_path: Path, target: str, settings: Settings | None = None) -> dict:
+    path = compile_pipeline(target, settings or Settings(), tmp_path / f"{target}.yaml")
+    return yaml.safe_load(Path(path).read_text())
+
+
+@pytest.mark.parametrize("target", ["local", "vertex"])
+def test_golden_spec(tmp_path, target):
+    """`make golden` (UPDATE_GOLDEN=1) regenerates these after an intended change."""
+    text = normalize_spec(
+        Path(compile_pipeline(target, Settings(), tmp_path / "p.yaml")).read_text()
+    )
+    golden = GOLDEN / f"pipeline_{target}.yaml"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text)
+    assert golden.exists(), "run `make golden` to create the golden specs"
+    assert text == golden.read_text(), f"{golden.name} differs: run `make golden` if intended"
+
+
+@pytest.mark.parametrize("target", ["local", "vertex"])
+def test_spec_parses_strictly_as_pipeline_spec(tmp_path, target):
+    spec = compiled(tmp_path, target)
+    message = json_format.ParseDict(
+        spec, pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
+    )
+    assert message.pipeline_info.name == "hpt-pipeline"
+    assert set(message.root.dag.tasks) >= {
+        "prepare-dataset",
+        "trial-job-spec",
+        "select-best-trial",
+        "final-job-spec",
+        "evaluate-model",
+    }
+
+
+def test_vertex_study_payload_is_the_search_space(tmp_path):
+    settings = Settings()
+    spec = compiled(tmp_path, "vertex", settings)
+    root_inputs = spec["root"]["inputDefinitions"]["parameters"]
+    space = study_space(settings)
+    assert root_inputs["study_spec_parameters"]["defaultValue"] == space.to_study_spec_parameters()
+    assert root_inputs["study_spec_metrics"]["defaultValue"] == [
+        {"metric_id": "accuracy", "goal": 1}
+    ]
+    hpt = spec["root"]["dag"]["tasks"]["hyperparameter-tuning-job"]
+    params = hpt["inputs"]["parameters"]
+    assert params["study_spec_parameters"] == {"componentInputParameter": "study_spec_parameters"}
+    assert params["worker_pool_specs"]["taskOutputParameter"] == {
+        "outputParameterKey": "worker_pool_specs",
+        "producerTask": "trial-job-spec",
+    }
+    executor = spec["deploymentSpec"]["executors"][
+        hpt["componentRef"]["name"].replace("comp-", "exec-")
+    ]
+    assert "hyperparameter_tuning_job.launcher" in " ".join(executor["container"]["command"])
+    ids = [p["parameter_id"] for p in root_inputs["study_spec_parameters"]["defaultValue"]]
+    assert ids == ["learning_rate", "momentum", "num_units"]
+
+
+def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
+    spec = compiled(tmp_path, "vertex")
+    tasks = spec["root"]["dag"]["tasks"]
+    final_spec = tasks["final-job-spec"]["inputs"]["parameters"]
+    assert final_spec["best_parameters"]["taskOutputParameter"] == {
+        "outputParameterKey": "best_parameters",
+        "producerTask": "select-best-trial",
+    }
+    job = tasks["custom-training-job"]["inputs"]["parameters"]
+    assert job["worker_pool_specs"]["taskOutputParameter"]["producerTask"] == "final-job-spec"
+    assert job["restart_job_on_worker_restart"]["runtimeValue"]["constant"] is True
+    # The component builds pool 0 (chief) and pool 1 (workers) with the best parameters as flags.
+    from components.job_specs import final_job_spec
+
+    dataset = SimpleNamespace(uri="gs://bucket/root/prepare-dataset/dataset", path="/gcs/x")
+    job_dir = SimpleNamespace(
+        uri="gs://bucket/root/final-job-spec/job_dir", path="/gcs/y", metadata={}
+    )
+    pools, base = final_job_spec.python_func(
+        dataset=dataset,
+        best_parameters={"learning_rate": 0.05, "momentum": 0.5, "num_units": 128.0},
+        trainer_image="img:1",
+        epochs=3,
+        batch_size=16,
+        metric_tag="accuracy",
+        machine_type="n1-standard-8",
+        accelerator_type="NVIDIA_TESLA_T4",
+        accelerator_count=1,
+        worker_count=3,
+        job_dir=job_dir,
+    )
+    assert base == "gs://bucket/root/final-job-spec/job_dir"
+    assert [p["replica_count"] for p in pools] == [1, 3]
+    for pool in pools:
+        args = pool["container_spec"]["args"]
+        assert "--data=gs://bucket/root/prepare-dataset/dataset" in args
+        assert {"--learning_rate=0.05", "--momentum=0.5", "--num_units=128"} <= set(args)
+        assert pool["container_spec"]["command"] == ["python", "-m", "trainer.task"]
+
+
+def test_vertex_registration_uploads_an_unmanaged_container_model(tmp_path):
+    settings = Settings(
+        serving_image="us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest",
+        parent_model="projects/p/locations/us-central1/models/123",
+    )
+    spec = compiled(tmp_path, "vertex", settings)
+    condition = spec["components"]["comp-condition-1"]["dag"]["tasks"]
+    assert "model-upload" in condition
+    importer = spec["deploymentSpec"]["executors"]["exec-importer"]["importer"]
+    assert importer["typeSchema"]["schemaTitle"] == "google.UnmanagedContainerModel"
+    assert importer["metadata"]["containerSpec"]["imageUri"] == settings.serving_image
+    assert "parent_model" in condition["model-upload"]["inputs"]["artifacts"]
+    gate = spec["root"]["dag"]["tasks"]["condition-1"]["triggerPolicy"]["condition"]
+    assert "evaluate-model-Output" in gate
+
+
+def test_image_uris_flow_into_the_compiled_spec(tmp_path):
+    settings = Settings(
+        trainer_image="europe-docker.pkg.dev/p/r/trainer:abc",
+        components_image="europe-docker.pkg.dev/p/r/components:abc",
+    )
+    spec = compiled(tmp_path, "vertex", settings)
+    root = spec["root"]["inputDefinitions"]["parameters"]
+    assert root["trainer_image"]["defaultValue"] == settings.trainer_image
+    ours = [
+        e
+        for name, e in spec["deploymentSpec"]["executors"].items()
+        if name in ("exec-prepare-dataset", "exec-select-best-trial", "exec-evaluate-model")
+    ]
+    assert ours and all(e["container"]["image"] == settings.components_image for e in ours)
+
+
+def test_local_target_binds_the_local_executors(tmp_path):
+    spec = compiled(tmp_path, "local")
+    tasks = spec["root"]["dag"]["tasks"]
+    assert {"tune-locally", "train-locally"} <= set(tasks)
+    assert "hyperparameter-tuning-job" not in tasks and "custom-training-job" not in tasks
+    assert "register-locally" in spec["components"]["comp-condition-1"]["dag"]["tasks"]
+
+
+def test_compiled_specs_hold_no_credentials(tmp_path):
+    settings = Settings(
+        service_account="trainer@my-project.iam.gserviceaccount.com",
+        kms_key="projects/p/locations/us-central1/keyRings/r/cryptoKeys/k",
+    )
+    for target in ("local", "vertex"):
+        text = Path(compile_pipeline(target, settings, tmp_path / f"{target}.yaml")).read_text()
+        assert not [m for m in SECRET_MARKERS if m in text]
+        if target == "vertex":  # passed through as given, never anything more
+            assert settings.service_account in text and settings.kms_key in text
+
+
+def test_compiling_never_imports_tensorflow(tmp_path):
+    code = (
+        "import sys\n"
+        "from pipelines.compiler import compile_pipeline\n"
+        "from pipelines.settings import Settings\n"
+        f"compile_pipeline('vertex', Settings(), {str(tmp_path / 'v.yaml')!r})\n"
+        "from pipelines import cli\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
+        "print(json.dumps(sorted(heavy)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json\n" + code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == []
+
+
+def test_unknown_target_is_refused():
+    with pytest.raises(ValueError, match="target='kubeflow'"):
+        build_pipeline("kubeflow", Settings())
