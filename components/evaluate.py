@@ -39,6 +39,8 @@ def evaluate_model(
         for key in ("precision", "recall", "f1"):
             metrics.log_metric(f"{key}_{name}", per_class[key])
     classification.log_confusion_matrix(result["class_names"], result["confusion_matrix"])
+    with open(metrics.path, "w") as f:  # the file Vertex's model-evaluation import reads
+        json.dump(eval_report.vertex_model_evaluation(result), f)
     if "roc" in result:
         roc = result["roc"]
         classification.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])

@@ -87,3 +87,27 @@ accuracy <b>{report["accuracy"]:.4f}</b>, log loss {report["loss"]:.4f}</p>
     path = out / "index.html"
     path.write_text(page)
     return path
+
+
+def vertex_model_evaluation(report: dict[str, Any]) -> dict[str, Any]:
+    """The report in the file format GCPC's model-evaluation import reads.
+
+    One overall slice whose `metrics.classification` follows Vertex's
+    `classification_metrics_1.0.0` schema (log loss, confusion matrix, AUC ROC).
+    """
+    classification: dict[str, Any] = {
+        "logLoss": report["loss"],
+        "confusionMatrix": {
+            "annotationSpecs": [
+                {"id": str(i), "displayName": name} for i, name in enumerate(report["class_names"])
+            ],
+            "rows": report["confusion_matrix"],
+        },
+    }
+    if "roc" in report:
+        classification["auRoc"] = report["roc"]["auc"]
+    return {
+        "slicedMetrics": [
+            {"singleOutputSlicingSpec": {}, "metrics": {"classification": classification}}
+        ]
+    }

@@ -9,22 +9,35 @@ CustomTrainingJobOp and ModelUploadOp; `local` to the local executors.
 """
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 from typing import Any
 
-from components.prepare_dataset import prepare_dataset
+from google_cloud_pipeline_components.types import artifact_types
+from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
+from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
+    HyperparameterTuningJobRunOp,
+)
+from google_cloud_pipeline_components.v1.model import ModelUploadOp
 from kfp import dsl
 
 from components import base
 from components.evaluate import evaluate_model
 from components.fetch_trials import fetch_trials
 from components.job_specs import final_job_spec, trial_job_spec
+from components.prepare_dataset import prepare_dataset
 from components.register import register_locally
 from components.select_best_trial import select_best_trial
 from components.train_final import model_from_job, train_locally
 from components.tune_local import tune_locally
 from pipelines.search_space import Metric, SearchSpace, load_search_space
 from pipelines.settings import Settings
+
+with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
+    warnings.simplefilter("ignore", FutureWarning)
+    from google_cloud_pipeline_components.preview.model_evaluation import (
+        ModelImportEvaluationOp,
+    )
 
 TARGETS = ("local", "vertex")
 PIPELINE_DESCRIPTION = (
@@ -89,10 +102,6 @@ def _local_register(
 
 
 def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
-    from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
-        HyperparameterTuningJobRunOp,
-    )
-
     study = HyperparameterTuningJobRunOp(
         display_name=p.study_display_name,
         base_output_directory=spec.outputs["base_output_directory"],
@@ -114,8 +123,6 @@ def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
 
 
 def _vertex_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
-    from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
-
     job = CustomTrainingJobOp(
         display_name=p.final_display_name,
         worker_pool_specs=spec.outputs["worker_pool_specs"],
@@ -134,9 +141,9 @@ def _vertex_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
     return located.outputs["model"], located.outputs["Output"]
 
 
-def _vertex_register(op: Callable, p: Any, settings: Settings, *, model_uri: Any, **_: Any) -> Any:
-    from google_cloud_pipeline_components.types import artifact_types
-    from google_cloud_pipeline_components.v1.model import ModelUploadOp
+def _vertex_register(
+    op: Callable, p: Any, settings: Settings, *, model_uri: Any, evaluation: Any, **_: Any
+) -> Any:
 
     serving = dsl.importer(
         artifact_uri=model_uri,
@@ -155,7 +162,7 @@ def _vertex_register(op: Callable, p: Any, settings: Settings, *, model_uri: Any
             .set_display_name("Parent model")
             .output
         )
-    return ModelUploadOp(
+    upload = ModelUploadOp(
         display_name=p.model_display_name,
         unmanaged_container_model=serving.output,
         location=p.location,
@@ -164,6 +171,13 @@ def _vertex_register(op: Callable, p: Any, settings: Settings, *, model_uri: Any
         description="Tuned and multi-worker trained by hpt-pipeline",
         **parent,
     ).set_display_name("Register model (Vertex Model Registry)")
+    ModelImportEvaluationOp(
+        model=upload.outputs["model"],
+        metrics=evaluation,
+        problem_type="classification",
+        display_name="test split",
+    ).set_display_name("Attach evaluation to the model")
+    return upload
 
 
 BINDINGS = {

@@ -140,6 +140,9 @@ def test_vertex_registration_uploads_an_unmanaged_container_model(tmp_path):
     assert importer["typeSchema"]["schemaTitle"] == "google.UnmanagedContainerModel"
     assert importer["metadata"]["containerSpec"]["imageUri"] == settings.serving_image
     assert "parent_model" in condition["model-upload"]["inputs"]["artifacts"]
+    attach = condition["model-evaluation-import"]["inputs"]
+    assert attach["artifacts"]["model"]["taskOutputArtifact"]["producerTask"] == "model-upload"
+    assert attach["parameters"]["problem_type"]["runtimeValue"]["constant"] == "classification"
     gate = spec["root"]["dag"]["tasks"]["condition-1"]["triggerPolicy"]["condition"]
     assert "evaluate-model-Output" in gate
 

@@ -1,0 +1,76 @@
+"""The local registry's versions, and reading a Vertex HPT job's trials (offline, real protos)."""
+
+import json
+
+import pytest
+
+from pipelines import registry, trials, vertex_trials
+
+
+def test_registry_versions_are_appended_atomically(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"x")
+    first = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"accuracy": 0.9}})
+    second = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"accuracy": 0.95}})
+    assert (first["version"], second["version"]) == (1, 2)
+    assert registry.versions(tmp_path / "reg", "cnn") == [1, 2]
+    assert [c["metrics"]["accuracy"] for c in registry.list_models(tmp_path / "reg")] == [0.9, 0.95]
+    assert not [p for p in (tmp_path / "reg" / "cnn").iterdir() if p.name.startswith(".staging")]
+
+
+def test_job_name_from_gcp_resources():
+    resources = {
+        "resources": [
+            {
+                "resourceType": "HyperparameterTuningJob",
+                "resourceUri": "https://us-central1-aiplatform.googleapis.com/v1/projects/p/locations/us-central1/hyperparameterTuningJobs/42",
+            }
+        ]
+    }
+    name = vertex_trials.job_name_from_gcp_resources(json.dumps(resources))
+    assert name == "projects/p/locations/us-central1/hyperparameterTuningJobs/42"
+    with pytest.raises(ValueError, match="names no HyperparameterTuningJob"):
+        vertex_trials.job_name_from_gcp_resources('{"resources": []}')
+
+
+def test_fetch_trials_converts_vertex_protos_to_the_trials_schema(monkeypatch):
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform.compat.types import hyperparameter_tuning_job as gca_job
+    from google.cloud.aiplatform.compat.types import study as gca_study
+
+    proto = gca_job.HyperparameterTuningJob(
+        name="projects/p/locations/us-central1/hyperparameterTuningJobs/42",
+        trials=[
+            gca_study.Trial(
+                id="1",
+                state=gca_study.Trial.State.SUCCEEDED,
+                parameters=[gca_study.Trial.Parameter(parameter_id="num_units", value=128)],
+                final_measurement=gca_study.Measurement(
+                    step_count=5,
+                    metrics=[gca_study.Measurement.Metric(metric_id="accuracy", value=0.9)],
+                ),
+            ),
+            gca_study.Trial(
+                id="2", state=gca_study.Trial.State.INFEASIBLE, infeasible_reason="OOM"
+            ),
+        ],
+    )
+    requested = []
+
+    def fake_get(self, resource_name, **kwargs):
+        requested.append(resource_name)
+        return proto
+
+    monkeypatch.setattr(aiplatform.HyperparameterTuningJob, "_get_gca_resource", fake_get)
+    from google.auth.credentials import AnonymousCredentials
+
+    got = vertex_trials.fetch_trials(proto.name, credentials=AnonymousCredentials())
+    assert requested == [proto.name]
+    assert [t["id"] for t in got] == ["1", "2"]
+    assert trials.trial_state(got[0]) == trials.TrialState.SUCCEEDED
+    assert trials.final_metric(got[0], "accuracy") == 0.9
+    assert trials.trial_parameters(got[0]) == {"num_units": 128}
+    assert trials.trial_state(got[1]) == trials.TrialState.INFEASIBLE
+    for trial in got:
+        trials.validate_trial(trial)

@@ -1,0 +1,63 @@
+"""Best-trial selection: goal, succeeded-only, ties toward the cheaper configuration, threshold."""
+
+import pytest
+
+from pipelines.selection import SelectionError, select_best_trial
+
+
+def trial(trial_id, state=4, accuracy=None, loss=None, **params):
+    metrics = [
+        {"metricId": k, "value": v}
+        for k, v in (("accuracy", accuracy), ("loss", loss))
+        if v is not None
+    ]
+    return {
+        "id": str(trial_id),
+        "state": state,
+        "parameters": [{"parameterId": k, "value": v} for k, v in params.items()],
+        "finalMeasurement": {"metrics": metrics} if metrics else {},
+    }
+
+
+TRIALS = [
+    trial(1, accuracy=0.80, loss=0.5, num_units=128, learning_rate=0.1),
+    trial(2, accuracy=0.95, loss=0.3, num_units=512, learning_rate=0.01),
+    trial(3, state=5, accuracy=0.99, num_units=64),  # INFEASIBLE (failed): never chosen
+    trial(4, state="SUCCEEDED", accuracy=0.95, loss=0.3, num_units=64, learning_rate=0.05),
+    trial(5, accuracy=None, num_units=64),  # reported nothing
+]
+
+
+def test_maximize_ignores_failed_trials_and_breaks_ties_toward_fewer_units():
+    best = select_best_trial(TRIALS, metric_id="accuracy", goal="maximize")
+    assert best.trial_id == "4"  # ties with 2 at 0.95; 64 units < 512
+    assert best.parameters == {"num_units": 64, "learning_rate": 0.05}
+    assert best.metric == 0.95 and best.considered == 3
+
+
+def test_minimize():
+    best = select_best_trial(TRIALS, metric_id="loss", goal="minimize")
+    assert best.trial_id == "4"
+
+
+def test_secondary_metric_breaks_ties_before_cost():
+    trials = [
+        trial(1, accuracy=0.9, loss=0.2, num_units=512),
+        trial(2, accuracy=0.9, loss=0.4, num_units=64),
+    ]
+    best = select_best_trial(trials, metric_id="accuracy", secondary_metric_id="loss")
+    assert best.trial_id == "1" and best.secondary == 0.2
+    assert select_best_trial(trials, metric_id="accuracy").trial_id == "2"
+
+
+def test_threshold_stops_with_a_clear_message():
+    with pytest.raises(
+        SelectionError, match=r"best trial 4 has accuracy=0.9500, missing the threshold \(>= 0.97\)"
+    ):
+        select_best_trial(TRIALS, metric_id="accuracy", threshold=0.97)
+    assert select_best_trial(TRIALS, metric_id="accuracy", threshold=0.95).trial_id == "4"
+
+
+def test_no_usable_trial():
+    with pytest.raises(SelectionError, match="no succeeded trial reported the metric 'auc'"):
+        select_best_trial(TRIALS, metric_id="auc")
