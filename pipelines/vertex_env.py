@@ -59,13 +59,15 @@ def cluster_env(
         "environment": "cloud",
     }
     return {
-        "CLUSTER_SPEC": json.dumps({"cluster": {k: list(v) for k, v in cluster.items()}, "task": task}),
+        "CLUSTER_SPEC": json.dumps(
+            {"cluster": {k: list(v) for k, v in cluster.items()}, "task": task}
+        ),
         "TF_CONFIG": json.dumps(tf_config),
     }
 
 
 def local_command(command: Sequence[str]) -> list[str]:
-    """A container command made runnable here: a leading `python`/`python3` becomes this interpreter."""
+    """Make a container command runnable here: `python`/`python3` becomes this interpreter."""
     argv = list(command)
     if argv and argv[0] in ("python", "python3"):
         argv[0] = sys.executable

@@ -1,0 +1,151 @@
+"""A fast stand-in for `trainer.task`: reports a known function of its flags through hypertune.
+
+Run as `python tests/fake_trainer.py --learning_rate=0.01 --momentum=0.9 ...`.
+Any `--name=value` that is not a control flag is a hyperparameter. The metric
+at epoch e is `objective(params) * (1 - 0.5**e)`, so curves rise with epochs
+and better parameters are better at every epoch (what the median rule needs).
+
+Control flags:
+    --epochs=N          epochs to report (default 3)
+    --sleep=S           seconds per epoch (default 0)
+    --metric_tag=T      hypertune tag (default accuracy)
+    --decay_after=E     after epoch E the metric falls (an over-training curve)
+    --fail_at=E         exit 3 at epoch E (0: right after start-up)
+    --hang_at=E         sleep forever at epoch E (0: right after start-up)
+    --silent            print nothing (with --hang_at=0: a replica that never joins)
+    --ignore_sigterm    ignore SIGTERM, like MultiWorkerMirroredStrategy processes
+    --task=TYPE         fail/hang/silent apply only to this TF_CONFIG task type (chief, worker…)
+    --fail_trials=1,3   fail/hang/silent apply only to these CLOUD_ML_TRIAL_IDs
+    --no_report         train without reporting any metric
+    --ledger=PATH       on success append one JSON line: trial, task, params, env
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+import time
+
+CONTROL_FLAGS = {
+    "epochs",
+    "sleep",
+    "metric_tag",
+    "decay_after",
+    "fail_at",
+    "hang_at",
+    "silent",
+    "ignore_sigterm",
+    "task",
+    "fail_trials",
+    "no_report",
+    "ledger",
+}
+ENV_KEYS = (
+    "CLOUD_ML_TRIAL_ID",
+    "CLOUD_ML_HP_METRIC_FILE",
+    "AIP_MODEL_DIR",
+    "AIP_CHECKPOINT_DIR",
+    "AIP_TENSORBOARD_LOG_DIR",
+    "CLUSTER_SPEC",
+    "TF_CONFIG",
+    "HPT_LOGICAL_DEVICES",
+)
+
+
+def objective(params: dict) -> float:
+    """1.0 at learning_rate=0.01, momentum=0.9, num_units=128; falls off smoothly around it."""
+    lr = float(params.get("learning_rate", 0.01))
+    momentum = float(params.get("momentum", 0.9))
+    units = float(params.get("num_units", 128))
+    distance = (
+        (math.log10(lr) + 2.0) ** 2 / 0.5
+        + (momentum - 0.9) ** 2 / 0.02
+        + (math.log2(units) - 7.0) ** 2 / 8.0
+    )
+    return math.exp(-distance)
+
+
+def epoch_value(params: dict, epoch: int, decay_after: int = 0) -> float:
+    """The metric reported at `epoch`."""
+    value = objective(params) * (1.0 - 0.5**epoch)
+    if decay_after and epoch > decay_after:
+        value *= 0.5 ** (epoch - decay_after)
+    return value
+
+
+def parse(argv: list[str]) -> tuple[dict, dict]:
+    """`--name=value` flags → (control flags, hyperparameters)."""
+    control: dict = {}
+    params: dict = {}
+    for arg in argv:
+        if not arg.startswith("--"):
+            raise SystemExit(f"fake_trainer: unexpected argument {arg!r}")
+        name, _, raw = arg[2:].partition("=")
+        value: object = raw if raw else True
+        for cast in (int, float):
+            try:
+                value = cast(raw)
+                break
+            except ValueError:
+                pass
+        (control if name in CONTROL_FLAGS else params)[name] = value
+    return control, params
+
+
+def main(argv: list[str]) -> int:
+    control, params = parse(argv)
+    if control.get("ignore_sigterm"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {}).get("type", "chief")
+    trial = os.environ.get("CLOUD_ML_TRIAL_ID", "")
+    targeted = control.get("task", task) == task and (
+        "fail_trials" not in control
+        or trial in str(control["fail_trials"]).replace(" ", "").split(",")
+    )
+    silent = control.get("silent") and targeted
+    say = (lambda *a: None) if silent else (lambda *a: print(*a, flush=True))
+    fail_at = control.get("fail_at") if targeted else None
+    hang_at = control.get("hang_at") if targeted else None
+    say(f"fake_trainer: {task} trial={trial or '-'} params={json.dumps(params, sort_keys=True)}")
+
+    reporter = None
+    if not control.get("no_report"):
+        import hypertune
+
+        reporter = hypertune.HyperTune()
+    for epoch in range(0, int(control.get("epochs", 3)) + 1):
+        if epoch == fail_at:
+            say(f"fake_trainer: failing at epoch {epoch}")
+            return 3
+        if epoch == hang_at:
+            say(f"fake_trainer: hanging at epoch {epoch}")
+            while True:
+                time.sleep(3600)
+        if epoch == 0:
+            continue
+        time.sleep(float(control.get("sleep", 0)))
+        value = epoch_value(params, epoch, int(control.get("decay_after", 0)))
+        if reporter is not None and task == "chief":
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag=control.get("metric_tag", "accuracy"),
+                metric_value=value,
+                global_step=epoch,
+            )
+        say(f"epoch {epoch}: {control.get('metric_tag', 'accuracy')}={value:.6f}")
+    if control.get("ledger"):
+        record = {
+            "trial": trial,
+            "task": task,
+            "params": params,
+            "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
+        }
+        with open(str(control["ledger"]), "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

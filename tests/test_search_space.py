@@ -1,0 +1,267 @@
+"""The search space: defaults, YAML, validation errors, and the GCPC payload round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipelines import search_space as ss
+from pipelines.search_space import Metric, Parameter, SearchSpace, SearchSpaceError
+from pipelines.worker_pools import validate_study_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+EVERY_KIND = """
+metrics:
+  accuracy: maximize
+  loss: minimize
+parameters:
+  - id: optimizer
+    type: categorical
+    values: [sgd, adam]
+    conditional:
+      - id: momentum
+        parent_values: [sgd]
+        type: double
+        min: 0.5
+        max: 0.999
+        scale: reverse_log
+  - id: learning_rate
+    type: double
+    min: 0.0001
+    max: 0.1
+    scale: log
+  - id: num_layers
+    type: integer
+    min: 1
+    max: 4
+    conditional:
+      - {id: width, type: integer, min: 8, max: 64, scale: log, parent_values: [3, 4]}
+  - id: num_units
+    type: discrete
+    values: [64, 128, 512]
+    scale: log
+    conditional:
+      - {id: dropout, type: discrete, values: [0.1, 0.5], parent_values: [512]}
+"""
+
+
+def every_kind() -> SearchSpace:
+    import yaml
+
+    return ss.from_dict(yaml.safe_load(EVERY_KIND))
+
+
+def test_default_is_the_seeds_space_and_the_example_yaml_spells_it_out():
+    space = ss.default_search_space()
+    assert [p.parameter_id for p in space.parameters] == ["learning_rate", "momentum", "num_units"]
+    lr, momentum, units = space.parameters
+    assert (lr.type, lr.min, lr.max, lr.scale) == ("double", 0.001, 1.0, "log")
+    assert (momentum.type, momentum.min, momentum.max, momentum.scale) == ("double", 0, 1, "linear")
+    assert (units.type, units.values) == ("discrete", (64, 128, 512))
+    assert space.metrics == (Metric("accuracy", "maximize"),)
+    assert ss.load_search_space(str(ROOT / "pipelines" / "search_space.yaml")) == space
+    assert ss.load_search_space(None) == space
+
+
+def test_payload_equals_the_seed_codelab_serialization():
+    """Serializing the default gives what the codelab's own GCPC/aiplatform code gives."""
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+    from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
+        serialize_metrics,
+        serialize_parameters,
+    )
+
+    seed_parameters = serialize_parameters(
+        {
+            "learning_rate": hpt.DoubleParameterSpec(min=0.001, max=1, scale="log"),
+            "momentum": hpt.DoubleParameterSpec(min=0, max=1, scale="linear"),
+            "num_units": hpt.DiscreteParameterSpec(values=[64, 128, 512], scale=None),
+        }
+    )
+    space = ss.default_search_space()
+    assert space.to_study_spec_parameters() == seed_parameters
+    assert space.to_study_spec_metrics() == serialize_metrics({"accuracy": "maximize"})
+
+
+@pytest.mark.parametrize("make", [ss.default_search_space, every_kind], ids=["default", "all"])
+def test_payload_round_trips_through_aiplatform_v1(make):
+    space = make()
+    parameters, metrics = space.to_study_spec_parameters(), space.to_study_spec_metrics()
+    study_spec = validate_study_spec(parameters, metrics, "ALGORITHM_UNSPECIFIED")
+    assert [p.parameter_id for p in study_spec.parameters] == [
+        p.parameter_id for p in space.parameters
+    ]
+    assert ss.from_study_spec(parameters, metrics) == space
+    # As kfp may hand them over: JSON strings, ints as floats/strings, enums by name.
+    as_strings = [json.dumps(p) for p in parameters]
+    assert ss.from_study_spec(as_strings, [json.dumps(m) for m in metrics]) == space
+
+
+def test_every_kind_serializes_with_vertex_enums_and_nested_conditions():
+    by_id = {p["parameter_id"]: p for p in every_kind().to_study_spec_parameters()}
+    assert by_id["learning_rate"]["scale_type"] == 2  # UNIT_LOG_SCALE
+    assert by_id["num_layers"]["integer_value_spec"] == {"min_value": "1", "max_value": "4"}
+    (momentum,) = by_id["optimizer"]["conditional_parameter_specs"]
+    assert momentum["parent_categorical_values"] == {"values": ["sgd"]}
+    assert momentum["parameter_spec"]["scale_type"] == 3  # UNIT_REVERSE_LOG_SCALE
+    (width,) = by_id["num_layers"]["conditional_parameter_specs"]
+    assert width["parent_int_values"] == {"values": ["3", "4"]}
+    (dropout,) = by_id["num_units"]["conditional_parameter_specs"]
+    assert dropout["parent_discrete_values"] == {"values": [512.0]}
+    assert {m["metric_id"]: m["goal"] for m in every_kind().to_study_spec_metrics()} == {
+        "accuracy": 1,  # MAXIMIZE
+        "loss": 2,  # MINIMIZE
+    }
+
+
+def test_parsing_takes_kfp_local_numbers_and_enum_names():
+    payload = [
+        {
+            "parameter_id": "n",
+            "integer_value_spec": {"min_value": 1.0, "max_value": "5"},
+            "scale_type": "UNIT_LINEAR_SCALE",
+        }
+    ]
+    (n,) = ss.parse_study_spec_parameters(payload)
+    assert (n.type, n.min, n.max, n.scale) == ("integer", 1, 5, "linear")
+    assert isinstance(n.min, int)
+    assert ss.parse_study_spec_metrics([{"metric_id": "loss", "goal": "MINIMIZE"}]) == (
+        Metric("loss", "minimize"),
+    )
+
+
+def D(pid, **kw):  # noqa: N802 - a compact parameter factory
+    return Parameter(pid, kw.pop("type", "double"), **kw)
+
+
+BAD_SPACES = {
+    "min >= max": ((D("lr", min=1.0, max=0.1, scale="linear"),), "'lr': min (1.0) must be < max"),
+    "min == max": ((D("lr", min=1.0, max=1.0, scale="linear"),), "'lr': min (1.0) must be < max"),
+    "log min <= 0": ((D("lr", min=0.0, max=1.0, scale="log"),), "'lr': log scale needs min > 0"),
+    "reverse_log min <= 0": (
+        (D("m", min=-1.0, max=1.0, scale="reverse_log"),),
+        "'m': reverse_log scale needs min > 0",
+    ),
+    "empty discrete": ((D("u", type="discrete", values=()),), "'u': empty values"),
+    "empty categorical": ((D("o", type="categorical"),), "'o': empty values"),
+    "duplicate ids": (
+        (D("lr", min=0.1, max=1.0), D("lr", min=0.1, max=1.0)),
+        "'lr': duplicate id",
+    ),
+    "duplicate conditional id": (
+        (
+            D(
+                "o",
+                type="categorical",
+                values=("a", "b"),
+                conditional=(D("o", min=0.0, max=1.0, parent_values=("a",)),),
+            ),
+        ),
+        "'o': duplicate id",
+    ),
+    "unknown type": ((D("lr", type="float", min=0.1, max=1.0),), "'lr': unknown type 'float'"),
+    "unknown scale": ((D("lr", min=0.1, max=1.0, scale="ln"),), "'lr': unknown scale 'ln'"),
+    "categorical with scale": (
+        (D("o", type="categorical", values=("a",), scale="log"),),
+        "'o': categorical parameters take no scale",
+    ),
+    "fractional integer bounds": (
+        (D("n", type="integer", min=1.5, max=4),),
+        "'n': integer bounds must be whole numbers",
+    ),
+    "duplicate discrete values": (
+        (D("u", type="discrete", values=(64, 64)),),
+        "'u': duplicate values",
+    ),
+    "discrete log with 0": (
+        (D("u", type="discrete", values=(0, 64), scale="log"),),
+        "'u': log scale needs values > 0",
+    ),
+    "condition on a double": (
+        (D("lr", min=0.1, max=1.0, conditional=(D("m", min=0.0, max=1.0, parent_values=(0.5,)),)),),
+        "'lr': a double cannot have conditional parameters",
+    ),
+    "parent value not feasible": (
+        (
+            D(
+                "n",
+                type="integer",
+                min=1,
+                max=3,
+                conditional=(D("w", min=0.0, max=1.0, parent_values=(7,)),),
+            ),
+        ),
+        "'w': parent value 7 is not a value of 'n'",
+    ),
+    "bad id": ((D("--lr", min=0.1, max=1.0),), "'--lr': bad id"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_SPACES, ids=list(BAD_SPACES))
+def test_bad_space_is_refused_with_one_line_naming_the_parameter(case):
+    parameters, expected = BAD_SPACES[case]
+    with pytest.raises(SearchSpaceError) as err:
+        SearchSpace(parameters=parameters)
+    message = str(err.value)
+    assert "\n" not in message
+    assert expected in message
+
+
+BAD_YAML = {
+    "unknown key": (
+        "parameters:\n  - {id: lr, type: double, mn: 0, max: 1}\n",
+        "unknown key(s) mn",
+    ),
+    "min >= max": ("parameters:\n  - {id: lr, type: double, min: 2, max: 1}\n", "'lr': min (2)"),
+    "bad goal": ("metrics: {accuracy: biggest}\n", "unknown goal 'biggest'"),
+    "not yaml": ("parameters: [\n", "not valid YAML"),
+    "top-level typo": ("parameter: []\n", "unknown key(s) parameter"),
+    "parent_values at top": (
+        "parameters:\n  - {id: lr, type: double, min: 0.1, max: 1, parent_values: [1]}\n",
+        "parent_values is only for parameters under conditional",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_YAML, ids=list(BAD_YAML))
+def test_bad_yaml_gives_one_line_with_the_path(tmp_path, case):
+    text, expected = BAD_YAML[case]
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    with pytest.raises(SearchSpaceError) as err:
+        ss.load_search_space(str(path))
+    assert "\n" not in str(err.value)
+    assert str(path) in str(err.value) and expected in str(err.value)
+
+
+def test_missing_file_is_one_line(tmp_path):
+    with pytest.raises(SearchSpaceError, match="cannot read search space"):
+        ss.load_search_space(str(tmp_path / "nope.yaml"))
+
+
+def test_yaml_keys_replace_only_what_they_name(tmp_path):
+    path = tmp_path / "space.yaml"
+    path.write_text("metrics:\n  loss: minimize\n")
+    space = ss.load_search_space(str(path))
+    assert space.parameters == ss.default_search_space().parameters
+    assert space.metrics == (Metric("loss", "minimize"),)
+
+
+def test_unknown_payload_field_is_refused():
+    payload = ss.default_search_space().to_study_spec_parameters()
+    payload[0]["bogus"] = 1
+    with pytest.raises(SearchSpaceError, match="bogus"):
+        ss.parse_study_spec_parameters(payload)
+
+
+def test_values_are_cast_and_formatted_for_the_trainer():
+    units = Parameter("num_units", "discrete", values=(64, 128, 512))
+    assert units.cast(128.0) == 128 and isinstance(units.cast(128.0), int)
+    assert units.format_value(128.0) == "128"
+    lr = Parameter("learning_rate", "double", min=0.001, max=1.0, scale="log")
+    assert lr.format_value(0.01) == "0.01"
+    n = Parameter("n", "integer", min=1, max=3, scale="linear")
+    assert n.feasible_values() == (1, 2, 3)
