@@ -23,6 +23,9 @@ def resize_uint8(image: tf.Tensor, height: int, width: int) -> tf.Tensor:
 def decode_and_resize(encoded: tf.Tensor, image_shape: Sequence[int]) -> tf.Tensor:
     """Decode JPEG/PNG/GIF/BMP bytes to `image_shape` (H, W, C) uint8."""
     height, width, channels = (int(d) for d in image_shape)
-    image = tf.io.decode_image(encoded, channels=channels, expand_animations=False)
-    image.set_shape([None, None, channels])
+    # Every format decodes to RGB (GIF and BMP refuse channels=1); greyscale is derived after.
+    image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+    image.set_shape([None, None, 3])
+    if channels == 1:
+        image = tf.image.rgb_to_grayscale(image)
     return resize_uint8(image, height, width)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ FEATURES = {
     "image": tf.io.FixedLenFeature([], tf.string),
     "label": tf.io.FixedLenFeature([], tf.int64),
 }
+SOURCE_FEATURE = {"source": tf.io.FixedLenFeature([], tf.string, default_value="")}
 
 
 class DatasetError(ValueError):
@@ -53,7 +54,10 @@ def encode_example(image: np.ndarray, label: int, source: str = "") -> bytes:
         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
         "source": tf.train.Feature(bytes_list=tf.train.BytesList(value=[source.encode()])),
     }
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    # Deterministic: map fields are otherwise serialized in a per-process hash order,
+    # and equal inputs must give byte-identical shards.
+    return example.SerializeToString(deterministic=True)
 
 
 def write_shards(
@@ -149,3 +153,14 @@ def decode_fn(image_shape: Sequence[int]):
         return image, tf.cast(parsed["label"], tf.int32)
 
     return decode
+
+
+def read_examples(
+    data_dir: str, metadata: dict[str, Any], split: str
+) -> Iterator[tuple[np.ndarray, int, str]]:
+    """Yield a split's (uint8 image, label, source) shard by shard (for checks, not training)."""
+    shape = [int(d) for d in metadata["image_shape"]]
+    for serialized in tf.data.TFRecordDataset(shard_paths(data_dir, metadata, split)):
+        parsed = tf.io.parse_single_example(serialized, {**FEATURES, **SOURCE_FEATURE})
+        image = np.frombuffer(parsed["image"].numpy(), np.uint8).reshape(shape)
+        yield image, int(parsed["label"]), parsed["source"].numpy().decode()
