@@ -6,11 +6,26 @@ from components.base import component
 
 
 @component
-def fetch_trials(gcp_resources: str, trials: dsl.Output[dsl.Artifact]):
-    """Read the finished HPT job in `gcp_resources` into the artifact the local run writes too."""
-    from pipelines import trials_artifact, vertex_trials
+def fetch_trials(
+    gcp_resources: str,
+    base_output_directory: str,
+    pipeline_job: str,
+    trials: dsl.Output[dsl.Artifact],
+):
+    """Read the finished HPT job into the artifact the local run writes too.
+
+    Each trial is also recorded in Vertex ML Metadata (Vertex itself never
+    records trials), linked to the trials artifact in this run's context.
+    """
+    from pipelines import lineage, trials_artifact, vertex_trials
 
     job_name = vertex_trials.job_name_from_gcp_resources(gcp_resources)
-    trials_artifact.write(
-        trials, vertex_trials.fetch_trials(job_name), source="vertex", study_dir=job_name
+    fetched = vertex_trials.fetch_trials(job_name)
+    trials_artifact.write(trials, fetched, source="vertex", study_dir=job_name)
+    lineage.record_trials(
+        fetched,
+        job_name=job_name,
+        base_output_directory=base_output_directory,
+        trials_artifact=trials.name,
+        pipeline_job=pipeline_job,
     )

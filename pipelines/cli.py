@@ -120,11 +120,13 @@ def _dataset_summary(output: str, metadata: dict[str, Any]) -> Table:
 
 
 def _register_commands() -> None:
-    from pipelines import cloud_cli, local_cli
+    from pipelines import cloud_cli, local_cli, report_cli
 
     app.command("run")(local_cli.run)
     app.command("compile")(local_cli.compile_command)
     app.command("models")(local_cli.models)
+    app.command("trials")(report_cli.trials)
+    app.command("lineage")(report_cli.lineage)
     app.command("submit")(cloud_cli.submit)
     app.add_typer(cloud_cli.schedule_app, name="schedule")
 

@@ -118,7 +118,11 @@ def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
     ).set_display_name("Tune (Vertex HPT job)")
-    fetched = op(fetch_trials)(gcp_resources=study.outputs["gcp_resources"])
+    fetched = op(fetch_trials)(
+        gcp_resources=study.outputs["gcp_resources"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
+    )
     return fetched.set_display_name("Fetch trials").outputs["trials"]
 
 

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import posixpath
-import shutil
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,7 +11,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import preprocess
+from trainer import preprocess, staging
 from trainer.model import build_model
 
 MODEL_CARD = "model.json"
@@ -50,11 +47,6 @@ class ServingModule(tf.Module):
         }
 
 
-def is_object_store(path: str) -> bool:
-    """Whether `path` is on an object store (gs://, s3://…) where renames are not atomic."""
-    return "://" in path
-
-
 def export_model(
     weights: list[np.ndarray],
     *,
@@ -67,10 +59,10 @@ def export_model(
     """Save the trained weights as a serving SavedModel at `model_dir`, all or nothing.
 
     Builds a fresh, undistributed copy of the model (so saving needs no
-    collective with other workers) and writes it to a staging directory beside
-    `model_dir`, then commits: an atomic rename on local disks; on object stores
-    every file is copied with `saved_model.pb` and `model.json` last, so a reader
-    never finds a loadable but incomplete model. Call on the chief only.
+    collective with other workers) and writes it through `trainer.staging`: an
+    atomic rename on local disks; on object stores every file is copied with
+    `saved_model.pb` and `model.json` last, so a reader never finds a loadable
+    but incomplete model. Call on the chief only.
 
     Returns:
         The model directory.
@@ -78,42 +70,8 @@ def export_model(
     model = build_model(image_shape, len(class_names), num_units)
     model.set_weights(weights)
     module = ServingModule(model, image_shape, class_names)
-    parent = posixpath.dirname(model_dir.rstrip("/")) or "."
-    staging = posixpath.join(parent, f".staging-{uuid.uuid4().hex}")
-    try:
-        tf.saved_model.save(module, staging, signatures={"serving_default": module.serve})
-        with tf.io.gfile.GFile(posixpath.join(staging, MODEL_CARD), "w") as f:
+    with staging.staged_directory(model_dir, markers=COMMIT_MARKERS) as stage:
+        tf.saved_model.save(module, stage, signatures={"serving_default": module.serve})
+        with tf.io.gfile.GFile(posixpath.join(stage, MODEL_CARD), "w") as f:
             json.dump(card, f, indent=2, sort_keys=True, default=str)
-        commit(staging, model_dir)
-    finally:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
     return model_dir
-
-
-def commit(staging: str, final: str) -> None:
-    """Move a finished directory to its final place (see `export_model`)."""
-    if not is_object_store(final):
-        old = None
-        if os.path.isdir(final):
-            if os.listdir(final):
-                old = f"{final.rstrip('/')}.old-{uuid.uuid4().hex}"
-                os.replace(final, old)
-            else:
-                os.rmdir(final)
-        os.makedirs(os.path.dirname(os.path.abspath(final)), exist_ok=True)
-        os.replace(staging, final)
-        if old:
-            shutil.rmtree(old, ignore_errors=True)
-        return
-    for marker in COMMIT_MARKERS:  # an older model there stops looking complete first
-        if tf.io.gfile.exists(posixpath.join(final, marker)):
-            tf.io.gfile.remove(posixpath.join(final, marker))
-    files = [
-        posixpath.join(root, name) for root, _, names in tf.io.gfile.walk(staging) for name in names
-    ]
-    files.sort(key=lambda p: (posixpath.basename(p) in COMMIT_MARKERS, p))
-    for src in files:
-        dst = posixpath.join(final, posixpath.relpath(src, staging))
-        tf.io.gfile.makedirs(posixpath.dirname(dst))
-        tf.io.gfile.copy(src, dst, overwrite=True)

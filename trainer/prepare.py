@@ -100,7 +100,7 @@ def prepare_dataset(
         total = sum(len(p.items) for p in plans.values())
         counter = _Counter(total, progress)
         skipped = _SkippedImages(source, total, max_bad_fraction, image_shape)
-        with staging.staged_directory(output, marker=records.METADATA_FILE) as stage:
+        with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
             splits = {}
             for split in records.SPLITS:
                 examples, bad = decode_split(opened, plans[split], image_shape, counter.advance)

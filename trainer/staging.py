@@ -1,10 +1,11 @@
 """All-or-nothing output directories: a failed or interrupted write leaves nothing that looks done.
 
-Local paths are written into a hidden sibling directory that is renamed into
-place at the end. Object stores (gs://, anything with a scheme) have no
-directory rename: files are written in place, the caller writes its
-completeness marker (e.g. ``metadata.json``) last, and a failure removes what
-was written.
+Everything is written into a hidden sibling directory first. Locally it is
+renamed into place at the end. Object stores (gs://, anything with a scheme)
+have no directory rename: the finished files are copied over with the
+completeness markers (``metadata.json``, ``saved_model.pb``…) last, after the
+old markers were deleted, so a reader never finds a complete-looking but
+partial directory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import posixpath
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import tensorflow as tf
 
@@ -32,7 +33,7 @@ def has_content(path: str) -> bool:
 
 
 @contextlib.contextmanager
-def staged_directory(output: str, *, marker: str) -> Iterator[str]:
+def staged_directory(output: str, *, markers: Sequence[str]) -> Iterator[str]:
     """Yield a directory to write into that becomes `output` only if the block succeeds.
 
     An existing `output` is replaced, so callers decide beforehand whether that is
@@ -40,14 +41,14 @@ def staged_directory(output: str, *, marker: str) -> Iterator[str]:
 
     Args:
         output: Final directory (local or gs://).
-        marker: File the caller writes last; on object stores it is deleted first
-            when an existing `output` is replaced.
+        markers: Files whose presence means "complete"; on object stores they are
+            deleted first from an existing `output` and copied last.
     """
     if is_local(output):
         with _local_stage(output) as stage:
             yield stage
     else:
-        with _in_place(output, marker) as stage:
+        with _object_store_stage(output, markers) as stage:
             yield stage
 
 
@@ -84,20 +85,32 @@ def _replace_directory(source: str, target: str) -> None:
 
 
 @contextlib.contextmanager
-def _in_place(output: str, marker: str) -> Iterator[str]:
-    _remove(output, marker)
-    tf.io.gfile.makedirs(output)
+def _object_store_stage(output: str, markers: Sequence[str]) -> Iterator[str]:
+    output = output.rstrip("/")
+    parent, name = posixpath.split(output)
+    stage = posixpath.join(parent, f".{name}.partial-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(stage)
     try:
-        yield output
-    except BaseException:
-        _remove(output, marker)
-        raise
+        yield stage
+        _remove(output, markers)
+        files = [
+            posixpath.join(root, f) for root, _, names in tf.io.gfile.walk(stage) for f in names
+        ]
+        files.sort(key=lambda p: (posixpath.basename(p) in markers, p))
+        for src in files:
+            dst = posixpath.join(output, posixpath.relpath(src, stage))
+            tf.io.gfile.makedirs(posixpath.dirname(dst))
+            tf.io.gfile.copy(src, dst, overwrite=True)
+    finally:
+        if tf.io.gfile.exists(stage):
+            tf.io.gfile.rmtree(stage)
 
 
-def _remove(path: str, marker: str) -> None:
-    """Delete `path`, its marker first so that it stops looking complete at once."""
-    marker_path = posixpath.join(path, marker)
-    if tf.io.gfile.exists(marker_path):
-        tf.io.gfile.remove(marker_path)
+def _remove(path: str, markers: Sequence[str]) -> None:
+    """Delete `path`, its markers first so that it stops looking complete at once."""
+    for marker in markers:
+        marker_path = posixpath.join(path, marker)
+        if tf.io.gfile.exists(marker_path):
+            tf.io.gfile.remove(marker_path)
     if tf.io.gfile.exists(path):
         tf.io.gfile.rmtree(path)

@@ -1,0 +1,341 @@
+"""Trial report: loading trials (local, Vertex offline), table order, plots and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from PIL import Image
+from typer.testing import CliRunner
+
+from pipelines import report_cli, trial_report
+from pipelines import trials as trials_lib
+from pipelines.search_space import Metric
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+HPT_JOB = "projects/proj/locations/us-central1/hyperparameterTuningJobs/42"
+S = trials_lib.TrialState
+
+
+def _trial(
+    trial_id: str,
+    state: S,
+    params: dict[str, Any],
+    curve: list[tuple[float, float]],
+    *,
+    seconds: float | None,
+    reason: str = "",
+    local: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A trial whose per-epoch (accuracy, loss) are `curve`; final = last epoch if it succeeded."""
+    measurements = [
+        trials_lib.measurement(step, {"accuracy": acc, "loss": loss})
+        for step, (acc, loss) in enumerate(curve, start=1)
+    ]
+    start = T0 + 100 * int(trial_id)
+    return trials_lib.make_trial(
+        trial_id,
+        params,
+        state=state,
+        final_measurement=measurements[-1] if state == S.SUCCEEDED else None,
+        measurements=measurements,
+        start_time=trials_lib.timestamp(start),
+        end_time=trials_lib.timestamp(start + seconds) if seconds is not None else None,
+        infeasible_reason=reason,
+        local=local,
+    )
+
+
+def make_trials() -> list[dict[str, Any]]:
+    return [
+        _trial("1", S.SUCCEEDED, {"learning_rate": 0.001, "num_units": 64, "optimizer": "sgd"},
+               [(0.5, 1.2), (0.7, 0.9)], seconds=30.0),
+        _trial("2", S.SUCCEEDED, {"learning_rate": 0.1, "num_units": 128, "optimizer": "adam"},
+               [(0.6, 1.0), (0.9, 0.3)], seconds=90.0),
+        _trial("3", S.INFEASIBLE, {"learning_rate": 0.5, "num_units": 512, "optimizer": "adam"},
+               [(0.1, 2.0)], seconds=5.25, reason="exit code 1: out of memory"),
+        _trial("4", S.SUCCEEDED, {"learning_rate": 0.01, "num_units": 512, "optimizer": "adam"},
+               [(0.8, 0.5)], seconds=3725.0, local={"earlyStopped": True}),
+        _trial("5", S.ACTIVE, {"learning_rate": 0.05, "num_units": 64, "optimizer": "sgd"},
+               [(0.4, 1.5)], seconds=None),
+    ]  # fmt: skip
+
+
+def write_study(folder: Path, trials: list[dict[str, Any]], goal: str = "MAXIMIZE") -> Path:
+    """A local study folder: trials.json and study.json (its metric spec)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    trials_lib.write_trials(str(folder / trials_lib.TRIALS_FILE), trials)
+    spec = {"studySpec": {"metrics": [{"metric_id": "accuracy", "goal": goal}]}}
+    (folder / trial_report.STUDY_FILE).write_text(json.dumps(spec))
+    return folder
+
+
+def write_run(output: Path, name: str, trials: list[dict[str, Any]]) -> Path:
+    """A run folder whose tune-locally task wrote `trials` and points at the output's study."""
+    task = output / "artifacts" / name / "tune-locally"
+    task.mkdir(parents=True)
+    trials_lib.write_trials(str(task / "trials"), trials)
+    artifact = {
+        "name": "trials",
+        "uri": str(task / "trials"),
+        "metadata": {"study": str(output / "study")},
+    }
+    payload = {"artifacts": {"trials": {"artifacts": [artifact]}}}
+    (task / "executor_output.json").write_text(json.dumps(payload))
+    return task.parent
+
+
+@pytest.fixture
+def output(tmp_path: Path) -> Path:
+    """An --output folder: the study (minimizing nothing: accuracy, maximized) and two runs."""
+    out = tmp_path / "out"
+    write_study(out / "study", make_trials())
+    write_run(out, "hpt-pipeline-2026-01-01-00-00-00-000000", make_trials()[:2])
+    write_run(out, "hpt-pipeline-2026-01-02-00-00-00-000000", make_trials())
+    return out
+
+
+def _ids(rows: list[trial_report.TrialRow]) -> list[str]:
+    return [r.trial_id for r in rows]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def test_rows_follow_the_metric_and_the_goal():
+    trials = make_trials()
+    assert _ids(trial_report.trial_rows(trials, Metric("accuracy", "maximize"))) == [
+        "2", "4", "1", "3", "5"
+    ]  # fmt: skip
+    assert _ids(trial_report.trial_rows(trials, Metric("accuracy", "minimize"))) == [
+        "1", "4", "2", "3", "5"
+    ]  # fmt: skip
+    by_loss = trial_report.trial_rows(trials, Metric("loss", "minimize"))
+    assert _ids(by_loss) == ["2", "4", "1", "3", "5"]
+    assert [r.metric for r in by_loss] == [0.3, 0.5, 0.9, None, None]
+
+
+def test_durations_come_from_the_timestamps():
+    rows = {r.trial_id: r for r in trial_report.trial_rows(make_trials(), Metric("accuracy"))}
+    assert rows["2"].seconds == pytest.approx(90.0)
+    assert rows["3"].seconds == pytest.approx(5.25)
+    assert rows["5"].seconds is None  # still running: no end time
+    assert trial_report.format_duration(rows["3"].seconds) == "5.2 s"
+    assert trial_report.format_duration(rows["2"].seconds) == "1 min 30 s"
+    assert trial_report.format_duration(rows["4"].seconds) == "1 h 02 min"
+    nanos = {"startTime": "2026-01-01T00:00:00.250000000Z", "endTime": "2026-01-01T00:00:01Z"}
+    assert trial_report.duration_seconds(nanos) == pytest.approx(0.75)
+
+
+def test_failed_trials_keep_their_state_and_reason():
+    rows = {r.trial_id: r for r in trial_report.trial_rows(make_trials(), Metric("accuracy"))}
+    assert rows["3"].state == "INFEASIBLE" and rows["3"].metric is None
+    assert rows["3"].note == "exit code 1: out of memory"
+    assert rows["5"].state == "ACTIVE"
+    assert rows["4"].note == "early stopped"
+
+
+def test_log_axis_only_for_parameters_spanning_orders_of_magnitude():
+    assert trial_report.wants_log_axis([0.001, 0.1, 0.01])
+    assert not trial_report.wants_log_axis([64, 128, 512])
+    assert not trial_report.wants_log_axis([0.0, 0.5, 1.0])
+    assert not trial_report.wants_log_axis(["sgd", "adam"])
+
+
+# --------------------------------------------------------------------------- the report files
+
+
+def _png(path: Path) -> tuple[int, int]:
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        image.verify()
+        return image.size
+
+
+def test_report_files_are_valid_images_and_one_page(tmp_path):
+    study = trial_report.StudyTrials(make_trials(), "trials.json", None, None)
+    report = trial_report.write_report(study, tmp_path / "r", Metric("accuracy", "maximize"))
+
+    assert sorted(p.name for p in report.figures.values()) == [
+        trial_report.CURVE_PLOT, trial_report.METRIC_PLOT, trial_report.PARAMETER_PLOT
+    ]  # fmt: skip
+    for path in report.figures.values():
+        width, height = _png(path)
+        assert width >= 300 and height >= 200
+    width, _ = _png(report.figures["parameters"])
+    assert width >= 900  # three parameters: three panels side by side
+
+    page = report.page.read_text()
+    assert page.count('src="data:image/png;base64,') == 3
+    body = page.split("<table>", 1)[1].split("</table>", 1)[0]
+    first_cells = [row.split("<td>")[1].split("</td>")[0] for row in body.split("<tr")[2:]]
+    assert first_cells == ["2", "4", "1", "3", "5"]
+    assert '<tr class="failed"><td>3</td><td>INFEASIBLE</td>' in page
+    assert "exit code 1: out of memory" in page and "1 min 30 s" in page
+    assert "best: trial 2 (accuracy 0.9)" in page
+
+
+def test_plots_without_any_metric_still_render(tmp_path):
+    failed = [t for t in make_trials() if t["id"] == "3"]
+    for t in failed:
+        t["measurements"] = []
+    study = trial_report.StudyTrials(failed, "x", None, None)
+    report = trial_report.write_report(study, tmp_path, Metric("accuracy"))
+    for path in report.figures.values():
+        _png(path)
+    assert "no trial reported the metric" in report.page.read_text()
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def test_load_from_an_output_folder_takes_its_newest_run(output):
+    study = trial_report.load_trials(str(output))
+    assert [t["id"] for t in study.trials] == ["1", "2", "3", "4", "5"]
+    assert study.source.endswith("2026-01-02-00-00-00-000000/tune-locally/trials")
+    assert study.objective == Metric("accuracy", "maximize")  # from the study's study.json
+    assert trial_report.default_report_dir(study) == study.home / "trial-report"
+    assert study.home.name == "hpt-pipeline-2026-01-02-00-00-00-000000"
+
+    older = trial_report.load_trials(
+        str(output / "artifacts/hpt-pipeline-2026-01-01-00-00-00-000000")
+    )
+    assert [t["id"] for t in older.trials] == ["1", "2"]
+
+
+def test_load_from_a_study_folder_or_a_trials_file(output):
+    for run in (output / "study", output / "study" / trials_lib.TRIALS_FILE):
+        study = trial_report.load_trials(str(run))
+        assert len(study.trials) == 5
+        assert study.home == output  # the report goes next to the study, not into it
+    write_study(output / "study", make_trials(), goal="MINIMIZE")
+    study = trial_report.load_trials(str(output / "study"))
+    assert trial_report.resolve_metric(study, None, None) == Metric("accuracy", "minimize")
+
+
+def test_metric_and_goal_resolution():
+    study = trial_report.StudyTrials(make_trials(), "x", None, None)
+    assert trial_report.resolve_metric(study, None, None) == Metric("accuracy", "maximize")
+    assert trial_report.resolve_metric(study, "loss", "minimize") == Metric("loss", "minimize")
+    with pytest.raises(trial_report.ReportError, match="goal='sideways'"):
+        trial_report.resolve_metric(study, None, "sideways")
+    empty = trial_report.StudyTrials([], "x", None, None)
+    with pytest.raises(trial_report.ReportError, match="pass --metric"):
+        trial_report.resolve_metric(empty, None, None)
+
+
+def test_bad_run_is_rejected(tmp_path):
+    with pytest.raises(trial_report.ReportError, match="not a local run"):
+        trial_report.load_trials(str(tmp_path / "missing"))
+    with pytest.raises(trial_report.ReportError, match="not a local run"):
+        trial_report.load_trials(str(tmp_path))  # exists, but holds no run
+    assert trial_report.hpt_job_name("42", "proj", "us-central1") == HPT_JOB
+    assert trial_report.hpt_job_name("42") is None
+
+
+# --------------------------------------------------------------------------- Vertex, offline
+
+
+def _hpt_job(name: str) -> Any:
+    from google.cloud.aiplatform_v1.types import HyperparameterTuningJob, StudySpec, Trial
+
+    trials = [Trial.from_json(json.dumps(t), ignore_unknown_fields=True) for t in make_trials()]
+    metric = StudySpec.MetricSpec(metric_id="loss", goal=StudySpec.MetricSpec.GoalType.MINIMIZE)
+    return HyperparameterTuningJob(
+        name=name, display_name="study", study_spec=StudySpec(metrics=[metric]), trials=trials
+    )
+
+
+@pytest.fixture
+def vertex_job(monkeypatch):
+    """Stand in for JobServiceClient.get_hyperparameter_tuning_job; returns the requests."""
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
+    requests: list[str] = []
+
+    def get(self, request=None, *, name, **_):
+        requests.append(name)
+        return _hpt_job(name)
+
+    monkeypatch.setattr(JobServiceClient, "get_hyperparameter_tuning_job", get)
+    return requests
+
+
+def test_trials_of_a_vertex_hpt_job(vertex_job):
+    from google.auth.credentials import AnonymousCredentials
+
+    study = trial_report.load_trials(HPT_JOB, credentials=AnonymousCredentials())
+    assert set(vertex_job) == {HPT_JOB}
+    assert study.source == HPT_JOB and study.home is None
+    assert study.objective == Metric("loss", "minimize")
+    assert [t["state"] for t in study.trials] == [4, 4, 5, 4, 2]
+    rows = trial_report.trial_rows(study.trials, trial_report.resolve_metric(study, None, None))
+    assert _ids(rows) == ["2", "4", "1", "3", "5"]
+    assert rows[0].seconds == pytest.approx(90.0)
+    assert trial_report.default_report_dir(study) == Path("trial-report-42")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("trials")(report_cli.trials)
+    app.command("lineage")(report_cli.lineage)
+    return app
+
+
+def test_cli_prints_the_table_and_where_the_report_went(output, tmp_path):
+    report_dir = tmp_path / "report"
+    args = [
+        "trials",
+        str(output),
+        "--output",
+        str(report_dir),
+        "--metric",
+        "loss",
+        "--goal",
+        "minimize",
+    ]
+    result = CliRunner().invoke(_app(), args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    table_ids = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    assert table_ids == ["2", "4", "1", "3", "5"]
+    assert "INFEASIBLE" in result.stdout and "sorted by loss (minimize)" in result.stdout
+    assert f"wrote {report_dir / trial_report.PAGE}" in result.stdout
+    assert (report_dir / trial_report.METRIC_PLOT).is_file()
+
+
+def test_cli_vertex_job_id(vertex_job, monkeypatch, tmp_path):
+    from google.auth.credentials import AnonymousCredentials
+
+    from pipelines import vertex_client
+
+    monkeypatch.setattr(vertex_client, "credentials", lambda offline: AnonymousCredentials())
+    monkeypatch.chdir(tmp_path)
+    args = ["trials", "42", "--project", "proj", "--region", "us-central1"]
+    result = CliRunner().invoke(_app(), args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert set(vertex_job) == {HPT_JOB}
+    assert (tmp_path / "trial-report-42" / trial_report.PAGE).is_file()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["trials", "no/such/run"],
+        ["trials", "projects/p/locations/l/pipelineJobs/1"],
+        ["trials", "artifacts"],  # a folder, but no run
+        ["trials", "study", "--goal", "sideways"],
+    ],
+)
+def test_cli_bad_input_is_a_one_line_error(args, output, monkeypatch):
+    monkeypatch.chdir(output)
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("hpt-pipeline: error:")
+    assert result.stdout == ""
