@@ -23,7 +23,9 @@ def trial_job_spec(
     accelerator_count: int,
     study_dir: str,
     study: dsl.Output[dsl.Artifact],
-) -> NamedTuple("TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]):
+) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
+    "TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
+):
     """Worker pool of one HPT trial: the trainer on one replica (HPT appends the tuned flags).
 
     The study's `base_output_directory` is `study_dir` when given (locally, a
@@ -45,8 +47,8 @@ def trial_job_spec(
         accelerator_count=int(accelerator_count),
     )
     worker_pools.validate_worker_pool_specs(pools)
-    output = namedtuple("TrialJobSpec", ["worker_pool_specs", "base_output_directory"])
-    return output(pools, study_dir or job_args.artifact_location(study))
+    TrialJobSpec = namedtuple("TrialJobSpec", ["worker_pool_specs", "base_output_directory"])
+    return TrialJobSpec(pools, study_dir or job_args.artifact_location(study))
 
 
 @component
@@ -62,7 +64,9 @@ def final_job_spec(
     accelerator_count: int,
     worker_count: int,
     job_dir: dsl.Output[dsl.Artifact],
-) -> NamedTuple("FinalJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]):
+) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
+    "FinalJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
+):
     """Chief + workers running the trainer with the best trial's parameters.
 
     `job_dir` reserves a unique folder under the pipeline root for the job's
@@ -86,5 +90,5 @@ def final_job_spec(
     )
     worker_pools.validate_worker_pool_specs(pools)
     job_dir.metadata.update({"best_parameters": best_parameters, "replicas": 1 + int(worker_count)})
-    output = namedtuple("FinalJobSpec", ["worker_pool_specs", "base_output_directory"])
-    return output(pools, job_args.artifact_location(job_dir))
+    FinalJobSpec = namedtuple("FinalJobSpec", ["worker_pool_specs", "base_output_directory"])
+    return FinalJobSpec(pools, job_args.artifact_location(job_dir))

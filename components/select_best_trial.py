@@ -16,7 +16,7 @@ def select_best_trial(
     threshold: float,
     use_threshold: bool,
     summary: dsl.Output[dsl.Metrics],
-) -> NamedTuple(
+) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "BestTrial", [("best_trial_id", str), ("best_parameters", dict), ("best_metric", float)]
 ):
     """Choose among succeeded trials; stop the pipeline if the best misses `threshold`.
@@ -44,5 +44,5 @@ def select_best_trial(
             summary.log_metric(f"param_{name}", value)
     summary.metadata["best_parameters"] = best.parameters
     summary.metadata["trials"] = trials.uri
-    output = namedtuple("BestTrial", ["best_trial_id", "best_parameters", "best_metric"])
-    return output(best.trial_id, best.parameters, best.metric)
+    BestTrial = namedtuple("BestTrial", ["best_trial_id", "best_parameters", "best_metric"])
+    return BestTrial(best.trial_id, best.parameters, best.metric)

@@ -39,15 +39,15 @@ def fetch_trials(job_name: str, credentials: Any = None) -> list[dict[str, Any]]
         credentials: google-auth credentials; None uses the environment's.
     """
     from google.cloud import aiplatform
-    from google.cloud.aiplatform.compat.types import study as gca_study
+    from google.cloud.aiplatform_v1.types import Trial
 
     match = _JOB_NAME.search(job_name)
     if not match:
         raise ValueError(f"{job_name}: expected projects/P/locations/L/hyperparameterTuningJobs/ID")
-    job = aiplatform.HyperparameterTuningJob.get(
+    job: Any = aiplatform.HyperparameterTuningJob.get(
         job_name,
         project=match["project"],
         location=match["location"],
         credentials=credentials,
     )
-    return [json.loads(gca_study.Trial.to_json(trial)) for trial in job.trials]
+    return [json.loads(Trial.to_json(trial)) for trial in job.trials]
