@@ -24,6 +24,7 @@ from kfp import dsl
 from components import base
 from components.evaluate import evaluate_model
 from components.fetch_trials import fetch_trials
+from components.find_model import find_parent_model
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.register import register_locally
@@ -154,34 +155,31 @@ def _vertex_register(
         artifact_class=artifact_types.UnmanagedContainerModel,
         metadata={"containerSpec": {"imageUri": settings.serving_image}},
     ).set_display_name("Serving container model")
-    parent = {}
-    if settings.parent_model:
-        parent["parent_model"] = (
-            dsl.importer(
-                artifact_uri=f"https://{settings.region}-aiplatform.googleapis.com/v1/"
-                f"{settings.parent_model}",
-                artifact_class=artifact_types.VertexModel,
-                metadata={"resourceName": settings.parent_model},
-            )
-            .set_display_name("Parent model")
-            .output
-        )
-    upload = ModelUploadOp(
+    upload_args = dict(
         display_name=p.model_display_name,
         unmanaged_container_model=serving.output,
         location=p.location,
         labels=p.labels,
         encryption_spec_key_name=p.encryption_spec_key_name,
         description="Tuned and multi-worker trained by hpt-pipeline",
-        **parent,
-    ).set_display_name("Register model (Vertex Model Registry)")
+    )
+    parent = op(find_parent_model)(
+        display_name=p.model_display_name, location=p.location, parent_model=p.parent_model
+    ).set_display_name("Find the model to version")
+    with dsl.If(parent.outputs["Output"] == True, name="new-version"):  # noqa: E712
+        as_version = ModelUploadOp(parent_model=parent.outputs["model"], **upload_args)
+        as_version.set_display_name("Register a new model version (Vertex Model Registry)")
+    with dsl.Else(name="first-version"):
+        as_new = ModelUploadOp(**upload_args)
+        as_new.set_display_name("Register a new model (Vertex Model Registry)")
+    uploaded = dsl.OneOf(as_version.outputs["model"], as_new.outputs["model"])
     ModelImportEvaluationOp(
-        model=upload.outputs["model"],
+        model=uploaded,
         metrics=evaluation,
         problem_type="classification",
         display_name="test split",
     ).set_display_name("Attach evaluation to the model")
-    return upload
+    return uploaded
 
 
 BINDINGS = {
@@ -243,6 +241,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         eval_threshold: float = s.eval_threshold or 0.0,
         use_eval_threshold: bool = s.eval_threshold is not None,
         model_display_name: str = s.model_display_name,
+        parent_model: str = s.parent_model or "",
         study_display_name: str = f"{s.display_name}-study",
         final_display_name: str = f"{s.display_name}-final",
         location: str = s.region,

@@ -128,23 +128,67 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         assert pool["container_spec"]["command"] == ["python", "-m", "trainer.task"]
 
 
-def test_vertex_registration_uploads_an_unmanaged_container_model(tmp_path):
-    settings = Settings(
-        serving_image="us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest",
-        parent_model="projects/p/locations/us-central1/models/123",
-    )
+def _all_tasks(spec: dict) -> dict:
+    """Every task of the spec, sub-DAGs included, by task name."""
+    tasks = dict(spec["root"]["dag"]["tasks"])
+    for component in spec["components"].values():
+        tasks.update(component.get("dag", {}).get("tasks", {}))
+    return tasks
+
+
+def test_vertex_registration_uploads_a_new_version_with_its_evaluation(tmp_path):
+    settings = Settings(serving_image="us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest")
     spec = compiled(tmp_path, "vertex", settings)
-    condition = spec["components"]["comp-condition-1"]["dag"]["tasks"]
-    assert "model-upload" in condition
+    tasks = _all_tasks(spec)
     importer = spec["deploymentSpec"]["executors"]["exec-importer"]["importer"]
     assert importer["typeSchema"]["schemaTitle"] == "google.UnmanagedContainerModel"
     assert importer["metadata"]["containerSpec"]["imageUri"] == settings.serving_image
-    assert "parent_model" in condition["model-upload"]["inputs"]["artifacts"]
-    attach = condition["model-evaluation-import"]["inputs"]
-    assert attach["artifacts"]["model"]["taskOutputArtifact"]["producerTask"] == "model-upload"
+    # A later run uploads a version of the model found by name; the first run creates it.
+    uploads = {n: t for n, t in tasks.items() if n.startswith("model-upload")}
+    assert len(uploads) == 2
+    with_parent = [
+        t for t in uploads.values() if "parent_model" in t["inputs"].get("artifacts", {})
+    ]
+    assert len(with_parent) == 1
+    assert with_parent[0]["inputs"]["artifacts"]["parent_model"]["componentInputArtifact"] == (
+        "pipelinechannel--find-parent-model-model"
+    )
+    for task in uploads.values():
+        assert task["inputs"]["artifacts"]["unmanaged_container_model"]["componentInputArtifact"]
+    attach = tasks["model-evaluation-import"]["inputs"]
     assert attach["parameters"]["problem_type"]["runtimeValue"]["constant"] == "classification"
+    assert attach["artifacts"]["metrics"]["componentInputArtifact"].endswith(
+        "evaluate-model-metrics"
+    )
     gate = spec["root"]["dag"]["tasks"]["condition-1"]["triggerPolicy"]["condition"]
     assert "evaluate-model-Output" in gate
+
+
+def test_parent_model_lookup_asks_vertex_for_the_newest_model_by_name(monkeypatch):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud.aiplatform_v1.services.model_service import ModelServiceClient
+    from google.cloud.aiplatform_v1.types import Model
+
+    from pipelines import vertex_models
+
+    requests = []
+
+    def fake_list_models(self, request=None, **kwargs):
+        requests.append(request)
+        return [Model(name="projects/p/locations/europe-west4/models/7", display_name="hpt-cnn")]
+
+    monkeypatch.setattr(ModelServiceClient, "list_models", fake_list_models)
+    name = vertex_models.latest_model(
+        "hpt-cnn", "europe-west4", project="p", credentials=AnonymousCredentials()
+    )
+    assert name == "projects/p/locations/europe-west4/models/7"
+    request = requests[0]
+    assert request["parent"] == "projects/p/locations/europe-west4"
+    assert request["filter"] == 'display_name="hpt-cnn"'
+    assert request["order_by"] == "create_time desc"
+    assert vertex_models.model_uri(name, "europe-west4") == (
+        "https://europe-west4-aiplatform.googleapis.com/v1/projects/p/locations/europe-west4/models/7"
+    )
 
 
 def test_image_uris_flow_into_the_compiled_spec(tmp_path):
