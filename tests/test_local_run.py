@@ -127,3 +127,34 @@ def test_no_credentials_in_logs_or_artifacts(two_runs):
     for path in files:
         text = path.read_text(errors="replace")
         assert not [m for m in SECRET_MARKERS if m in text], path
+
+
+def test_lineage_links_the_registered_model_to_the_dataset_checksum_and_best_trial(two_runs):
+    from pipelines import lineage
+
+    _, first, _ = two_runs
+    graph = lineage.local_lineage(Path(first["run_dir"]))
+    registered = graph.nodes["artifact:register-locally/registered"]
+    upstream = graph.upstream(registered.id)
+    datasets = [graph.nodes[n] for n in upstream if graph.nodes[n].type == "system.Dataset"]
+    model_card = json.loads((Path(first["model"]) / "model.json").read_text())
+    assert [d.details["metadata_sha256"] for d in datasets] == [
+        model_card["dataset"]["metadata_sha256"]
+    ]
+    assert sorted(n for n in upstream if graph.nodes[n].kind == "trial") == [
+        f"trial:{first['best_trial_id']}"
+    ]
+
+
+def test_trial_report_on_a_real_run(two_runs, tmp_path):
+    from PIL import Image
+
+    from pipelines import trial_report
+
+    settings, first, _ = two_runs
+    study = trial_report.load_trials(settings.output)
+    report = trial_report.write_report(study, tmp_path, trial_report.Metric("accuracy", "maximize"))
+    for path in report.figures.values():
+        with Image.open(path) as png:
+            assert png.format == "PNG"
+    assert f"best: trial {first['best_trial_id']}" in report.page.read_text()
