@@ -158,13 +158,20 @@ def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = Non
         f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}"
     )
+    # Long epochs also show progress within the epoch (every quarter).
+    progress_every = steps_per_epoch // 4 if steps_per_epoch >= 40 else 0
     for epoch in range(start_epoch + 1, hparams.epochs + 1):
         started = time.perf_counter()
         loss_total, correct_total = 0.0, 0.0
-        for _ in range(steps_per_epoch):
+        for step in range(1, steps_per_epoch + 1):
             loss_sum, correct = train_step(iterator)
             loss_total += float(loss_sum)
             correct_total += float(correct)
+            if progress_every and step % progress_every == 0 and step < steps_per_epoch:
+                _log(
+                    f"  step {step}/{steps_per_epoch} of epoch {epoch}: "
+                    f"loss={loss_total / (step * global_batch):.4f}"
+                )
         seen = steps_per_epoch * global_batch
         train_seconds = time.perf_counter() - started
         metrics = {
