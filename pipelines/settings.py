@@ -90,7 +90,7 @@ class Settings:
     kms_key: str | None = None
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     experiment: str | None = None
-    enable_caching: bool = True
+    enable_caching: bool | None = None  # None: as compiled (kfp caches every task by default)
     display_name: str = "hpt-pipeline"
     model_display_name: str = "hpt-cnn"
     parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version

@@ -1,0 +1,100 @@
+"""The local commands' fast paths: bad input refused before any work, progress filtering, models."""
+
+import io
+
+from typer.testing import CliRunner
+
+from pipelines import cli
+from pipelines.local_run import ProgressFilter, failure_reason
+
+RUNNER = CliRunner()
+
+KFP_LOG = """\
+09:00:00.000 - INFO - Executing task \x1b[96m'tune-locally'\x1b[0m
+09:00:00.001 - INFO - Streamed logs:
+    [KFP Executor 2026-11-21 09:00:00,000 INFO]: Looking for component `tune_locally`
+    [KFP Executor 2026-11-21 09:00:00,001 INFO]: Got executor_input:
+    {
+    "inputs": {
+    "parameterValues": {"seed": 42}
+    }
+    }
+    I0000 00:00:1795251211.996637   15002 port.cc:153] oneDNN custom operations are on.
+    trial 1 succeeded: accuracy=0.84 (step 4) learning_rate=0.013
+    [KFP Executor 2026-11-21 09:00:09,000 INFO]: Wrote executor output file to /x.json.
+09:00:10.000 - INFO - Task \x1b[96m'tune-locally'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m
+09:00:10.001 - INFO - Task \x1b[96m'tune-locally'\x1b[0m outputs:
+    trials: Artifact( name='trials', uri='/x', metadata={'trial_count': 4.0} )
+--------------------------------------------------------------------------------
+"""
+
+
+def test_progress_filter_keeps_progress_and_logs_everything():
+    shown, log = [], io.StringIO()
+    stream = ProgressFilter(log, shown.append)
+    for chunk in (KFP_LOG[:200], KFP_LOG[200:]):  # lines split across writes
+        stream.write(chunk)
+    assert shown == [
+        "▶ tune-locally",
+        "    trial 1 succeeded: accuracy=0.84 (step 4) learning_rate=0.013",
+        "✓ tune-locally success",
+    ]
+    assert log.getvalue() == KFP_LOG
+
+
+def test_failure_reason_is_the_last_exception_line(tmp_path):
+    log = tmp_path / "pipeline.log"
+    log.write_text(
+        "    Traceback (most recent call last):\n"
+        "    pipelines.selection.SelectionError: best trial 2 has accuracy=0.5, missing it\n"
+        "RuntimeError: Task 'select-best-trial' finished with status FAILURE\n"
+    )
+    assert failure_reason(log) == "SelectionError: best trial 2 has accuracy=0.5, missing it"
+    assert failure_reason(tmp_path / "missing.log") is None
+
+
+def _one_line_error(args, expected):
+    result = RUNNER.invoke(cli.app, args)
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hpt-pipeline: error: ") and expected in lines[0]
+
+
+def test_run_refuses_bad_input_before_any_work(tmp_path):
+    _one_line_error(
+        ["run", "--source", str(tmp_path / "nope"), "--output", str(tmp_path / "o")],
+        f"source='{tmp_path / 'nope'}'",
+    )
+    _one_line_error(["run", "--parallel-trials", "9", "--max-trials", "2"], "parallel_trials=9")
+    _one_line_error(["run", "--algorithm", "BAYES"], "algorithm='BAYES'")
+    space = tmp_path / "space.yaml"
+    space.write_text(
+        "parameters:\n- {id: learning_rate, type: double, min: 1, max: 0.1, scale: log}\n"
+    )
+    _one_line_error(["run", "--search-space", str(space)], "learning_rate")
+    assert not (tmp_path / "o").exists()
+
+
+def test_compile_refuses_an_unknown_target(tmp_path):
+    _one_line_error(
+        ["compile", "--target", "kubeflow", "--output", str(tmp_path / "p.yaml")],
+        "--target=kubeflow",
+    )
+
+
+def test_models_lists_the_registry(tmp_path):
+    from pipelines import registry
+
+    model = tmp_path / "m"
+    model.mkdir()
+    registry.register(
+        model,
+        tmp_path / "reg",
+        "hpt-cnn",
+        {"metrics": {"accuracy": 0.875}, "lineage": {"best_trial_id": "3"}},
+    )
+    result = RUNNER.invoke(cli.app, ["models", "--registry", str(tmp_path / "reg")])
+    assert result.exit_code == 0
+    assert "hpt-cnn" in result.output and "v1" in result.output and "0.8750" in result.output
+    empty = RUNNER.invoke(cli.app, ["models", "--registry", str(tmp_path / "none")])
+    assert "no models registered" in empty.output
