@@ -18,6 +18,7 @@ def trial_job_spec(
     epochs: int,
     batch_size: int,
     metric_tag: str,
+    precision: str,
     machine_type: str,
     accelerator_type: str,
     accelerator_count: int,
@@ -40,7 +41,11 @@ def trial_job_spec(
         image_uri=trainer_image,
         command=job_args.TRAINER_COMMAND,
         args=job_args.trainer_args(
-            dataset, epochs=epochs, batch_size=batch_size, metric_tag=metric_tag
+            dataset,
+            epochs=epochs,
+            batch_size=batch_size,
+            metric_tag=metric_tag,
+            precision=precision,
         ),
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
@@ -59,6 +64,7 @@ def final_job_spec(
     epochs: int,
     batch_size: int,
     metric_tag: str,
+    precision: str,
     machine_type: str,
     accelerator_type: str,
     accelerator_count: int,
@@ -77,7 +83,7 @@ def final_job_spec(
     from pipelines import job_args, worker_pools
 
     args = job_args.trainer_args(
-        dataset, epochs=epochs, batch_size=batch_size, metric_tag=metric_tag
+        dataset, epochs=epochs, batch_size=batch_size, metric_tag=metric_tag, precision=precision
     )
     pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,

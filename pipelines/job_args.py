@@ -14,13 +14,16 @@ def artifact_location(artifact: Any) -> str:
     return uri if uri.startswith("gs://") else str(artifact.path)
 
 
-def trainer_args(dataset: Any, *, epochs: int, batch_size: int, metric_tag: str) -> list[str]:
+def trainer_args(
+    dataset: Any, *, epochs: int, batch_size: int, metric_tag: str, precision: str
+) -> list[str]:
     """Fixed trainer flags shared by every trial and the final job."""
     return [
         f"--data={artifact_location(dataset)}",
         f"--epochs={int(epochs)}",
         f"--batch_size={int(batch_size)}",
         f"--metric_tag={metric_tag}",
+        f"--precision={precision}",
     ]
 
 

@@ -53,6 +53,7 @@ def run(
     ),
     epochs: int = typer.Option(None, help="Epochs per trial and for the final job."),
     batch_size: int = typer.Option(None, help="Per-replica batch size."),
+    precision: str = typer.Option(None, help="float32 (default) | mixed_bfloat16."),
     replicas: int = typer.Option(None, help="Final-job workers besides the chief."),
     trial_accelerators: int = typer.Option(
         None, help="Logical devices per trial (MirroredStrategy replicas)."
@@ -78,6 +79,7 @@ def run(
         algorithm=algorithm,
         epochs=epochs,
         batch_size=batch_size,
+        precision=precision,
         replicas=replicas,
         trial_accelerator_count=trial_accelerators,
         search_space=str(search_space) if search_space else None,

@@ -149,7 +149,6 @@ def _vertex_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
 def _vertex_register(
     op: Callable, p: Any, settings: Settings, *, model_uri: Any, evaluation: Any, **_: Any
 ) -> Any:
-
     serving = dsl.importer(
         artifact_uri=model_uri,
         artifact_class=artifact_types.UnmanagedContainerModel,
@@ -230,6 +229,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         use_trial_threshold: bool = s.trial_threshold is not None,
         epochs: int = s.epochs,
         batch_size: int = s.batch_size,
+        precision: str = s.precision,
         replicas: int = s.replicas,
         trial_machine_type: str = s.trial_machine_type,
         trial_accelerator_type: str = s.trial_accelerator_type,
@@ -267,6 +267,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
+            precision=precision,
             machine_type=trial_machine_type,
             accelerator_type=trial_accelerator_type,
             accelerator_count=trial_accelerator_count,
@@ -288,6 +289,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
+            precision=precision,
             machine_type=final_machine_type,
             accelerator_type=final_accelerator_type,
             accelerator_count=final_accelerator_count,

@@ -22,6 +22,7 @@ ENV_PREFIX = "HPT_"
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
 GOALS = ("maximize", "minimize")
+PRECISIONS = ("float32", "mixed_bfloat16")  # trainer.config.PRECISIONS (no TensorFlow import here)
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -68,6 +69,7 @@ class Settings:
     # Training
     epochs: int = 10
     batch_size: int = 32
+    precision: str = "float32"  # or mixed_bfloat16 (bf16 CPUs/GPUs): the trainer's --precision
     replicas: int = 1  # final job workers besides the chief
     eval_threshold: float | None = None  # test accuracy needed to register the model
     # Machines (locally, accelerator_count = logical CPU devices per replica)
@@ -140,6 +142,7 @@ def _check(s: Settings) -> None:
     need(s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")
     need(s.epochs >= 1, "epochs", "an integer >= 1")
     need(s.batch_size >= 1, "batch_size", "an integer >= 1")
+    need(s.precision in PRECISIONS, "precision", f"one of {', '.join(PRECISIONS)}")
     need(s.replicas >= 0, "replicas", "an integer >= 0 (workers besides the chief)")
     need(s.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
     need(s.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")

@@ -158,3 +158,15 @@ def test_trial_report_on_a_real_run(two_runs, tmp_path):
         with Image.open(path) as png:
             assert png.format == "PNG"
     assert f"best: trial {first['best_trial_id']}" in report.page.read_text()
+
+
+def test_a_model_below_the_evaluation_threshold_is_not_registered(two_runs):
+    import dataclasses
+
+    settings, _, second = two_runs
+    gated = summarize(
+        run_local(dataclasses.replace(settings, eval_threshold=1.01), echo=lambda line: None)
+    )
+    assert gated["passed"] is False and gated["registered"] is None
+    assert registry.versions(settings.registry, settings.model_display_name) == [1, 2]
+    assert "model NOT registered" in Path(gated["log"]).read_text()

@@ -113,6 +113,7 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         epochs=3,
         batch_size=16,
         metric_tag="accuracy",
+        precision="mixed_bfloat16",
         machine_type="n1-standard-8",
         accelerator_type="NVIDIA_TESLA_T4",
         accelerator_count=1,
@@ -125,7 +126,45 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         args = pool["container_spec"]["args"]
         assert "--data=gs://bucket/root/prepare-dataset/dataset" in args
         assert {"--learning_rate=0.05", "--momentum=0.5", "--num_units=128"} <= set(args)
+        assert "--precision=mixed_bfloat16" in args
         assert pool["container_spec"]["command"] == ["python", "-m", "trainer.task"]
+
+
+@pytest.mark.parametrize("study_dir", ["", "/runs/latest/study"])
+def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
+    from components.job_specs import trial_job_spec
+
+    dataset = SimpleNamespace(
+        uri="/root/prepare-dataset/dataset", path="/root/prepare-dataset/dataset"
+    )
+    study = SimpleNamespace(uri="/root/trial-job-spec/study", path="/root/trial-job-spec/study")
+    pools, base = trial_job_spec.python_func(
+        dataset=dataset,
+        trainer_image="img:1",
+        epochs=2,
+        batch_size=8,
+        metric_tag="loss",
+        precision="float32",
+        machine_type="n1-standard-4",
+        accelerator_type="NVIDIA_TESLA_T4",
+        accelerator_count=2.0,
+        study_dir=study_dir,
+        study=study,
+    )
+    assert base == (study_dir or "/root/trial-job-spec/study")
+    assert len(pools) == 1 and pools[0]["replica_count"] == 1
+    assert pools[0]["machine_spec"] == {
+        "machine_type": "n1-standard-4",
+        "accelerator_type": "NVIDIA_TESLA_T4",
+        "accelerator_count": 2,
+    }
+    assert pools[0]["container_spec"]["args"] == [
+        "--data=/root/prepare-dataset/dataset",
+        "--epochs=2",
+        "--batch_size=8",
+        "--metric_tag=loss",
+        "--precision=float32",
+    ]
 
 
 def _all_tasks(spec: dict) -> dict:

@@ -183,6 +183,7 @@ def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
         (["--bogus_flag=3"], "unrecognized arguments: --bogus_flag=3"),
         (["--momentum", "1.5"], "--momentum=1.5"),
         (["--distribution=ring"], "--distribution=ring"),
+        (["--precision=fp16"], "--precision=fp16: expected one of float32, mixed_bfloat16"),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(synthetic_data, args, expected):
@@ -194,3 +195,25 @@ def test_bad_input_is_one_line_without_traceback(synthetic_data, args, expected)
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("trainer: error: ") and expected in lines[0]
     assert "Traceback" not in result.stderr
+
+
+def test_mixed_bfloat16_trains_in_sync_and_exports_float32(synthetic_data, tmp_path):
+    result = run_trainer(
+        [
+            f"--data={synthetic_data}",
+            "--epochs=2",
+            "--batch_size=16",
+            "--learning_rate=0.05",
+            "--precision=mixed_bfloat16",
+            f"--model_dir={tmp_path / 'model'}",
+        ],
+        HPT_LOGICAL_DEVICES="2",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "2 replica(s) in sync" in result.stderr and "mixed_bfloat16" in result.stderr
+    card = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert card["training"]["precision"] == "mixed_bfloat16"
+    images, _ = make_images(4, 32, seed=5)
+    out = predict(tmp_path / "model", images)
+    assert out["probabilities"].dtype.name == "float32"
+    np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)

@@ -6,6 +6,9 @@ import dataclasses
 import os
 
 DISTRIBUTIONS = ("auto", "mirrored", "multi_worker", "none")
+# Compute precision: mixed_bfloat16 keeps float32 variables and needs no loss scaling
+# (bf16 units: recent CPUs such as AVX512-BF16/AMX, A100/H100 GPUs, TPUs).
+PRECISIONS = ("float32", "mixed_bfloat16")
 
 
 class ConfigError(ValueError):
@@ -55,6 +58,7 @@ class RunConfig:
         metric_tag: Hypertune metric tag (a validation metric name).
         distribution: One of DISTRIBUTIONS.
         seed: Seed for shuffling and initialisation.
+        precision: One of PRECISIONS (Keras mixed-precision policy while training).
     """
 
     data: str
@@ -64,11 +68,16 @@ class RunConfig:
     metric_tag: str = "accuracy"
     distribution: str = "auto"
     seed: int = 42
+    precision: str = "float32"
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(
                 f"--distribution={self.distribution}: expected one of {', '.join(DISTRIBUTIONS)}"
+            )
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"--precision={self.precision}: expected one of {', '.join(PRECISIONS)}"
             )
         if self.metric_tag not in METRIC_TAGS:
             raise ConfigError(

@@ -25,5 +25,6 @@ def build_model(image_shape: Sequence[int], num_classes: int, num_units: int) ->
         x = keras.layers.MaxPooling2D((2, 2))(x)
     x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(num_units, activation="relu")(x)
-    outputs = keras.layers.Dense(num_classes, name="logits")(x)
+    # Logits stay float32 under a mixed-precision policy (a stable softmax cross-entropy).
+    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
     return keras.Model(inputs, outputs, name="hpt_cnn")

@@ -16,7 +16,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from trainer.config import DISTRIBUTIONS, METRIC_TAGS, ConfigError, HParams, RunConfig, env_default
+from trainer.config import (
+    DISTRIBUTIONS,
+    METRIC_TAGS,
+    PRECISIONS,
+    ConfigError,
+    HParams,
+    RunConfig,
+    env_default,
+)
 
 PROG = "trainer"
 
@@ -45,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metric_tag", default="accuracy", help=f"one of {', '.join(METRIC_TAGS)}")
     p.add_argument("--distribution", default="auto", help=f"one of {', '.join(DISTRIBUTIONS)}")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--precision", default="float32", help=f"one of {', '.join(PRECISIONS)}")
     return p
 
 
@@ -66,6 +75,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
         metric_tag=args.metric_tag,
         distribution=args.distribution,
         seed=args.seed,
+        precision=args.precision,
     )
     if "://" not in run.data and not os.path.isfile(os.path.join(run.data, "metadata.json")):
         raise ConfigError(
@@ -108,6 +118,7 @@ def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
             "workers": result.num_workers,
             "resumed_after_epoch": result.start_epoch,
             "seed": run.seed,
+            "precision": run.precision,
         },
         "serving": {"input": "image_bytes", "outputs": ["probabilities", "class_id", "label"]},
         "versions": {

@@ -55,6 +55,15 @@ def _checkpoint_dir_for(run: RunConfig, is_chief: bool, task_id: int) -> str | N
 
 
 def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = None) -> TrainResult:
+    """Train under `run.precision` (the policy is restored afterwards, so exports are float32)."""
+    keras.mixed_precision.set_global_policy(run.precision)
+    try:
+        return _train(hparams, run, on_epoch)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> TrainResult:
     """Train the CNN on a prepared dataset, resuming from the last checkpoint if any.
 
     Args:
@@ -156,7 +165,8 @@ def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = Non
     _log(
         f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
         f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
-        f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}"
+        f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
+        f"{run.precision}"
     )
     # Long epochs also show progress within the epoch (every quarter).
     progress_every = steps_per_epoch // 4 if steps_per_epoch >= 40 else 0
