@@ -55,7 +55,7 @@ def results_table(results: dict[str, dict[str, Any]]) -> str:
     m = first["machine"]
     quick = any(r["quick"] for r in results.values())
     lines = [
-        f"Last run: {first['date']} (UTC), commit `{first['commit']}`, {m['platform']}, "
+        f"Machine: {m['platform']}, "
         f"{m['cpus']} CPUs, load average before {m['load_average']}, Python {m['python']}, "
         f"TensorFlow {m['tensorflow']}, Keras {m['keras']}"
         + (
@@ -71,9 +71,8 @@ def results_table(results: dict[str, dict[str, Any]]) -> str:
         for measure, value in result["headline"]:
             cell = value.replace("|", "\\|")
             lines.append(f"| {TITLES.get(name, name)} | {measure.replace('|', '/')} | {cell} |")
-    stamps = {name: f"{r['date'][:10]} {r['commit']}" for name, r in results.items()}
-    if len(set(stamps.values())) > 1:
-        lines += ["", "Runs: " + "; ".join(f"{n} {stamp}" for n, stamp in stamps.items()) + "."]
+    stamps = {name: f"{r['date'][:16]}Z `{r['commit']}`" for name, r in results.items()}
+    lines += ["", "Runs (UTC, commit): " + "; ".join(f"{n} {s}" for n, s in stamps.items()) + "."]
     return "\n".join(lines)
 
 
