@@ -17,12 +17,12 @@ from typing import Any
 import yaml
 
 from pipelines import images
+from trainer.config import PRECISIONS  # trainer.config imports no TensorFlow
 
 ENV_PREFIX = "HPT_"
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
 GOALS = ("maximize", "minimize")
-PRECISIONS = ("float32", "mixed_bfloat16")  # trainer.config.PRECISIONS (no TensorFlow import here)
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")

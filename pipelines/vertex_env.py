@@ -11,11 +11,11 @@ import posixpath
 import sys
 from collections.abc import Sequence
 
-# Vertex worker-pool index → TF_CONFIG task type.
-POOL_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
-# Set on local replicas to split the CPU into `accelerator_count` logical devices
-# (must equal trainer.cluster.LOGICAL_DEVICES_ENV; this module must not import TensorFlow).
-LOGICAL_DEVICES_ENV = "HPT_LOGICAL_DEVICES"
+# trainer.cluster imports no TensorFlow: the pool names, the logical-devices variable
+# and the CLUSTER_SPEC → TF_CONFIG translation are the trainer's own.
+from trainer.cluster import LOGICAL_DEVICES_ENV, POOL_TASK_TYPES, tf_config_from_cluster_spec
+
+__all__ = ["LOGICAL_DEVICES_ENV", "POOL_TASK_TYPES", "cluster_env", "local_command", "output_dirs"]
 
 
 def output_dirs(base_output_directory: str, trial_id: str | None = None) -> dict[str, str]:
@@ -48,22 +48,9 @@ def cluster_env(
     task: dict[str, object] = {"type": f"workerpool{pool_index}", "index": replica_index}
     if trial_id:
         task["trial"] = trial_id
-    tf_cluster = {
-        POOL_TASK_TYPES[int(name.removeprefix("workerpool"))]: list(addresses)
-        for name, addresses in cluster.items()
-        if addresses
-    }
-    tf_config = {
-        "cluster": tf_cluster,
-        "task": {"type": POOL_TASK_TYPES[pool_index], "index": replica_index},
-        "environment": "cloud",
-    }
-    return {
-        "CLUSTER_SPEC": json.dumps(
-            {"cluster": {k: list(v) for k, v in cluster.items()}, "task": task}
-        ),
-        "TF_CONFIG": json.dumps(tf_config),
-    }
+    cluster_spec = {"cluster": {k: list(v) for k, v in cluster.items()}, "task": task}
+    tf_config = {**tf_config_from_cluster_spec(cluster_spec), "environment": "cloud"}
+    return {"CLUSTER_SPEC": json.dumps(cluster_spec), "TF_CONFIG": json.dumps(tf_config)}
 
 
 def local_command(command: Sequence[str]) -> list[str]:

@@ -59,10 +59,3 @@ def test_config_file_errors(tmp_path):
 def test_missing_cloud_settings_are_named():
     with pytest.raises(SettingsError, match="project is not set: pass --project.*HPT_PROJECT"):
         require_cloud(load_settings(environ={}))
-
-
-def test_precisions_match_the_trainer():
-    from pipelines.settings import PRECISIONS
-    from trainer.config import PRECISIONS as TRAINER_PRECISIONS
-
-    assert PRECISIONS == TRAINER_PRECISIONS
