@@ -17,6 +17,7 @@ Writes ``benchmarks/results/input.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -36,6 +37,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import seed_trainer  # noqa: E402
 from trainer import data, records, sources  # noqa: E402
 from trainer.prepare import prepare_dataset  # noqa: E402
 
@@ -45,10 +47,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "input.json"
 def seeds_epoch(folder: Path, image_size: int, batch_size: int, steps: int) -> tf.data.Dataset:
     """The seeds' input: TFDS load, then `preprocess_data` (resize + scale) every epoch."""
 
-    def preprocess_data(image: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        image = tf.image.resize(image, (image_size, image_size))
-        return tf.cast(image, tf.float32) / 255.0, label
-
+    preprocess_data = functools.partial(seed_trainer.preprocess_data, image_size=image_size)
     builder = tfds.ImageFolder(str(folder))
     dataset = builder.as_dataset(split="train", as_supervised=True, shuffle_files=False)
     return dataset.map(preprocess_data).shuffle(1000).batch(batch_size).take(steps)

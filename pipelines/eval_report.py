@@ -8,6 +8,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from pipelines import plotting
+
 
 def _figure_png(fig: Any) -> bytes:
     buffer = io.BytesIO()
@@ -17,10 +19,7 @@ def _figure_png(fig: Any) -> bytes:
 
 def confusion_matrix_png(report: dict[str, Any]) -> bytes:
     """A confusion-matrix heat map with counts."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     names, matrix = report["class_names"], report["confusion_matrix"]
     size = max(3.0, 0.5 * len(names) + 2)
@@ -41,10 +40,7 @@ def confusion_matrix_png(report: dict[str, Any]) -> bytes:
 
 def roc_png(report: dict[str, Any]) -> bytes:
     """The ROC curve of a two-class report."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     roc = report["roc"]
     fig, ax = plt.subplots(figsize=(4, 4))

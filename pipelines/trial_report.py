@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines import lineage
+from pipelines import lineage, plotting
 from pipelines import trials as trials_lib
 from pipelines.search_space import GOALS, Metric, parse_study_spec_metrics
 
@@ -286,18 +286,9 @@ def parameter_names(trials: Sequence[Mapping[str, Any]]) -> list[str]:
 # --------------------------------------------------------------------------- plots
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _save(fig: Any, path: Path) -> Path:
     fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
-    _pyplot().close(fig)
+    plotting.pyplot().close(fig)
     return path
 
 
@@ -307,7 +298,7 @@ def _in_order(trials: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 def plot_metric_per_trial(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
     """The metric of each trial in trial order, the best so far as a step line, failures marked."""
-    plt = _pyplot()
+    plt = plotting.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     ordered = _in_order(trials)
     xs: list[int] = []
@@ -360,7 +351,7 @@ def wants_log_axis(values: Sequence[Any]) -> bool:
 
 def plot_parameters(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
     """The metric against each parameter, one panel per parameter; the best trial starred."""
-    plt = _pyplot()
+    plt = plotting.pyplot()
     names = parameter_names(trials) or ["(no parameters)"]
     columns = min(3, len(names))
     rows = math.ceil(len(names) / columns)
@@ -398,7 +389,7 @@ def plot_parameters(trials: Sequence[Mapping[str, Any]], metric: Metric, path: P
 
 def plot_curves(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
     """The metric per step (epoch) of each trial, from its intermediate measurements."""
-    plt = _pyplot()
+    plt = plotting.pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     drawn = 0
     for trial in _in_order(trials):
