@@ -1,10 +1,10 @@
 """HPT benchmark (issue 8, item 4): best metric after N trials, TPE vs random search.
 
-The sampler is what the local study uses (`pipelines.local_study.make_sampler`: TPE
+The sampler is what the local study uses (`pipelines.study.sampler.make_sampler`: TPE
 for ``ALGORITHM_UNSPECIFIED``, random for ``RANDOM_SEARCH``), over the seeds' search
 space, for several sampler seeds:
 
-* stand-in objective, direct: Optuna ask/tell with `local_study.suggest` on
+* stand-in objective, direct: Optuna ask/tell with `sampler.suggest` on
   `tests.fake_trainer.objective` (what the fake trainer reports at convergence;
   1.0 at lr=0.01, momentum=0.9, 128 units), one trial at a time, for each budget N;
 * stand-in objective through the payload path: `run_study` running
@@ -37,17 +37,17 @@ def stand_in_best(algorithm: str, seed: int, trials: int) -> float:
     """Best stand-in objective after `trials` sequential trials of the local study's sampler."""
     import optuna
 
-    from pipelines import local_study
-    from pipelines.search_space import default_search_space
+    from pipelines.study import sampler
+    from pipelines.study.search_space import default_search_space
     from tests.fake_trainer import objective
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = default_search_space()
-    sampler = local_study.make_sampler(ALGORITHMS[algorithm], seed, trials)
+    sampler = sampler.make_sampler(ALGORITHMS[algorithm], seed, trials)
     study = optuna.create_study(direction="maximize", sampler=sampler)
     for _ in range(trials):
         trial = study.ask()
-        study.tell(trial, objective(local_study.suggest(trial, space.parameters)))
+        study.tell(trial, objective(sampler.suggest(trial, space.parameters)))
     return float(study.best_value)
 
 
@@ -62,10 +62,10 @@ def study_best(
     base: Path,
 ) -> float | None:
     """Best final metric of a `run_study` over the seeds' space (None if no trial succeeded)."""
-    from pipelines import local_study
-    from pipelines import trials as trials_lib
-    from pipelines.search_space import default_search_space
-    from pipelines.worker_pools import trial_worker_pool_specs
+    from pipelines.jobs.worker_pools import trial_worker_pool_specs
+    from pipelines.study import local_study, measurements
+    from pipelines.study import trials as trials_lib
+    from pipelines.study.search_space import default_search_space
 
     space = default_search_space()
     results = local_study.run_study(
@@ -81,7 +81,7 @@ def study_best(
         show_progress=False,
         cwd=str(common.ROOT),
     )
-    best = local_study.best_trial(results, space.metrics[0])
+    best = measurements.best_trial(results, space.metrics[0])
     return trials_lib.final_metric(best, "accuracy") if best else None
 
 
@@ -108,7 +108,7 @@ def compare(best: Callable[[str, int], float | None], seeds: list[int]) -> dict[
 
 def real_data(workdir: Path, image_size: int) -> str:
     """The sample prepared for the real-trainer study."""
-    from trainer.prepare import prepare_dataset
+    from dataprep.prepare import prepare_dataset
 
     prepare_dataset("sample", str(workdir / "prepared"), image_size=image_size)
     return str(workdir / "prepared")

@@ -2,7 +2,7 @@
 
 Runs on the bundled sample (scikit-learn digits) prepared at 150×150, offline:
 
-* preparation: `trainer.prepare.prepare_dataset` on the sample image folder (images/s);
+* preparation: `dataprep.prepare.prepare_dataset` on the sample image folder (images/s);
 * one training epoch of input, side by side, median of `--repeats`:
   - the seeds' way: a TFDS builder over the same training images (`tfds.ImageFolder`,
     decoding every epoch) mapped with the seeds' `preprocess_data`
@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import seed_trainer  # noqa: E402
-from trainer import data, records, sources  # noqa: E402
-from trainer.prepare import prepare_dataset  # noqa: E402
+from dataprep import sources  # noqa: E402
+from dataprep.prepare import prepare_dataset  # noqa: E402
+from trainer import data, records  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "input.json"
 

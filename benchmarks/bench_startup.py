@@ -33,7 +33,7 @@ _IMPORT_TIME = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|(.*)$")
 # Runs the CLI in this process, then prints which heavy modules it imported.
 _PROBE = """
 import json, sys
-from pipelines.cli import main
+from pipelines.app.cli import main
 sys.argv = ["hpt-pipeline", *sys.argv[1:]]
 try:
     main()

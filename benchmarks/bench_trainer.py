@@ -51,7 +51,7 @@ def prepare_data(workdir: Path, image_size: int, source_size: int | None) -> dic
     """Write the sample as image files, prepare it, and lay out the same splits for the seeds."""
     from benchmarks.bench_input import write_source
     from benchmarks.seed_trainer import write_tfds_folder
-    from trainer.prepare import prepare_dataset
+    from dataprep.prepare import prepare_dataset
 
     images, prepared, seeds = workdir / "images", workdir / "prepared", workdir / "seeds"
     description = write_source(images, source_size)

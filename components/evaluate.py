@@ -26,11 +26,12 @@ def evaluate_model(
     import json
     import os
 
-    from pipelines import eval_report, job_args
+    from pipelines.jobs import trainer_args
+    from pipelines.reports import eval_report
     from trainer import evaluate
 
     result = evaluate.evaluate_model(
-        job_args.artifact_location(model), job_args.artifact_location(dataset)
+        trainer_args.artifact_location(model), trainer_args.artifact_location(dataset)
     )
     metrics.log_metric("accuracy", result["accuracy"])
     metrics.log_metric("loss", result["loss"])

@@ -17,12 +17,14 @@ def fetch_trials(
     Each trial is also recorded in Vertex ML Metadata (Vertex itself never
     records trials), linked to the trials artifact in this run's context.
     """
-    from pipelines import lineage, trials_artifact, vertex_trials
+    from pipelines.study import trials_artifact
+    from pipelines.targets.vertex import metadata as vertex_metadata
+    from pipelines.targets.vertex import trials as vertex_trials
 
     job_name = vertex_trials.job_name_from_gcp_resources(gcp_resources)
     fetched = vertex_trials.fetch_trials(job_name)
     trials_artifact.write(trials, fetched, source="vertex", study_dir=job_name)
-    lineage.record_trials(
+    vertex_metadata.record_trials(
         fetched,
         job_name=job_name,
         base_output_directory=base_output_directory,

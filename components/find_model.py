@@ -19,7 +19,7 @@ def find_parent_model(
     with `display_name` in this project and region is the parent, so every run
     after the first adds a version instead of a new model.
     """
-    from pipelines import vertex_models
+    from pipelines.targets.vertex import models as vertex_models
 
     name = parent_model or vertex_models.latest_model(display_name, location)
     if not name:

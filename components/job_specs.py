@@ -19,6 +19,7 @@ def trial_job_spec(
     batch_size: int,
     metric_tag: str,
     precision: str,
+    seed: int,
     machine_type: str,
     accelerator_type: str,
     accelerator_count: int,
@@ -35,17 +36,18 @@ def trial_job_spec(
     """
     from collections import namedtuple
 
-    from pipelines import job_args, worker_pools
+    from pipelines.jobs import trainer_args, worker_pools
 
     pools = worker_pools.trial_worker_pool_specs(
         image_uri=trainer_image,
-        command=job_args.TRAINER_COMMAND,
-        args=job_args.trainer_args(
+        command=trainer_args.TRAINER_COMMAND,
+        args=trainer_args.trainer_args(
             dataset,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
             precision=precision,
+            seed=seed,
         ),
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
@@ -53,7 +55,7 @@ def trial_job_spec(
     )
     worker_pools.validate_worker_pool_specs(pools)
     TrialJobSpec = namedtuple("TrialJobSpec", ["worker_pool_specs", "base_output_directory"])
-    return TrialJobSpec(pools, study_dir or job_args.artifact_location(study))
+    return TrialJobSpec(pools, study_dir or trainer_args.artifact_location(study))
 
 
 @component
@@ -65,6 +67,7 @@ def final_job_spec(
     batch_size: int,
     metric_tag: str,
     precision: str,
+    seed: int,
     machine_type: str,
     accelerator_type: str,
     accelerator_count: int,
@@ -80,15 +83,20 @@ def final_job_spec(
     """
     from collections import namedtuple
 
-    from pipelines import job_args, worker_pools
+    from pipelines.jobs import trainer_args, worker_pools
 
-    args = job_args.trainer_args(
-        dataset, epochs=epochs, batch_size=batch_size, metric_tag=metric_tag, precision=precision
+    args = trainer_args.trainer_args(
+        dataset,
+        epochs=epochs,
+        batch_size=batch_size,
+        metric_tag=metric_tag,
+        precision=precision,
+        seed=seed,
     )
     pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,
-        command=job_args.TRAINER_COMMAND,
-        args=args + job_args.parameter_args(best_parameters),
+        command=trainer_args.TRAINER_COMMAND,
+        args=args + trainer_args.parameter_args(best_parameters),
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
         accelerator_count=int(accelerator_count),
@@ -97,4 +105,4 @@ def final_job_spec(
     worker_pools.validate_worker_pool_specs(pools)
     job_dir.metadata.update({"best_parameters": best_parameters, "replicas": 1 + int(worker_count)})
     FinalJobSpec = namedtuple("FinalJobSpec", ["worker_pool_specs", "base_output_directory"])
-    return FinalJobSpec(pools, job_args.artifact_location(job_dir))
+    return FinalJobSpec(pools, trainer_args.artifact_location(job_dir))

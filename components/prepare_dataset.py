@@ -8,13 +8,16 @@ from components.base import component
 @component
 def prepare_dataset(
     source: str,
+    image_size: int,
+    validation_fraction: float,
+    test_fraction: float,
+    seed: int,
     dataset: dsl.Output[dsl.Dataset],
-    image_size: int = 150,
-    validation_fraction: float = 0.1,
-    test_fraction: float = 0.1,
-    seed: int = 42,
 ):
-    """Decode, resize and shard `source` into the `dataset` artifact (see trainer.prepare).
+    """Decode, resize and shard `source` into the `dataset` artifact (see dataprep.prepare).
+
+    No defaults here: the pipeline passes the settings, whose defaults are the
+    trainer contract's `PREPARATION`.
 
     Args:
         source: ``sample``, ``tfds:<name>`` or an image folder (local or gs://).
@@ -27,10 +30,10 @@ def prepare_dataset(
     """
     import posixpath
 
-    from pipelines.job_args import artifact_location
+    from dataprep.prepare import prepare_dataset as prepare
+    from dataprep.prepare import report_lines
+    from pipelines.jobs.trainer_args import artifact_location
     from trainer import records
-    from trainer.prepare import prepare_dataset as prepare
-    from trainer.prepare import report_lines
 
     # On Vertex the artifact is a gs:// URI: written through TF's GCS file system,
     # metadata.json last (gcsfuse under /gcs cannot rename directories).

@@ -17,7 +17,7 @@ def register_locally(
     registered: dsl.Output[dsl.Artifact],
 ):
     """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage."""
-    from pipelines import registry
+    from pipelines.targets.local import registry
 
     card = registry.register(
         model.path,

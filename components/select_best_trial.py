@@ -12,7 +12,6 @@ def select_best_trial(
     trials: dsl.Input[dsl.Artifact],
     metric_tag: str,
     goal: str,
-    secondary_metric: str,
     threshold: float,
     use_threshold: bool,
     summary: dsl.Output[dsl.Metrics],
@@ -25,14 +24,13 @@ def select_best_trial(
     """
     from collections import namedtuple
 
-    from pipelines import selection, trials_artifact
+    from pipelines.study import selection, trials_artifact
 
     all_trials = trials_artifact.read(trials)
     best = selection.select_best_trial(
         all_trials,
         metric_id=metric_tag,
         goal=goal,
-        secondary_metric_id=secondary_metric or None,
         threshold=float(threshold) if use_threshold else None,
     )
     summary.log_metric(f"best_{metric_tag}", best.metric)

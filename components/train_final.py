@@ -12,7 +12,7 @@ def train_locally(
     model: dsl.Output[dsl.Model],
 ):
     """Run the final job's worker pools as local processes (chief + workers on loopback)."""
-    from pipelines import local_job, model_artifact
+    from pipelines.jobs import local_job, model_artifact
 
     local_job.run_custom_job(
         worker_pool_specs=worker_pool_specs, base_output_directory=base_output_directory
@@ -27,7 +27,7 @@ def model_from_job(
     model: dsl.Output[dsl.Model],
 ) -> str:
     """Point a Model artifact at the model the Vertex custom job exported; return its URI."""
-    from pipelines import model_artifact
+    from pipelines.jobs import model_artifact
 
     model_artifact.describe(model, base_output_directory, job=gcp_resources)
     return model.uri

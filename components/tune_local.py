@@ -25,7 +25,7 @@ def tune_locally(
 
     Writes the trials (Vertex `Trial` JSON schema) to the `trials` artifact.
     """
-    from pipelines import local_study, trials_artifact
+    from pipelines.study import local_study, trials_artifact
 
     results = local_study.run_study(
         worker_pool_specs=worker_pool_specs,

@@ -17,12 +17,18 @@ from typing import Any
 import yaml
 
 from pipelines import images
-from trainer.config import PRECISIONS  # trainer.config imports no TensorFlow
+from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
+from trainer.contract import (
+    DEFAULT_METRIC_TAG,
+    METRIC_GOALS,
+    MIN_IMAGE_SIZE,
+    PRECISIONS,
+    PREPARATION,
+    ContractError,
+    check_goal,
+)
 
 ENV_PREFIX = "HPT_"
-ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
-MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
-GOALS = ("maximize", "minimize")
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -50,15 +56,14 @@ class Settings:
 
     # Data
     source: str = "sample"
-    image_size: int = 150
-    validation_fraction: float = 0.2
-    test_fraction: float = 0.1
-    seed: int = 42
+    image_size: int = PREPARATION.image_size
+    validation_fraction: float = PREPARATION.validation_fraction
+    test_fraction: float = PREPARATION.test_fraction
+    seed: int = PREPARATION.seed  # splits, the study's sampler and the trainer
     # Study
     search_space: str | None = None  # YAML file; None → the seeds' space
-    metric_tag: str = "accuracy"
-    goal: str = "maximize"
-    secondary_metric: str | None = None  # tie-breaker, e.g. "loss" (minimized)
+    metric_tag: str = DEFAULT_METRIC_TAG
+    goal: str = ""  # empty: the metric's own goal (trainer.contract.METRIC_GOALS)
     algorithm: str = "ALGORITHM_UNSPECIFIED"
     measurement_selection: str = "BEST_MEASUREMENT"
     max_trials: int = 12
@@ -101,6 +106,8 @@ class Settings:
     registry: str = "runs/registry"
 
     def __post_init__(self) -> None:
+        if not self.goal:
+            object.__setattr__(self, "goal", METRIC_GOALS.get(self.metric_tag, "maximize"))
         _check(self)
 
 
@@ -122,7 +129,11 @@ def _check(s: Settings) -> None:
         if not ok:
             raise SettingsError(f"{name}={getattr(s, name)!r}: expected {expected}")
 
-    need(s.image_size >= 22, "image_size", "an integer >= 22 (the CNN needs 22 px per side)")
+    need(
+        s.image_size >= MIN_IMAGE_SIZE,
+        "image_size",
+        f"an integer >= {MIN_IMAGE_SIZE} (the CNN needs {MIN_IMAGE_SIZE} px per side)",
+    )
     need(0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
     need(0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
     need(
@@ -130,7 +141,10 @@ def _check(s: Settings) -> None:
         "test_fraction",
         "validation_fraction + test_fraction < 1",
     )
-    need(s.goal in GOALS, "goal", f"one of {', '.join(GOALS)}")
+    try:
+        check_goal(s.metric_tag, s.goal)
+    except ContractError as err:
+        raise SettingsError(str(err)) from None
     need(s.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
     need(
         s.measurement_selection in MEASUREMENT_SELECTIONS,

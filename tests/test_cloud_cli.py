@@ -10,7 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from pipelines.cloud_cli import schedule_app, submit
+from pipelines.app.cloud_commands import schedule_app, submit
 from tests.test_vertex_client import (
     KMS_KEY,
     LABELS,
@@ -373,7 +373,7 @@ def test_bad_schedules_fail_before_any_job_is_built(
     args: list[str],
     message: str,
 ) -> None:
-    from pipelines import vertex_client
+    from pipelines.targets.vertex import client as vertex_client
 
     def never(*_: Any, **__: Any) -> None:
         raise AssertionError("a job was built before the schedule was validated")

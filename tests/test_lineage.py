@@ -12,9 +12,13 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
-from pipelines import lineage, report_cli
-from pipelines import trials as trials_lib
-from pipelines.local_run import SPEC_FILE
+from pipelines.app import report_commands as report_cli
+from pipelines.lineage import graph as lineage_graph
+from pipelines.lineage import local as local_lineage_lib
+from pipelines.lineage import render as lineage_render
+from pipelines.study import trials as trials_lib
+from pipelines.targets.local.run import SPEC_FILE
+from pipelines.targets.vertex import metadata as vertex_metadata
 
 SHA = "ab" * 32
 RUN = "hpt-pipeline-2026-01-02-03-04-05-000006"
@@ -210,7 +214,7 @@ def run_dir(tmp_path: Path) -> Path:
     return write_run(tmp_path / "out")
 
 
-def _node(graph: lineage.LineageGraph, node_id: str) -> lineage.Node:
+def _node(graph: lineage_graph.LineageGraph, node_id: str) -> lineage_graph.Node:
     assert node_id in graph.nodes, sorted(graph.nodes)
     return graph.nodes[node_id]
 
@@ -219,7 +223,9 @@ def _node(graph: lineage.LineageGraph, node_id: str) -> lineage.Node:
 
 
 def test_registered_model_leads_back_to_the_dataset_checksum_and_the_best_trial(run_dir):
-    graph = lineage.local_lineage(run_dir.parent.parent)  # the --output folder: its newest run
+    graph = local_lineage_lib.local_lineage(
+        run_dir.parent.parent
+    )  # the --output folder: its newest run
     assert graph.title == f"local run {RUN}"
     registered = _node(graph, "artifact:register-locally/registered")
     upstream = graph.upstream(registered.id)
@@ -252,7 +258,7 @@ def test_registered_model_leads_back_to_the_dataset_checksum_and_the_best_trial(
 
 
 def test_inputs_inside_the_condition_resolve_to_their_producers(run_dir):
-    graph = lineage.local_lineage(run_dir)
+    graph = local_lineage_lib.local_lineage(run_dir)
     into_register = {e.source: e.label for e in graph.edges if e.target == "task:register-locally"}
     assert into_register == {
         "artifact:prepare-dataset/dataset": "dataset",
@@ -266,7 +272,7 @@ def test_inputs_inside_the_condition_resolve_to_their_producers(run_dir):
 
 
 def test_every_trial_is_a_node_with_its_state(run_dir):
-    graph = lineage.local_lineage(run_dir)
+    graph = local_lineage_lib.local_lineage(run_dir)
     trials = {n.details["trial_id"]: n for n in graph.nodes.values() if n.kind == "trial"}
     assert sorted(trials) == ["1", "2", "3"]
     assert trials["3"].details["state"] == "INFEASIBLE"
@@ -279,19 +285,19 @@ def test_every_trial_is_a_node_with_its_state(run_dir):
 
 def test_a_closed_gate_leaves_no_registration(tmp_path):
     run = write_run(tmp_path / "out", registered=False)
-    graph = lineage.local_lineage(run)
+    graph = local_lineage_lib.local_lineage(run)
     assert not [n for n in graph.nodes if "register" in n]
     assert all(e.target in graph.nodes and e.source in graph.nodes for e in graph.edges)
 
 
 def test_newest_run_and_missing_spec(run_dir):
     output = run_dir.parent.parent
-    assert lineage.resolve_run_dir(output) == run_dir
-    assert lineage.resolve_run_dir(output / "artifacts" / OLDER_RUN).name == OLDER_RUN
-    with pytest.raises(lineage.LineageError, match="no pipeline.yaml"):
-        lineage.local_lineage(output / "artifacts" / OLDER_RUN)
-    with pytest.raises(lineage.LineageError, match="not a local run"):
-        lineage.resolve_run_dir(output / "study")
+    assert local_lineage_lib.resolve_run_dir(output) == run_dir
+    assert local_lineage_lib.resolve_run_dir(output / "artifacts" / OLDER_RUN).name == OLDER_RUN
+    with pytest.raises(lineage_graph.LineageError, match="no pipeline.yaml"):
+        local_lineage_lib.local_lineage(output / "artifacts" / OLDER_RUN)
+    with pytest.raises(lineage_graph.LineageError, match="not a local run"):
+        local_lineage_lib.resolve_run_dir(output / "study")
 
 
 def test_spec_tasks_of_the_compiled_local_pipeline(tmp_path):
@@ -300,7 +306,7 @@ def test_spec_tasks_of_the_compiled_local_pipeline(tmp_path):
 
     settings = load_settings(config=None, overrides={}, defaults=LOCAL_RUN_DEFAULTS)
     path = compile_pipeline("local", settings, tmp_path / "pipeline.yaml")
-    tasks = lineage.spec_tasks(yaml.safe_load(Path(path).read_text()))
+    tasks = local_lineage_lib.spec_tasks(yaml.safe_load(Path(path).read_text()))
     register = tasks["register-locally"].inputs
     assert register["dataset"] == ("prepare-dataset", "dataset", True)
     assert register["model"] == ("train-locally", "model", True)
@@ -313,24 +319,24 @@ def test_spec_tasks_of_the_compiled_local_pipeline(tmp_path):
 
 
 def test_mermaid_html_and_tree_show_the_same_graph(run_dir):
-    graph = lineage.local_lineage(run_dir)
-    text = lineage.mermaid(graph)
+    graph = local_lineage_lib.local_lineage(run_dir)
+    text = lineage_render.mermaid(graph)
     assert text.startswith("flowchart TD\n")
     assert len(re.findall(r"^  n\d+ -->", text, re.M)) == len(graph.edges)
     assert len(re.findall(r'^  n\d+[\[({]+"', text, re.M)) == len(graph.nodes)
     assert "★ best" in text and SHA[:12] in text
 
-    page = lineage.html_page(graph)
+    page = lineage_render.html_page(graph)
     assert '<pre class="mermaid">' in page
     fallback = page.split("</pre>", 1)[1]  # the list readable without Mermaid
     for node in graph.nodes.values():
         assert node.name.replace("(", "").split()[0] in fallback
     assert SHA[:12] in fallback
 
-    items = lineage.spanning_tree(graph)
+    items = lineage_render.spanning_tree(graph)
     seen: list[str] = []
 
-    def walk(item: lineage.TreeItem) -> None:
+    def walk(item: lineage_render.TreeItem) -> None:
         seen.append(item.node.id)
         for child in item.children:
             walk(child)
@@ -449,9 +455,9 @@ def _vertex_subgraph() -> Any:
             artifact=f"{STORE}/artifacts/{a}", execution=f"{STORE}/executions/{e}", type_=kind
         )
 
-    trial = lineage.trial_record(_trials()[1])
+    trial = lineage_graph.trial_record(_trials()[1])
     trial["trial_id"] = "7"
-    other = lineage.trial_record(_trials()[0])
+    other = lineage_graph.trial_record(_trials()[0])
     return LineageSubgraph(
         artifacts=[
             artifact("dataset", "system.Dataset", metadata_sha256=SHA, source="sample"),
@@ -492,7 +498,7 @@ def test_vertex_lineage_queries_the_run_context(monkeypatch, anonymous):
     context = _pipeline_job_stub(calls)
     calls.stub(MetadataServiceClient, "query_context_lineage_subgraph", _vertex_subgraph())
 
-    graph = lineage.vertex_lineage(PIPELINE_JOB, anonymous)
+    graph = vertex_metadata.vertex_lineage(PIPELINE_JOB, anonymous)
 
     assert calls.of("get_pipeline_job") == [{"name": PIPELINE_JOB}]
     assert calls.of("query_context_lineage_subgraph") == [{"context": context}]
@@ -509,7 +515,7 @@ def test_vertex_lineage_queries_the_run_context(monkeypatch, anonymous):
 def test_vertex_lineage_cli_with_a_job_id(monkeypatch, anonymous):
     from google.cloud.aiplatform_v1.services.metadata_service import MetadataServiceClient
 
-    from pipelines import vertex_client
+    from pipelines.targets.vertex import client as vertex_client
 
     calls = Calls(monkeypatch)
     _pipeline_job_stub(calls)
@@ -563,7 +569,7 @@ def test_record_trials_creates_one_artifact_per_trial(monkeypatch, anonymous):
     context = _pipeline_job_stub(calls)
     trials_artifact = f"{STORE}/artifacts/1234"
 
-    names = lineage.record_trials(
+    names = vertex_metadata.record_trials(
         _trials(),
         job_name=HPT_JOB,
         base_output_directory="gs://bucket/study",
@@ -609,7 +615,7 @@ def test_record_trials_creates_one_artifact_per_trial(monkeypatch, anonymous):
 def test_record_trials_retry_reuses_existing_artifacts(monkeypatch, anonymous):
     calls = Calls(monkeypatch)
     _metadata_stubs(calls, existing={"hpt-42-trial-2"})
-    names = lineage.record_trials(
+    names = vertex_metadata.record_trials(
         _trials()[:2], job_name=HPT_JOB, trials_artifact="trials", credentials=anonymous
     )
     assert names == [f"{STORE}/artifacts/hpt-42-trial-1", f"{STORE}/artifacts/hpt-42-trial-2"]
@@ -620,5 +626,5 @@ def test_record_trials_retry_reuses_existing_artifacts(monkeypatch, anonymous):
 
 
 def test_record_trials_refuses_a_bad_job_name():
-    with pytest.raises(lineage.LineageError, match="hyperparameterTuningJobs"):
-        lineage.record_trials([], job_name="projects/p/locations/l/customJobs/1")
+    with pytest.raises(lineage_graph.LineageError, match="hyperparameterTuningJobs"):
+        vertex_metadata.record_trials([], job_name="projects/p/locations/l/customJobs/1")

@@ -4,8 +4,8 @@ import io
 
 from typer.testing import CliRunner
 
-from pipelines import cli
-from pipelines.local_run import ProgressFilter, failure_reason
+from pipelines.app import cli
+from pipelines.targets.local.run import ProgressFilter, failure_reason
 
 RUNNER = CliRunner()
 
@@ -46,7 +46,7 @@ def test_failure_reason_is_the_last_exception_line(tmp_path):
     log = tmp_path / "pipeline.log"
     log.write_text(
         "    Traceback (most recent call last):\n"
-        "    pipelines.selection.SelectionError: best trial 2 has accuracy=0.5, missing it\n"
+        "    pipelines.study.selection.SelectionError: best trial 2 has accuracy=0.5, missing it\n"
         "RuntimeError: Task 'select-best-trial' finished with status FAILURE\n"
     )
     assert failure_reason(log) == "SelectionError: best trial 2 has accuracy=0.5, missing it"
@@ -83,7 +83,7 @@ def test_compile_refuses_an_unknown_target(tmp_path):
 
 
 def test_models_lists_the_registry(tmp_path):
-    from pipelines import registry
+    from pipelines.targets.local import registry
 
     model = tmp_path / "m"
     model.mkdir()

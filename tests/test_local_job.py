@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines import local_job
-from pipelines.local_job import CustomJobError, LocalCustomJob, run_custom_job
-from pipelines.worker_pools import training_worker_pool_specs, trial_worker_pool_specs
+from pipelines.jobs import local_job
+from pipelines.jobs.local_job import CustomJobError, LocalCustomJob, run_custom_job
+from pipelines.jobs.worker_pools import training_worker_pool_specs, trial_worker_pool_specs
 from tests.conftest import ROOT
 
 FAKE = str(ROOT / "tests" / "fake_trainer.py")

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines import registry, trials
-from pipelines.local_run import run_local
-from pipelines.run_summary import summarize
+from pipelines.app.run_summary import summarize
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
+from pipelines.study import trials
+from pipelines.targets.local import registry
+from pipelines.targets.local.run import run_local
 
 pytestmark = pytest.mark.slow
 SECRET_MARKERS = ("private_key", "BEGIN PRIVATE KEY", "access_token", "refresh_token", "ya29.")
@@ -130,10 +131,10 @@ def test_no_credentials_in_logs_or_artifacts(two_runs):
 
 
 def test_lineage_links_the_registered_model_to_the_dataset_checksum_and_best_trial(two_runs):
-    from pipelines import lineage
+    from pipelines.lineage import local as local_lineage_lib
 
     _, first, _ = two_runs
-    graph = lineage.local_lineage(Path(first["run_dir"]))
+    graph = local_lineage_lib.local_lineage(Path(first["run_dir"]))
     registered = graph.nodes["artifact:register-locally/registered"]
     upstream = graph.upstream(registered.id)
     datasets = [graph.nodes[n] for n in upstream if graph.nodes[n].type == "system.Dataset"]
@@ -149,7 +150,7 @@ def test_lineage_links_the_registered_model_to_the_dataset_checksum_and_best_tri
 def test_trial_report_on_a_real_run(two_runs, tmp_path):
     from PIL import Image
 
-    from pipelines import trial_report
+    from pipelines.reports import trial_report
 
     settings, first, _ = two_runs
     study = trial_report.load_trials(settings.output)

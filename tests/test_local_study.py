@@ -16,12 +16,12 @@ from pathlib import Path
 import optuna
 import pytest
 
-from pipelines import local_study
-from pipelines import trials as tl
-from pipelines.local_study import StudyError, run_study
-from pipelines.search_space import Parameter, SearchSpace, SearchSpaceError
-from pipelines.trials import TrialState
-from pipelines.worker_pools import trial_worker_pool_specs
+from pipelines.jobs.worker_pools import trial_worker_pool_specs
+from pipelines.study import local_study, sampler
+from pipelines.study import trials as tl
+from pipelines.study.local_study import StudyError, run_study
+from pipelines.study.search_space import Parameter, SearchSpace, SearchSpaceError
+from pipelines.study.trials import TrialState
 from tests.conftest import ROOT
 from tests.fake_trainer import epoch_value, objective
 
@@ -155,13 +155,11 @@ def test_measurement_selection(tmp_path, selection, step):
 
 
 def sample(space: SearchSpace, algorithm: str, n: int, seed: int = 0) -> list[dict]:
-    s = optuna.create_study(
-        direction="maximize", sampler=local_study.make_sampler(algorithm, seed, n)
-    )
+    s = optuna.create_study(direction="maximize", sampler=sampler.make_sampler(algorithm, seed, n))
     out = []
     for _ in range(n):
         trial = s.ask()
-        params = local_study.suggest(trial, space.parameters)
+        params = sampler.suggest(trial, space.parameters)
         s.tell(trial, objective(params))
         out.append(params)
     return out
@@ -187,7 +185,7 @@ def test_scales_and_types_are_honoured_by_the_sampler():
 def test_reverse_log_maps_back_and_forth():
     p = MIXED.parameters[1]
     for x in (0.5, 0.9, 0.999):
-        assert math.isclose(local_study.to_external(p, local_study.to_internal(p, x)), x)
+        assert math.isclose(sampler.to_external(p, sampler.to_internal(p, x)), x)
 
 
 def test_tpe_beats_random_search_on_average_within_the_same_budget():
@@ -224,7 +222,7 @@ def test_grid_covers_the_grid_once_and_ends_there(tmp_path):
 
 
 def test_grid_points_expand_conditional_children():
-    points = local_study.grid_points(MIXED.parameters[2:])  # layers × units × optimizer(+nesterov)
+    points = sampler.grid_points(MIXED.parameters[2:])  # layers × units × optimizer(+nesterov)
     assert len(points) == 4 * 3 * 3
     assert {"layers": 1, "num_units": 64, "optimizer": "adam"} in points
     assert {"layers": 1, "num_units": 64, "optimizer": "sgd", "nesterov": "no"} in points
@@ -354,7 +352,7 @@ def processes_mentioning(text: str) -> list[int]:
 RUNNER = textwrap.dedent(
     """
     import json, sys
-    from pipelines.local_study import run_study
+    from pipelines.study.local_study import run_study
     run_study(**json.load(open(sys.argv[1])), show_progress=False)
     """
 )

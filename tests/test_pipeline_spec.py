@@ -114,6 +114,7 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         batch_size=16,
         metric_tag="accuracy",
         precision="mixed_bfloat16",
+        seed=7,
         machine_type="n1-standard-8",
         accelerator_type="NVIDIA_TESLA_T4",
         accelerator_count=1,
@@ -127,6 +128,7 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         assert "--data=gs://bucket/root/prepare-dataset/dataset" in args
         assert {"--learning_rate=0.05", "--momentum=0.5", "--num_units=128"} <= set(args)
         assert "--precision=mixed_bfloat16" in args
+        assert "--seed=7" in args  # the settings' seed reaches every replica
         assert pool["container_spec"]["command"] == ["python", "-m", "trainer.task"]
 
 
@@ -145,6 +147,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         batch_size=8,
         metric_tag="loss",
         precision="float32",
+        seed=3,
         machine_type="n1-standard-4",
         accelerator_type="NVIDIA_TESLA_T4",
         accelerator_count=2.0,
@@ -152,6 +155,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         study=study,
     )
     assert base == (study_dir or "/root/trial-job-spec/study")
+    assert "--seed=3" in pools[0]["container_spec"]["args"]
     assert len(pools) == 1 and pools[0]["replica_count"] == 1
     assert pools[0]["machine_spec"] == {
         "machine_type": "n1-standard-4",
@@ -164,6 +168,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         "--batch_size=8",
         "--metric_tag=loss",
         "--precision=float32",
+        "--seed=3",
     ]
 
 
@@ -208,7 +213,7 @@ def test_parent_model_lookup_asks_vertex_for_the_newest_model_by_name(monkeypatc
     from google.cloud.aiplatform_v1.services.model_service import ModelServiceClient
     from google.cloud.aiplatform_v1.types import Model
 
-    from pipelines import vertex_models
+    from pipelines.targets.vertex import models as vertex_models
 
     requests = []
 
@@ -272,7 +277,7 @@ def test_compiling_never_imports_tensorflow(tmp_path):
         "from pipelines.compiler import compile_pipeline\n"
         "from pipelines.settings import Settings\n"
         f"compile_pipeline('vertex', Settings(), {str(tmp_path / 'v.yaml')!r})\n"
-        "from pipelines import cli\n"
+        "from pipelines.app import cli\n"
         "heavy = [m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')]\n"
         "print(json.dumps(sorted(heavy)))\n"
     )

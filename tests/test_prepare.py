@@ -20,9 +20,10 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner, Result
 
-from pipelines import cli
-from trainer import data, preprocess, records, splitting
-from trainer.prepare import PreparationError, prepare_dataset
+from dataprep import splitting
+from dataprep.prepare import PreparationError, prepare_dataset
+from pipelines.app import cli
+from trainer import data, preprocess, records
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZE = preprocess.MIN_IMAGE_SIZE
@@ -148,7 +149,7 @@ def test_split_folders_are_kept_and_only_missing_splits_are_carved(tmp_path: Pat
 
 PREPARE_IN_SUBPROCESS = """
 import sys
-from trainer.prepare import prepare_dataset
+from dataprep.prepare import prepare_dataset
 prepare_dataset(sys.argv[1], sys.argv[2], image_size=22, seed=7, num_shards=2)
 """
 
@@ -457,7 +458,14 @@ def test_component_writes_the_dataset_artifact_with_lineage_metadata(tmp_path: P
 
     source = make_folder(tmp_path / "src")
     artifact = dsl.Dataset(name="dataset", uri=str(tmp_path / "artifact"), metadata={})
-    component.python_func(source=str(source), dataset=artifact, image_size=SIZE, seed=5)
+    component.python_func(
+        source=str(source),
+        dataset=artifact,
+        image_size=SIZE,
+        validation_fraction=0.1,
+        test_fraction=0.1,
+        seed=5,
+    )
 
     check_component_metadata(artifact.metadata, artifact.path)
     assert records.read_metadata(artifact.path)["seed"] == 5
@@ -470,7 +478,9 @@ def test_component_runs_under_kfp_local_without_installing_kfp(tmp_path: Path) -
 
     source = make_folder(tmp_path / "src")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
-    task = component(source=str(source), image_size=SIZE)
+    task = component(
+        source=str(source), image_size=SIZE, validation_fraction=0.1, test_fraction=0.1, seed=42
+    )
     dataset = task.outputs["dataset"]
 
     check_component_metadata(dataset.metadata, dataset.path)

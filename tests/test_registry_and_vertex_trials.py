@@ -4,7 +4,9 @@ import json
 
 import pytest
 
-from pipelines import registry, trials, vertex_trials
+from pipelines.study import trials
+from pipelines.targets.local import registry
+from pipelines.targets.vertex import trials as vertex_trials
 
 
 def test_registry_versions_are_appended_atomically(tmp_path):

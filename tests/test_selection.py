@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipelines.selection import SelectionError, select_best_trial
+from pipelines.study.selection import SelectionError, select_best_trial
 
 
 def trial(trial_id, state=4, accuracy=None, loss=None, **params):
@@ -40,13 +40,11 @@ def test_minimize():
     assert best.trial_id == "4"
 
 
-def test_secondary_metric_breaks_ties_before_cost():
+def test_equal_metrics_tie_break_on_cost_whatever_else_trials_report():
     trials = [
         trial(1, accuracy=0.9, loss=0.2, num_units=512),
         trial(2, accuracy=0.9, loss=0.4, num_units=64),
     ]
-    best = select_best_trial(trials, metric_id="accuracy", secondary_metric_id="loss")
-    assert best.trial_id == "1" and best.secondary == 0.2
     assert select_best_trial(trials, metric_id="accuracy").trial_id == "2"
 
 

@@ -11,9 +11,10 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner
 
-from pipelines import report_cli, trial_report
-from pipelines import trials as trials_lib
-from pipelines.search_space import Metric
+from pipelines.app import report_commands as report_cli
+from pipelines.reports import trial_report
+from pipelines.study import trials as trials_lib
+from pipelines.study.search_space import Metric
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 HPT_JOB = "projects/proj/locations/us-central1/hyperparameterTuningJobs/42"
@@ -313,7 +314,7 @@ def test_cli_prints_the_table_and_where_the_report_went(output, tmp_path):
 def test_cli_vertex_job_id(vertex_job, monkeypatch, tmp_path):
     from google.auth.credentials import AnonymousCredentials
 
-    from pipelines import vertex_client
+    from pipelines.targets.vertex import client as vertex_client
 
     monkeypatch.setattr(vertex_client, "credentials", lambda offline: AnonymousCredentials())
     monkeypatch.chdir(tmp_path)

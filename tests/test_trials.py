@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pipelines import trials as tl
-from pipelines.trials import TrialState
+from pipelines.study import trials as tl
+from pipelines.study.trials import TrialState
 
 
 def sample_trial(**changes):

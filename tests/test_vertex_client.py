@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipelines import vertex_client
 from pipelines.settings import Settings, SettingsError
+from pipelines.targets.vertex import client as vertex_client
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -525,7 +525,7 @@ def test_schedule_row_reads_the_schedule_resource() -> None:
 
 def test_cloud_modules_import_neither_tensorflow_nor_aiplatform() -> None:
     code = (
-        "import sys, pipelines.cloud_cli, pipelines.vertex_client; "
+        "import sys, pipelines.app.cloud_commands, pipelines.targets.vertex.client; "
         "heavy = ('tensorflow', 'keras', 'google.cloud.aiplatform'); "
         "found = [m for m in heavy if m in sys.modules]; "
         "print(found); sys.exit(1 if found else 0)"

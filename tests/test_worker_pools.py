@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from pipelines import worker_pools as wp
-from pipelines.search_space import default_search_space
+from pipelines.jobs import worker_pools as wp
+from pipelines.study import study_spec_check
+from pipelines.study.search_space import default_search_space
 from tests.conftest import ROOT
 
 CONTAINER = dict(
@@ -119,26 +120,28 @@ def test_skipped_pools_and_json_strings_are_accepted():
 def test_study_spec_strict_parse():
     space = default_search_space()
     parameters, metrics = space.to_study_spec_parameters(), space.to_study_spec_metrics()
-    spec = wp.validate_study_spec(parameters, metrics, "GRID_SEARCH", "LAST_MEASUREMENT")
+    spec = study_spec_check.validate_study_spec(
+        parameters, metrics, "GRID_SEARCH", "LAST_MEASUREMENT"
+    )
     assert spec.algorithm.name == "GRID_SEARCH"
     assert spec.measurement_selection_type.name == "LAST_MEASUREMENT"
     assert spec.metrics[0].metric_id == "accuracy" and spec.metrics[0].goal.name == "MAXIMIZE"
     with pytest.raises(wp.PayloadError, match="study_spec_algorithm='BAYES'"):
-        wp.validate_study_spec(parameters, metrics, "BAYES")
+        study_spec_check.validate_study_spec(parameters, metrics, "BAYES")
     with pytest.raises(wp.PayloadError, match="measurement_selection_type='BEST'"):
-        wp.validate_study_spec(parameters, metrics, "GRID_SEARCH", "BEST")
+        study_spec_check.validate_study_spec(parameters, metrics, "GRID_SEARCH", "BEST")
     with pytest.raises(wp.PayloadError, match='no field named "oops"'):
-        wp.validate_study_spec([{**parameters[0], "oops": 1}], metrics)
+        study_spec_check.validate_study_spec([{**parameters[0], "oops": 1}], metrics)
     with pytest.raises(wp.PayloadError, match="study_spec_metrics: empty"):
-        wp.validate_study_spec(parameters, [])
+        study_spec_check.validate_study_spec(parameters, [])
 
 
 def test_pipelines_modules_do_not_import_tensorflow():
     code = (
         "import sys\n"
-        "import pipelines.search_space, pipelines.worker_pools, pipelines.trials\n"
-        "import pipelines.local_job, pipelines.local_study\n"
-        "from pipelines import search_space\n"
+        "import pipelines.study.search_space, pipelines.jobs.worker_pools, pipelines.study.trials\n"
+        "import pipelines.jobs.local_job, pipelines.study.local_study\n"
+        "from pipelines.study import search_space\n"
         "search_space.default_search_space().to_study_spec_parameters()\n"
         "heavy = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)\n"
         "print(','.join(heavy))\n"

@@ -5,14 +5,17 @@ from __future__ import annotations
 import dataclasses
 import os
 
-DISTRIBUTIONS = ("auto", "mirrored", "multi_worker", "none")
-# Compute precision: mixed_bfloat16 keeps float32 variables and needs no loss scaling
-# (bf16 units: recent CPUs such as AVX512-BF16/AMX, A100/H100 GPUs, TPUs).
-PRECISIONS = ("float32", "mixed_bfloat16")
+from trainer.contract import (
+    DEFAULT_METRIC_TAG,
+    DEFAULT_SEED,
+    DISTRIBUTIONS,
+    HYPERPARAMETERS,
+    METRIC_TAGS,
+    PRECISIONS,
+    ContractError,
+)
 
-
-class ConfigError(ValueError):
-    """A bad hyperparameter or setting; the message is one line naming the value."""
+ConfigError = ContractError  # a bad hyperparameter or setting: one line naming the value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,23 +30,17 @@ class HParams:
         epochs: Passes over the training split, >= 1.
     """
 
-    learning_rate: float = 0.01
-    momentum: float = 0.9
-    num_units: int = 128
-    batch_size: int = 32
-    epochs: int = 5
+    learning_rate: float = float(HYPERPARAMETERS["learning_rate"].default)
+    momentum: float = float(HYPERPARAMETERS["momentum"].default)
+    num_units: int = int(HYPERPARAMETERS["num_units"].default)
+    batch_size: int = int(HYPERPARAMETERS["batch_size"].default)
+    epochs: int = int(HYPERPARAMETERS["epochs"].default)
 
     def __post_init__(self) -> None:
-        checks = [
-            ("learning_rate", self.learning_rate > 0, "a number > 0"),
-            ("momentum", 0 <= self.momentum < 1, "a number in [0, 1)"),
-            ("num_units", self.num_units >= 1, "an integer >= 1"),
-            ("batch_size", self.batch_size >= 1, "an integer >= 1"),
-            ("epochs", self.epochs >= 1, "an integer >= 1"),
-        ]
-        for name, ok, expected in checks:
-            if not ok:
-                raise ConfigError(f"--{name}={getattr(self, name)}: expected {expected}")
+        for field in dataclasses.fields(self):
+            spec, value = HYPERPARAMETERS[field.name], getattr(self, field.name)
+            if not spec.accepts(value):
+                raise ConfigError(f"--{field.name}={value}: expected {spec.expected}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +62,9 @@ class RunConfig:
     model_dir: str | None = None
     checkpoint_dir: str | None = None
     tensorboard_dir: str | None = None
-    metric_tag: str = "accuracy"
+    metric_tag: str = DEFAULT_METRIC_TAG
     distribution: str = "auto"
-    seed: int = 42
+    seed: int = DEFAULT_SEED
     precision: str = "float32"
 
     def __post_init__(self) -> None:
@@ -83,10 +80,6 @@ class RunConfig:
             raise ConfigError(
                 f"--metric_tag={self.metric_tag}: expected one of {', '.join(METRIC_TAGS)}"
             )
-
-
-# Validation metrics the trainer can report to hypertune (aliases of the val_ metrics).
-METRIC_TAGS = ("accuracy", "loss", "val_accuracy", "val_loss")
 
 
 def env_default(name: str) -> str | None:

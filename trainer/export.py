@@ -75,3 +75,9 @@ def export_model(
         with tf.io.gfile.GFile(posixpath.join(stage, MODEL_CARD), "w") as f:
             json.dump(card, f, indent=2, sort_keys=True, default=str)
     return model_dir
+
+
+def read_model_card(model_dir: str) -> dict[str, Any]:
+    """The model.json written next to an export (local or gs://)."""
+    with tf.io.gfile.GFile(posixpath.join(model_dir, "model.json")) as f:
+        return json.load(f)

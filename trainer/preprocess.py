@@ -10,8 +10,9 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-# Three Conv3x3 + MaxPool2 blocks need at least this many pixels per side.
-MIN_IMAGE_SIZE = 22
+from trainer.contract import MIN_IMAGE_SIZE
+
+__all__ = ["MIN_IMAGE_SIZE", "decode_and_resize", "resize_uint8"]
 
 
 def resize_uint8(image: tf.Tensor, height: int, width: int) -> tf.Tensor:

@@ -16,14 +16,14 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from trainer.config import (
+from trainer.config import ConfigError, HParams, RunConfig, env_default
+from trainer.contract import (
+    DEFAULT_METRIC_TAG,
+    DEFAULT_SEED,
     DISTRIBUTIONS,
+    HYPERPARAMETERS,
     METRIC_TAGS,
     PRECISIONS,
-    ConfigError,
-    HParams,
-    RunConfig,
-    env_default,
 )
 
 PROG = "trainer"
@@ -39,20 +39,18 @@ class OneLineParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's command-line flags."""
-    defaults = HParams()
     p = OneLineParser(prog=PROG, description=__doc__, allow_abbrev=False)
-    p.add_argument("--learning_rate", type=float, default=defaults.learning_rate)
-    p.add_argument("--momentum", type=float, default=defaults.momentum)
-    p.add_argument("--num_units", type=int, default=defaults.num_units)
-    p.add_argument("--batch_size", type=int, default=defaults.batch_size, help="per replica")
-    p.add_argument("--epochs", type=int, default=defaults.epochs)
+    for spec in HYPERPARAMETERS.values():  # checked in parse_args: `--num_units=128.0` is fine
+        p.add_argument(f"--{spec.name}", help=f"{spec.help}: {spec.expected} ({spec.default})")
     p.add_argument("--data", required=True, help="prepared dataset directory (local or gs://)")
     p.add_argument("--model_dir", default=env_default("AIP_MODEL_DIR"))
     p.add_argument("--checkpoint_dir", default=env_default("AIP_CHECKPOINT_DIR"))
     p.add_argument("--tensorboard_dir", default=env_default("AIP_TENSORBOARD_LOG_DIR"))
-    p.add_argument("--metric_tag", default="accuracy", help=f"one of {', '.join(METRIC_TAGS)}")
+    p.add_argument(
+        "--metric_tag", default=DEFAULT_METRIC_TAG, help=f"one of {', '.join(METRIC_TAGS)}"
+    )
     p.add_argument("--distribution", default="auto", help=f"one of {', '.join(DISTRIBUTIONS)}")
-    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="shuffling and initialisation")
     p.add_argument("--precision", default="float32", help=f"one of {', '.join(PRECISIONS)}")
     return p
 
@@ -60,13 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
     """Parse and validate flags; raise ConfigError naming the first bad value."""
     args = build_parser().parse_args(argv)
-    hparams = HParams(
-        learning_rate=args.learning_rate,
-        momentum=args.momentum,
-        num_units=args.num_units,
-        batch_size=args.batch_size,
-        epochs=args.epochs,
-    )
+    values: dict[str, Any] = {
+        name: spec.default if getattr(args, name) is None else spec.parse(getattr(args, name))
+        for name, spec in HYPERPARAMETERS.items()
+    }
+    hparams = HParams(**values)
     run = RunConfig(
         data=args.data,
         model_dir=args.model_dir,

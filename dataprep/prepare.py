@@ -1,0 +1,336 @@
+"""Prepare a dataset once for every trial and the final training.
+
+Images are decoded and resized once (with the serving signature's own
+`trainer.preprocess.decode_and_resize`), stored as raw uint8 TFRecord shards
+in the `trainer.records` format, with `metadata.json` written last, all or
+nothing. The same source and seed give byte-identical shards.
+
+Decoding runs in parallel with tf.data; one split's decoded images are held in
+memory before they are written (e.g. cassava's train split at 150×150: ~380 MB).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from dataprep import splitting
+from dataprep.sources import PreparationError, Source, open_source
+from trainer import preprocess, records, staging
+from trainer.contract import PREPARATION
+
+__all__ = ["IO_ERRORS", "PreparationError", "prepare_dataset", "report_lines"]
+
+# Storage errors preparation can meet (permissions, a missing bucket): callers show one line.
+IO_ERRORS = (OSError, tf.errors.OpError)
+
+DEFAULT_IMAGE_SIZE = PREPARATION.image_size
+DEFAULT_VALIDATION_FRACTION = PREPARATION.validation_fraction
+DEFAULT_TEST_FRACTION = PREPARATION.test_fraction
+DEFAULT_SEED = PREPARATION.seed
+DEFAULT_MAX_BAD_FRACTION = PREPARATION.max_bad_fraction
+DEFAULT_NUM_SHARDS = 8
+CHANNELS = (1, 3)
+# Splits larger than num_shards × this get more shards.
+TARGET_SHARD_BYTES = 256 << 20
+# How many bad files a failure message names.
+NAMED_BAD_FILES = 3
+
+# Called with (images processed, images in total).
+Progress = Callable[[int, int], None]
+Example = tuple[np.ndarray, int, str]
+
+
+def prepare_dataset(
+    source: str,
+    output: str,
+    *,
+    image_size: int = DEFAULT_IMAGE_SIZE,
+    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
+    test_fraction: float = DEFAULT_TEST_FRACTION,
+    seed: int = DEFAULT_SEED,
+    channels: int = PREPARATION.channels,
+    max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION,
+    num_shards: int = DEFAULT_NUM_SHARDS,
+    overwrite: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Decode, resize and shard `source` into a prepared dataset at `output`.
+
+    Args:
+        source: ``sample``, ``tfds:<name>``, or an image folder (local or gs://)
+            laid out ``<class>/*`` or ``<split>/<class>/*``.
+        output: Directory to create (local or gs://).
+        image_size: Side of the square images, >= preprocess.MIN_IMAGE_SIZE.
+        validation_fraction: Share of train carved out as validation when the
+            source has no validation split.
+        test_fraction: Share of train carved out as test when the source has none.
+        seed: Seed of the split membership and order.
+        channels: 1 (greyscale) or 3 (RGB); images are converted.
+        max_bad_fraction: Share of unreadable images that are skipped (and listed in
+            the metadata) before the preparation fails.
+        num_shards: Minimum number of files per split.
+        overwrite: Replace a non-empty `output` instead of failing.
+        progress: Called as images are decoded with (done, total).
+
+    Returns:
+        The metadata written to ``metadata.json``.
+
+    Raises:
+        PreparationError: Bad arguments or source, too many bad images. Nothing is
+            left at `output` (or beside it) then.
+    """
+    check_options(
+        image_size=image_size,
+        validation_fraction=validation_fraction,
+        test_fraction=test_fraction,
+        seed=seed,
+        channels=channels,
+        max_bad_fraction=max_bad_fraction,
+        num_shards=num_shards,
+    )
+    check_output(output, source=source, overwrite=overwrite)
+    image_shape = (image_size, image_size, channels)
+    with open_source(source) as opened:
+        plans = plan(
+            opened, validation_fraction=validation_fraction, test_fraction=test_fraction, seed=seed
+        )
+        total = sum(len(p.items) for p in plans.values())
+        counter = _Counter(total, progress)
+        skipped = _SkippedImages(source, total, max_bad_fraction, image_shape)
+        with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
+            splits = {}
+            for split in records.SPLITS:
+                examples, bad = decode_split(opened, plans[split], image_shape, counter.advance)
+                counter.advance(len(bad))
+                skipped.add(opened, plans[split], bad)
+                if not examples:
+                    raise PreparationError(
+                        f"--source={source}: split '{split}' has no readable images"
+                    )
+                labels = [label for _, label, _ in examples]
+                splits[split] = {
+                    **records.split_summary(labels, opened.class_names),
+                    "source_split": plans[split].origin,
+                    "shards": records.write_shards(
+                        stage, split, examples, shard_count(len(examples), image_shape, num_shards)
+                    ),
+                }
+            metadata = {
+                "class_names": list(opened.class_names),
+                "image_shape": list(image_shape),
+                "splits": splits,
+                "source": opened.spec,
+                "source_description": opened.description,
+                "source_images": total,
+                "skipped": skipped.files,
+                "seed": seed,
+                "validation_fraction": validation_fraction,
+                "test_fraction": test_fraction,
+                "prepared_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            }
+            records.write_metadata(stage, metadata)
+    return {"format_version": records.FORMAT_VERSION, **metadata}
+
+
+class _Counter:
+    """Images processed so far, reported to a Progress callback."""
+
+    def __init__(self, total: int, progress: Progress | None) -> None:
+        self.total = total
+        self.done = 0
+        self._progress = progress
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+        if count and self._progress is not None:
+            self._progress(self.done, self.total)
+
+
+class _SkippedImages:
+    """Unreadable images so far, with the reason of each; past the cap, a PreparationError."""
+
+    def __init__(
+        self, source: str, total: int, max_bad_fraction: float, image_shape: Sequence[int]
+    ) -> None:
+        self.files: list[dict[str, str]] = []
+        self._source = source
+        self._total = total
+        self._max_bad_fraction = max_bad_fraction
+        self._image_shape = image_shape
+
+    def add(
+        self, source: Source, plan: splitting.SplitPlan, bad: Sequence[splitting.LabelledItem]
+    ) -> None:
+        count = len(self.files) + len(bad)
+        if count <= self._max_bad_fraction * self._total:
+            self.files += explain_bad(source, plan, bad, self._image_shape)
+            return
+        newly_named = explain_bad(source, plan, bad[:NAMED_BAD_FILES], self._image_shape)
+        named = (self.files + newly_named)[:NAMED_BAD_FILES]
+        first = ", ".join(f"{s['file']} ({s['reason']})" for s in named)
+        raise PreparationError(
+            f"--source={self._source}: {count} of {self._total} images are unreadable or corrupt, "
+            f"more than --max-bad-fraction={self._max_bad_fraction} allows; first: {first}"
+        )
+
+
+def report_lines(write: Callable[[str], None], every: float = 0.1) -> Progress:
+    """A Progress callback that writes a line each time another `every` of the images is done."""
+
+    def report(done: int, total: int) -> None:
+        if done == total or done % max(int(total * every), 1) == 0:
+            write(f"prepared {done}/{total} images")
+
+    return report
+
+
+def check_options(
+    *,
+    image_size: int,
+    validation_fraction: float,
+    test_fraction: float,
+    seed: int,
+    channels: int,
+    max_bad_fraction: float,
+    num_shards: int,
+) -> None:
+    """Raise PreparationError naming the first bad option."""
+    minimum = preprocess.MIN_IMAGE_SIZE
+    checks = [
+        (
+            "image-size",
+            image_size,
+            _is_int(image_size) and image_size >= minimum,
+            f"an integer >= {minimum} (the CNN needs at least {minimum} pixels per side)",
+        ),
+        (
+            "validation-fraction",
+            validation_fraction,
+            0 <= validation_fraction < 1,
+            "a fraction in [0, 1)",
+        ),
+        ("test-fraction", test_fraction, 0 <= test_fraction < 1, "a fraction in [0, 1)"),
+        ("seed", seed, _is_int(seed) and seed >= 0, "an integer >= 0"),
+        ("channels", channels, channels in CHANNELS, "1 (greyscale) or 3 (RGB)"),
+        ("max-bad-fraction", max_bad_fraction, 0 <= max_bad_fraction < 1, "a fraction in [0, 1)"),
+        ("num-shards", num_shards, _is_int(num_shards) and num_shards >= 1, "an integer >= 1"),
+    ]
+    for name, value, ok, expected in checks:
+        if not ok:
+            raise PreparationError(f"--{name}={value}: expected {expected}")
+    if validation_fraction + test_fraction >= 1:
+        raise PreparationError(
+            f"--validation-fraction={validation_fraction} + --test-fraction={test_fraction}"
+            f" = {validation_fraction + test_fraction:g}: expected a sum < 1 (train keeps the rest)"
+        )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool)
+
+
+def check_output(output: str, *, source: str, overwrite: bool) -> None:
+    """Refuse an output that is a file, is not empty (unless `overwrite`) or lies in `source`."""
+    if not output:
+        raise PreparationError("--output is empty: expected a directory path")
+    if tf.io.gfile.exists(output) and not tf.io.gfile.isdir(output):
+        raise PreparationError(f"--output={output}: exists and is not a directory")
+    if not overwrite and staging.has_content(output):
+        raise PreparationError(
+            f"--output={output}: exists and is not empty; expected a new or empty directory "
+            "(or --overwrite to replace it)"
+        )
+    if staging.is_local(output) and staging.is_local(source) and os.path.isdir(source):
+        inside = os.path.commonpath([os.path.abspath(output), os.path.abspath(source)])
+        if inside == os.path.abspath(source):
+            raise PreparationError(
+                f"--output={output}: inside the source folder {source}; expected a directory "
+                "outside it"
+            )
+
+
+def plan(
+    source: Source, *, validation_fraction: float, test_fraction: float, seed: int
+) -> dict[str, splitting.SplitPlan]:
+    """Every split's items: the source's own splits, the others carved out of train."""
+    fractions = {"validation": validation_fraction, "test": test_fraction}
+    carve = {split: f for split, f in fractions.items() if split not in source.splits}
+    for split, fraction in carve.items():
+        if fraction <= 0:
+            raise PreparationError(
+                f"--{split}-fraction={fraction}: {source.spec} has no {split} split, so one is "
+                "carved out of train; expected a fraction > 0"
+            )
+    plans = splitting.plan_splits(source.splits, carve, seed)
+    train_size = len(source.splits["train"])
+    for split in records.SPLITS:
+        if not plans[split].items:
+            flags = " and ".join(f"--{s}-fraction={f}" for s, f in carve.items())
+            raise PreparationError(
+                f"{flags} leave the {split} split empty ({train_size} images in train); "
+                "expected other fractions or more images"
+            )
+    return plans
+
+
+def decode_split(
+    source: Source,
+    plan: splitting.SplitPlan,
+    image_shape: Sequence[int],
+    advance: Callable[[], None],
+) -> tuple[list[Example], list[splitting.LabelledItem]]:
+    """Decode and resize a split's images in parallel, in plan order.
+
+    Returns:
+        The (image, label, key) examples, and the items that could not be read or decoded.
+    """
+    dataset = source.read(plan.origin, plan.items).map(
+        lambda encoded, label, key: (preprocess.decode_and_resize(encoded, image_shape), key),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=False,  # the plan's order is restored below
+    )
+    decoded: dict[str, np.ndarray] = {}
+    for image, key in dataset.ignore_errors().prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        decoded[key.decode()] = image
+        advance()
+    examples = [(decoded[key], label, key) for key, label in plan.items if key in decoded]
+    bad = [item for item in plan.items if item[0] not in decoded]
+    return examples, bad
+
+
+def explain_bad(
+    source: Source,
+    plan: splitting.SplitPlan,
+    bad: Sequence[splitting.LabelledItem],
+    image_shape: Sequence[int],
+) -> list[dict[str, str]]:
+    """Why each bad item failed: unreadable, or the decoder's first error line."""
+    reasons = dict.fromkeys((key for key, _ in bad), "unreadable file")
+    if bad:
+        for encoded, _, key in source.read(plan.origin, bad).ignore_errors().as_numpy_iterator():
+            try:
+                preprocess.decode_and_resize(tf.constant(encoded), image_shape)
+                reasons[key.decode()] = "failed once, decoded on retry (transient read error?)"
+            except tf.errors.OpError as error:
+                reasons[key.decode()] = _first_line(error.message)
+    return [{"file": key, "reason": reason} for key, reason in reasons.items()]
+
+
+def _first_line(message: str) -> str:
+    """A TF error message without its ``{{function_node ...}}`` prefix and ``[Op:...]`` suffix."""
+    message = (re.sub(r"^\{\{.*?\}\}\s*", "", message.strip()).splitlines() or [""])[0]
+    return re.sub(r"\s*\[Op:\w+\].*$", "", message)
+
+
+def shard_count(count: int, image_shape: Sequence[int], num_shards: int) -> int:
+    """Files for a split: `num_shards`, more when shards would exceed TARGET_SHARD_BYTES."""
+    size = count * math.prod(int(d) for d in image_shape)
+    return max(num_shards, math.ceil(size / TARGET_SHARD_BYTES))

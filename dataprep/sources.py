@@ -1,0 +1,275 @@
+"""Where images come from: an image folder (local or gs://), a TFDS dataset, or the offline sample.
+
+A source lists its labelled items per split it provides (``train``, and
+``validation`` / ``test`` when it has them) and reads the encoded bytes of any
+subset of them. It never decodes: every source goes through the same decode
+and resize in `dataprep.prepare`.
+
+Source specs: ``sample``, ``tfds:<name>`` (e.g. ``tfds:horses_or_humans``), or
+a folder laid out ``<class>/*`` or ``<split>/<class>/*``.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import dataclasses
+import os
+import posixpath
+import tempfile
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from trainer import records
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+SAMPLE = "sample"
+TFDS_PREFIX = "tfds:"
+LAYOUTS = "<class>/* or <split>/<class>/* with split in train, validation, test"
+
+
+class PreparationError(ValueError):
+    """Bad input to dataset preparation; the message is one line naming the value."""
+
+
+class Item(NamedTuple):
+    """One labelled image of a source: `key` names it (a relative path, or split/index)."""
+
+    key: str
+    label: int
+
+
+@dataclasses.dataclass
+class Source(abc.ABC):
+    """A labelled image source.
+
+    Attributes:
+        spec: The spec it was opened from (recorded in the metadata).
+        description: What it is, for people (recorded in the metadata).
+        class_names: Label names, index = label.
+        splits: Items of every split the source provides, in a stable order.
+    """
+
+    spec: str
+    description: str
+    class_names: list[str]
+    splits: dict[str, list[Item]]
+
+    @abc.abstractmethod
+    def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
+        """(encoded image bytes, label, key) of `items` (key, label) of `split`, in any order."""
+
+
+@dataclasses.dataclass
+class FolderSource(Source):
+    """Image files under `root`, one folder per class."""
+
+    root: str = ""
+
+    def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
+        """Read the items' files (local or gs://)."""
+        del split  # the keys already hold the split folder
+        keys = [key for key, _ in items]
+        paths = [posixpath.join(self.root, key) for key in keys]
+        labels = [label for _, label in items]
+        dataset = tf.data.Dataset.from_tensor_slices((paths, labels, keys))
+        return dataset.map(
+            lambda path, label, key: (tf.io.read_file(path), label, key),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
+
+
+@dataclasses.dataclass
+class TfdsSource(Source):
+    """A TFDS image-classification dataset, read with its images left encoded."""
+
+    builder: Any = None
+
+    def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
+        """Stream `split` in its stored order and keep the items (keys are ``split/index``)."""
+        wanted = np.zeros(len(self.splits[split]), dtype=bool)
+        wanted[[int(key.rsplit("/", 1)[1]) for key, _ in items]] = True
+        dataset = _tfds_split(self.builder, split).enumerate()
+        dataset = dataset.filter(lambda index, example: tf.gather(wanted, index))
+        return dataset.map(
+            lambda index, example: (
+                example[0],
+                example[1],
+                tf.strings.join([split, tf.strings.as_string(index)], "/"),
+            )
+        )
+
+
+@contextlib.contextmanager
+def open_source(spec: str) -> Iterator[Source]:
+    """Open a source spec: ``sample``, ``tfds:<name>`` or an image folder.
+
+    Raises:
+        PreparationError: Unknown TFDS name, missing or empty folder, fewer than two
+            classes, a split or class with no images.
+    """
+    if spec == SAMPLE:
+        with tempfile.TemporaryDirectory(prefix="hpt-sample-") as directory:
+            write_sample_folder(directory)
+            source = folder_source(directory)
+            source.spec = SAMPLE
+            source.description = "scikit-learn digits: 1,797 8x8 greyscale images of 10 digits"
+            yield source
+    elif spec.startswith(TFDS_PREFIX):
+        yield tfds_source(spec)
+    else:
+        yield folder_source(spec)
+
+
+def write_sample_folder(directory: str) -> None:
+    """Write scikit-learn's digits as ``<digit>/<index>.png`` greyscale PNGs in a local folder."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    pixels = np.round(digits.images * (255.0 / 16.0)).clip(0, 255).astype(np.uint8)
+    for index, (image, label) in enumerate(zip(pixels, digits.target, strict=True)):
+        class_dir = os.path.join(directory, str(label))
+        os.makedirs(class_dir, exist_ok=True)
+        Image.fromarray(image, mode="L").save(os.path.join(class_dir, f"{index:04d}.png"))
+
+
+def folder_source(root: str) -> FolderSource:
+    """List an image folder laid out ``<class>/*`` or ``<split>/<class>/*``."""
+    root = root.rstrip("/") or "/"
+    if not tf.io.gfile.isdir(root):
+        raise PreparationError(
+            f"--source={root}: not a directory; expected an image folder ({LAYOUTS}), "
+            f"'{SAMPLE}' or '{TFDS_PREFIX}<name>'"
+        )
+    top = _subdirectories(root)
+    split_dirs = [name for name in top if name in records.SPLITS]
+    if split_dirs and (len(split_dirs) != len(top) or "train" not in split_dirs):
+        raise PreparationError(
+            f"--source={root}: top-level folders {', '.join(top)}; expected {LAYOUTS} "
+            "(split folders need a train folder and no class folders beside them)"
+        )
+    # Split → its folder under root; a <class>/* folder is all train.
+    folders = {split: split for split in split_dirs} or {"train": ""}
+    files = {
+        split: {
+            name: _image_files(posixpath.join(root, folder, name))
+            for name in _subdirectories(posixpath.join(root, folder))
+        }
+        for split, folder in folders.items()
+    }
+    class_names = sorted({name for by_class in files.values() for name in by_class})
+    _check_classes(root, class_names, files)
+    splits = {
+        split: [
+            Item(posixpath.join(folders[split], name, file), label)
+            for label, name in enumerate(class_names)
+            for file in by_class.get(name, [])
+        ]
+        for split, by_class in files.items()
+    }
+    return FolderSource(root, f"image folder {root}", class_names, splits, root=root)
+
+
+def _check_classes(root: str, class_names: list[str], files: dict[str, dict[str, list]]) -> None:
+    total = sum(len(names) for by_class in files.values() for names in by_class.values())
+    if total == 0:
+        raise PreparationError(
+            f"--source={root}: no images found; expected {LAYOUTS} "
+            f"with {'/'.join(IMAGE_EXTENSIONS)} files"
+        )
+    if len(class_names) < 2:
+        raise PreparationError(
+            f"--source={root}: only one class ({class_names[0]}); expected at least 2 class folders"
+        )
+    for name in class_names:
+        if not any(by_class.get(name) for by_class in files.values()):
+            raise PreparationError(f"--source={root}: class folder '{name}' has no images")
+    for split, by_class in files.items():
+        if not any(by_class.values()):
+            raise PreparationError(f"--source={root}: split folder '{split}' has no images")
+
+
+def _subdirectories(path: str) -> list[str]:
+    """Sorted names of the visible subdirectories of `path` (image files are not looked at)."""
+    names = (entry.rstrip("/") for entry in tf.io.gfile.listdir(path))
+    return sorted(
+        name
+        for name in names
+        if not name.startswith(".")
+        and not name.lower().endswith(IMAGE_EXTENSIONS)
+        and tf.io.gfile.isdir(posixpath.join(path, name))
+    )
+
+
+def _image_files(path: str) -> list[str]:
+    """Sorted names of the JPEG/PNG/GIF/BMP files directly in `path`."""
+    return sorted(
+        name
+        for name in tf.io.gfile.listdir(path)
+        if not name.startswith(".") and name.lower().endswith(IMAGE_EXTENSIONS)
+    )
+
+
+def tfds_source(spec: str) -> TfdsSource:
+    """Prepare (download if needed) a TFDS dataset and list its labels per split."""
+    import tensorflow_datasets as tfds
+
+    name = spec.removeprefix(TFDS_PREFIX)
+    try:
+        builder = tfds.builder(name)
+    except (ValueError, AssertionError) as error:  # DatasetNotFoundError is a ValueError
+        reason = str(error).strip().splitlines()[0][:200]
+        raise PreparationError(
+            f"--source={spec}: unknown TFDS dataset ({reason}); "
+            "expected a name from tfds.list_builders(), e.g. tfds:horses_or_humans"
+        ) from None
+    image_key, label_key = builder.info.supervised_keys or (None, None)
+    features = dict(builder.info.features.items())
+    if not (
+        isinstance(features.get(image_key), tfds.features.Image)
+        and isinstance(features.get(label_key), tfds.features.ClassLabel)
+    ):
+        raise PreparationError(
+            f"--source={spec}: not an image classification dataset; "
+            "expected supervised keys (Image, ClassLabel)"
+        )
+    builder.download_and_prepare()
+    provided = [split for split in records.SPLITS if split in builder.info.splits]
+    if "train" not in provided:
+        raise PreparationError(
+            f"--source={spec}: splits {', '.join(builder.info.splits) or 'none'}; "
+            "expected a train split"
+        )
+    splits = {split: _tfds_items(builder, split) for split in provided}
+    for split, items in splits.items():
+        if not items:
+            raise PreparationError(f"--source={spec}: split '{split}' has no images")
+    return TfdsSource(
+        spec,
+        f"TFDS {builder.info.full_name}",
+        list(features[label_key].names),
+        splits,
+        builder=builder,
+    )
+
+
+def _tfds_split(builder: Any, split: str) -> tf.data.Dataset:
+    """(encoded image, label) of a TFDS split in its stored order."""
+    import tensorflow_datasets as tfds
+
+    image_key, label_key = builder.info.supervised_keys
+    dataset = builder.as_dataset(
+        split=split, shuffle_files=False, decoders={image_key: tfds.decode.SkipDecoding()}
+    )
+    return dataset.map(lambda example: (example[image_key], example[label_key]))
+
+
+def _tfds_items(builder: Any, split: str) -> list[Item]:
+    """Every example of a TFDS split as an Item keyed ``split/index`` (reads labels only)."""
+    labels = _tfds_split(builder, split).map(lambda image, label: label).batch(4096)
+    flat = [int(label) for batch in labels.as_numpy_iterator() for label in batch]
+    return [Item(f"{split}/{index}", label) for index, label in enumerate(flat)]

@@ -1,0 +1,33 @@
+"""`hpt-pipeline`: prepare data, run the pipeline locally, compile, submit and schedule on Vertex.
+
+This module only assembles the commands; each lives in the `pipelines.app`
+module named for what it works on. It must stay fast to import: no TensorFlow
+here, and heavy modules are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from pipelines.app import cloud_commands, data_commands, local_commands, report_commands
+
+app = typer.Typer(
+    name="hpt-pipeline",
+    help="Hyperparameter tuning + multi-worker TensorFlow training, locally or on Vertex AI.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("prepare")(data_commands.prepare)
+app.command("run")(local_commands.run)
+app.command("compile")(local_commands.compile_command)
+app.command("models")(local_commands.models)
+app.command("trials")(report_commands.trials)
+app.command("lineage")(report_commands.lineage)
+app.command("submit")(cloud_commands.submit)
+app.add_typer(cloud_commands.schedule_app, name="schedule")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

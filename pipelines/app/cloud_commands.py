@@ -1,0 +1,366 @@
+"""`hpt-pipeline submit` and `hpt-pipeline schedule …`: Vertex AI Pipelines runs and schedules.
+
+Settings come from flags > `--config` YAML > `HPT_*` environment; every bad or
+missing value is a one-line error before anything is compiled or sent.
+`--dry-run` builds the exact request offline (anonymous credentials) and
+writes it as JSON. Heavy modules (aiplatform, the compiler) are imported
+inside the commands so that `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from pipelines.app.errors import cloud_errors, fail
+from pipelines.settings import Settings, SettingsError, load_settings, parse_labels, require_cloud
+from pipelines.targets.vertex import client as vertex_client
+
+if TYPE_CHECKING:
+    from google.cloud import aiplatform
+
+CLOUD = ("project", "region", "pipeline_root")
+LOCATION = ("project", "region")
+
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option("--config", dir_okay=False, help="YAML settings file (flags override it)."),
+]
+ProjectOption = Annotated[str | None, typer.Option("--project", help="Google Cloud project id.")]
+RegionOption = Annotated[str | None, typer.Option("--region", help="Vertex AI region.")]
+PipelineRootOption = Annotated[
+    str | None, typer.Option("--pipeline-root", help="gs:// folder for the runs' artifacts.")
+]
+ServiceAccountOption = Annotated[
+    str | None, typer.Option("--service-account", help="Service account the runs act as.")
+]
+NetworkOption = Annotated[
+    str | None,
+    typer.Option("--network", help="VPC to peer: projects/NUMBER/global/networks/NAME."),
+]
+KmsKeyOption = Annotated[
+    str | None,
+    typer.Option("--kms-key", help="CMEK key: projects/P/locations/L/keyRings/R/cryptoKeys/K."),
+]
+LabelOption = Annotated[
+    list[str] | None,
+    typer.Option("--label", help="key=value, repeatable (replaces the config's labels)."),
+]
+CacheOption = Annotated[
+    bool | None, typer.Option("--cache/--no-cache", help="Reuse cached task results.")
+]
+DisplayNameOption = Annotated[
+    str | None, typer.Option("--display-name", help="Display name in the console.")
+]
+TemplateOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--template", dir_okay=False, help="A compiled pipeline; default: compile the vertex one."
+    ),
+]
+ParamOption = Annotated[
+    list[str] | None,
+    typer.Option("--param", help="name=value pipeline parameter (JSON for lists/dicts)."),
+]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Build the request offline and write it; send nothing.")
+]
+OutputOption = Annotated[
+    Path | None,
+    typer.Option("--output", dir_okay=False, help="Where --dry-run writes the JSON (stdout)."),
+]
+
+
+@contextlib.contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Turn settings, auth and API errors into the CLI's one-line error (exit 2)."""
+    try:
+        with cloud_errors("run `gcloud auth application-default login`, or use --dry-run"):
+            yield
+    except SettingsError as err:
+        fail(str(err))
+
+
+def _settings(
+    config: Path | None, labels: list[str] | None, required: tuple[str, ...], **flags: Any
+) -> Settings:
+    """Settings from flags > config > environment, with the cloud fields `required`."""
+    settings = load_settings(
+        config=config, overrides={**flags, "labels": parse_labels(labels) if labels else None}
+    )
+    require_cloud(settings, *required)
+    return settings
+
+
+@contextlib.contextmanager
+def _template(template: Path | None, settings: Settings) -> Iterator[Path]:
+    """The given compiled pipeline, or the vertex target compiled into a temporary file."""
+    if template is not None:
+        yield template
+        return
+    from pipelines.compiler import compile_pipeline
+
+    with tempfile.TemporaryDirectory(prefix="hpt-pipeline-") as tmp:
+        yield Path(compile_pipeline("vertex", settings, str(Path(tmp) / "pipeline.yaml")))
+
+
+def _job(
+    settings: Settings, template: Path | None, params: list[str] | None, *, offline: bool
+) -> aiplatform.PipelineJob:
+    """The pipeline job for the settings, template and `--param` values."""
+    with _template(template, settings) as path:
+        values = vertex_client.parameter_values(vertex_client.read_template(path), params or [])
+        credentials = vertex_client.credentials(offline=offline)
+        return vertex_client.build_job(settings, path, values, credentials=credentials)
+
+
+def _write_request(request: dict[str, Any], output: Path | None) -> str:
+    """Write a dry-run request as JSON to `output` (stdout when None); returns where."""
+    text = json.dumps(request, indent=2, sort_keys=True) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return "stdout"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    return str(output)
+
+
+def submit(
+    project: ProjectOption = None,
+    region: RegionOption = None,
+    pipeline_root: PipelineRootOption = None,
+    service_account: ServiceAccountOption = None,
+    network: NetworkOption = None,
+    kms_key: KmsKeyOption = None,
+    label: LabelOption = None,
+    cache: CacheOption = None,
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="Vertex AI experiment to log the run to.")
+    ] = None,
+    display_name: DisplayNameOption = None,
+    config: ConfigOption = None,
+    template: TemplateOption = None,
+    param: ParamOption = None,
+    dry_run: DryRunOption = False,
+    output: OutputOption = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for the run to end.")
+    ] = False,
+) -> None:
+    """Submit the pipeline to Vertex AI Pipelines (or --dry-run: write the request)."""
+    with _one_line_errors():
+        settings = _settings(
+            config,
+            label,
+            CLOUD,
+            project=project,
+            region=region,
+            pipeline_root=pipeline_root,
+            service_account=service_account,
+            network=network,
+            kms_key=kms_key,
+            enable_caching=cache,
+            experiment=experiment,
+            display_name=display_name,
+        )
+        if output is not None and not dry_run:
+            raise SettingsError(f"--output={output}: only used with --dry-run")
+        job = _job(settings, template, param, offline=dry_run)
+        if dry_run:
+            where = _write_request(vertex_client.job_request(job), output)
+            typer.echo(
+                f"dry run: pipeline job {job.job_id} in {vertex_client.location_path(settings)} "
+                f"written to {where}; nothing was sent",
+                err=output is None,
+            )
+            return
+        try:
+            name = vertex_client.submit_job(job, settings, wait=wait)
+        except RuntimeError as err:  # the run failed or was cancelled while waiting
+            fail(f"{job.job_id}: {str(err).strip().splitlines()[0]}", code=1)
+        state = f" ({job.gca_resource.state.name})" if wait else ""
+        typer.echo(f"submitted {name}{state}: {vertex_client.console_url(name)}")
+
+
+schedule_app = typer.Typer(
+    help="Recurring runs on Vertex AI Pipelines (PipelineJobSchedule).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@schedule_app.command("create")
+def schedule_create(
+    cron: Annotated[
+        str,
+        typer.Option(
+            "--cron", help="5-field cron, optionally prefixed: 'TZ=Europe/Paris 0 3 * * 1'."
+        ),
+    ],
+    start_time: Annotated[
+        str | None, typer.Option("--start-time", help="ISO-8601; no offset means UTC.")
+    ] = None,
+    end_time: Annotated[
+        str | None, typer.Option("--end-time", help="ISO-8601; after --start-time.")
+    ] = None,
+    max_runs: Annotated[
+        int | None, typer.Option("--max-runs", help="Stop after this many runs.")
+    ] = None,
+    max_concurrent_runs: Annotated[
+        int, typer.Option("--max-concurrent-runs", help="Runs allowed at the same time.")
+    ] = 1,
+    allow_queueing: Annotated[
+        bool, typer.Option("--allow-queueing", help="Queue runs beyond --max-concurrent-runs.")
+    ] = False,
+    project: ProjectOption = None,
+    region: RegionOption = None,
+    pipeline_root: PipelineRootOption = None,
+    service_account: ServiceAccountOption = None,
+    network: NetworkOption = None,
+    kms_key: KmsKeyOption = None,
+    label: LabelOption = None,
+    cache: CacheOption = None,
+    display_name: DisplayNameOption = None,
+    config: ConfigOption = None,
+    template: TemplateOption = None,
+    param: ParamOption = None,
+    dry_run: DryRunOption = False,
+    output: OutputOption = None,
+) -> None:
+    """Create a schedule of pipeline runs (or --dry-run: write the request)."""
+    with _one_line_errors():
+        settings = _settings(
+            config,
+            label,
+            CLOUD,
+            project=project,
+            region=region,
+            pipeline_root=pipeline_root,
+            service_account=service_account,
+            network=network,
+            kms_key=kms_key,
+            enable_caching=cache,
+            display_name=display_name,
+        )
+        spec = vertex_client.schedule_spec(
+            cron,
+            settings.display_name,
+            start_time=start_time,
+            end_time=end_time,
+            max_run_count=max_runs,
+            max_concurrent_run_count=max_concurrent_runs,
+            allow_queueing=allow_queueing,
+        )
+        if output is not None and not dry_run:
+            raise SettingsError(f"--output={output}: only used with --dry-run")
+        job = _job(settings, template, param, offline=dry_run)
+        if dry_run:
+            schedule = vertex_client.build_schedule(job, spec, settings)
+            where = _write_request(vertex_client.schedule_request(schedule), output)
+            typer.echo(
+                f"dry run: schedule {spec.display_name!r} ({spec.cron}) in "
+                f"{vertex_client.location_path(settings)} written to {where}; nothing was sent",
+                err=output is None,
+            )
+            return
+        schedule = vertex_client.create_schedule(job, spec, settings)
+        name = schedule.resource_name
+        typer.echo(f"created schedule {name} ({spec.cron}): {vertex_client.console_url(name)}")
+
+
+@schedule_app.command("list")
+def schedule_list(
+    filter: Annotated[
+        str | None, typer.Option("--filter", help="Vertex list filter, e.g. state=ACTIVE.")
+    ] = None,
+    project: ProjectOption = None,
+    region: RegionOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """List the pipeline schedules of the project and region."""
+    from rich.console import Console
+    from rich.table import Table
+
+    with _one_line_errors():
+        settings = _settings(config, None, LOCATION, project=project, region=region)
+        found = vertex_client.list_schedules(
+            settings, vertex_client.credentials(offline=False), filter=filter
+        )
+        rows = [vertex_client.schedule_row(schedule) for schedule in found]
+    if not rows:
+        typer.echo(f"no pipeline schedules in {vertex_client.location_path(settings)}")
+        return
+    table = Table(title=f"Pipeline schedules in {vertex_client.location_path(settings)}")
+    for column in ("id", "display_name", "state", "cron", "runs", "next_run"):
+        table.add_column(column.replace("_", " "), overflow="fold")
+    for row in rows:
+        table.add_row(*row.values())
+    Console().print(table)
+
+
+ScheduleArgument = Annotated[
+    str, typer.Argument(help="Schedule id or projects/P/locations/L/schedules/ID.")
+]
+
+
+def _schedule_action(
+    action: str,
+    schedule: str,
+    project: str | None,
+    region: str | None,
+    config: Path | None,
+    *,
+    confirm: bool = False,
+) -> None:
+    """Fetch a schedule and pause, resume or delete it (asking first when `confirm`)."""
+    with _one_line_errors():
+        settings = _settings(config, None, LOCATION, project=project, region=region)
+        name = vertex_client.schedule_name(settings, schedule)
+        found = vertex_client.get_schedule(settings, vertex_client.credentials(offline=False), name)
+        if confirm:
+            typer.confirm(
+                f"{action.capitalize()} schedule {name} ({found.display_name})?", abort=True
+            )
+        getattr(found, action)()
+    typer.echo(f"{action}d {name}")
+
+
+@schedule_app.command("pause")
+def schedule_pause(
+    schedule: ScheduleArgument,
+    project: ProjectOption = None,
+    region: RegionOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Pause a schedule: no new runs until it is resumed."""
+    _schedule_action("pause", schedule, project, region, config)
+
+
+@schedule_app.command("resume")
+def schedule_resume(
+    schedule: ScheduleArgument,
+    project: ProjectOption = None,
+    region: RegionOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Resume a paused schedule (missed runs are not started)."""
+    _schedule_action("resume", schedule, project, region, config)
+
+
+@schedule_app.command("delete")
+def schedule_delete(
+    schedule: ScheduleArgument,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    project: ProjectOption = None,
+    region: RegionOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Delete a schedule (its past runs stay)."""
+    _schedule_action("delete", schedule, project, region, config, confirm=not yes)

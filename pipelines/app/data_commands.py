@@ -1,0 +1,106 @@
+"""`hpt-pipeline prepare`: prepare a dataset once for every trial and the final job."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from pipelines.app.errors import fail, first_line
+from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+
+def prepare(
+    source: str = typer.Option(
+        ..., help="'sample', 'tfds:<name>' or an image folder (<class>/* or <split>/<class>/*)."
+    ),
+    output: str = typer.Option(..., help="Directory to create (local or gs://)."),
+    image_size: int = typer.Option(
+        PREPARATION.image_size, help=f"Side of the square images, >= {MIN_IMAGE_SIZE}."
+    ),
+    validation_fraction: float = typer.Option(
+        PREPARATION.validation_fraction,
+        help="Share of train carved out as validation when the source has none.",
+    ),
+    test_fraction: float = typer.Option(
+        PREPARATION.test_fraction,
+        help="Share of train carved out as test when the source has none.",
+    ),
+    seed: int = typer.Option(PREPARATION.seed, help="Seed of the split membership and order."),
+    channels: int = typer.Option(PREPARATION.channels, help="1 (greyscale) or 3 (RGB)."),
+    max_bad_fraction: float = typer.Option(
+        PREPARATION.max_bad_fraction, help="Share of unreadable images skipped before failing."
+    ),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --output."),
+) -> None:
+    """Prepare a dataset once: decode, resize and shard it for every trial and the final job."""
+    from rich.console import Console
+
+    from dataprep.prepare import IO_ERRORS, PreparationError, prepare_dataset
+
+    try:
+        with _progress(Console(stderr=True)) as show:
+            metadata = prepare_dataset(
+                source,
+                output,
+                image_size=image_size,
+                validation_fraction=validation_fraction,
+                test_fraction=test_fraction,
+                seed=seed,
+                channels=channels,
+                max_bad_fraction=max_bad_fraction,
+                overwrite=overwrite,
+                progress=show,
+            )
+    except PreparationError as error:
+        fail(str(error))
+    except IO_ERRORS as error:
+        fail(f"I/O error: {first_line(error)}")
+    Console().print(_dataset_summary(output, metadata))
+
+
+@contextlib.contextmanager
+def _progress(console: Console) -> Iterator[Callable[[int, int], None]]:
+    """Yield a progress callback: a Rich bar on a terminal, else a line per 10% of the images."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from dataprep.prepare import report_lines
+
+    if not console.is_terminal:
+        yield report_lines(console.print)
+        return
+    columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress("Preparing images", *columns, console=console, transient=True) as bar:
+        task = bar.add_task("prepare", total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def _dataset_summary(output: str, metadata: dict[str, Any]) -> Table:
+    """A Rich table of a prepared dataset: images per class and split, totals, shards."""
+    from rich.table import Table
+
+    splits = metadata["splits"]
+    carved = [name for name, split in splits.items() if split["source_split"] != name]
+    height, width, channels = metadata["image_shape"]
+    table = Table(
+        title=f"{output}: {height}x{width}x{channels} images",
+        caption=f"{', '.join(carved) or 'no split'} carved out of train (seed {metadata['seed']}); "
+        f"{len(metadata['skipped'])} unreadable images skipped",
+    )
+    table.add_column("class")
+    for name in splits:
+        table.add_column(name, justify="right")
+    for class_name in metadata["class_names"]:
+        table.add_row(
+            class_name, *(str(split["per_class"][class_name]) for split in splits.values())
+        )
+    table.add_section()
+    table.add_row("images", *(str(split["count"]) for split in splits.values()), style="bold")
+    table.add_row("shards", *(str(len(split["shards"])) for split in splits.values()))
+    return table

@@ -1,0 +1,152 @@
+"""Commands that work on this machine: `run` (the local pipeline), `compile`, `models`."""
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pipelines.app.errors import fail
+from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, load_settings
+
+
+def check_source(source: str) -> None:
+    """Cheap pre-flight check of a dataset source (the prepare step checks the rest)."""
+    if source == "sample" or source.startswith("gs://"):
+        return
+    if source.startswith("tfds:"):
+        if not source.removeprefix("tfds:").strip():
+            raise SettingsError(f"source={source!r}: expected tfds:<dataset name>")
+        return
+    if not os.path.isdir(source):
+        raise SettingsError(
+            f"source={source!r}: expected 'sample', 'tfds:<name>', gs://… "
+            "or an existing image folder"
+        )
+
+
+def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
+    from pipelines.study.search_space import SearchSpaceError, load_search_space
+
+    try:
+        settings = load_settings(config=config, overrides=flags, defaults=defaults)
+        check_source(settings.source)
+        load_search_space(settings.search_space)  # a bad space fails here, before any work
+    except (SettingsError, SearchSpaceError) as err:
+        fail(str(err))
+    return settings
+
+
+def run(
+    source: str = typer.Option(None, help="'sample' (default), 'tfds:<name>' or an image folder."),
+    image_size: int = typer.Option(None, help="Image side in pixels (local default 32)."),
+    max_trials: int = typer.Option(None, help="Trials in the study (local default 4)."),
+    parallel_trials: int = typer.Option(None, help="Trials at once (local default 2)."),
+    max_failed_trials: int = typer.Option(None, help="Failed trials tolerated before stopping."),
+    algorithm: str = typer.Option(
+        None, help="ALGORITHM_UNSPECIFIED (TPE) | GRID_SEARCH | RANDOM_SEARCH."
+    ),
+    epochs: int = typer.Option(None, help="Epochs per trial and for the final job."),
+    batch_size: int = typer.Option(None, help="Per-replica batch size."),
+    precision: str = typer.Option(None, help="float32 (default) | mixed_bfloat16."),
+    replicas: int = typer.Option(None, help="Final-job workers besides the chief."),
+    trial_accelerators: int = typer.Option(
+        None, help="Logical devices per trial (MirroredStrategy replicas)."
+    ),
+    search_space: Path = typer.Option(None, help="Search-space YAML (default: the seeds')."),
+    early_stopping: bool = typer.Option(None, "--early-stopping/--no-early-stopping"),
+    trial_threshold: float = typer.Option(None, help="Stop before final training below it."),
+    eval_threshold: float = typer.Option(None, help="Register only at or above this accuracy."),
+    seed: int = typer.Option(None, help="Seed for splits, search and training."),
+    output: str = typer.Option(None, help="Run directory (default runs/latest)."),
+    registry: str = typer.Option(None, help="Local model registry (default runs/registry)."),
+    config: Path = typer.Option(None, help="YAML settings file."),
+) -> None:
+    """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
+    settings = _settings(
+        config,
+        LOCAL_RUN_DEFAULTS,
+        source=source,
+        image_size=image_size,
+        max_trials=max_trials,
+        parallel_trials=parallel_trials,
+        max_failed_trials=max_failed_trials,
+        algorithm=algorithm,
+        epochs=epochs,
+        batch_size=batch_size,
+        precision=precision,
+        replicas=replicas,
+        trial_accelerator_count=trial_accelerators,
+        search_space=str(search_space) if search_space else None,
+        early_stopping=early_stopping,
+        trial_threshold=trial_threshold,
+        eval_threshold=eval_threshold,
+        seed=seed,
+        output=output,
+        registry=registry,
+    )
+    from rich.console import Console
+
+    from pipelines.app import run_summary
+    from pipelines.targets.local import run as local_run
+
+    console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
+    console.print(
+        f"[bold]hpt-pipeline run[/]: source={settings.source} image_size={settings.image_size} "
+        f"trials={settings.max_trials} (parallel {settings.parallel_trials}) "
+        f"epochs={settings.epochs} final job=1 chief + {settings.replicas} worker(s) "
+        f"→ {settings.output}"
+    )
+    try:
+        result = local_run.run_local(settings, echo=console.out)
+    except RuntimeError as err:  # kfp.local: a task failed
+        log = Path(settings.output) / local_run.LOG_FILE
+        reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
+        fail(f"{reason} (full log: {log})")
+    run_summary.show(console, result)
+
+
+def compile_command(
+    target: str = typer.Option("local", help="local | vertex"),
+    output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
+    config: Path = typer.Option(None, help="YAML settings file."),
+) -> None:
+    """Compile the pipeline for a target into a pipeline spec (YAML)."""
+    from pipelines.compiler import compile_pipeline
+    from pipelines.targets import TARGETS
+
+    if target not in TARGETS:
+        fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
+    settings = _settings(config, None)
+    path = compile_pipeline(target, settings, output)
+    typer.echo(f"compiled the {target} pipeline to {path}")
+
+
+def models(
+    registry: str = typer.Option("runs/registry", help="Local model registry folder."),
+) -> None:
+    """List the models in the local registry (newest version last)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipelines.targets.local import registry as registry_lib
+
+    cards = registry_lib.list_models(registry)
+    if not cards:
+        typer.echo(f"no models registered in {registry}")
+        return
+    table = Table(title=f"models in {registry}")
+    for column in ("model", "version", "registered", "accuracy", "best trial", "path"):
+        table.add_column(column)
+    for card in cards:
+        accuracy = card.get("metrics", {}).get("accuracy")
+        table.add_row(
+            card["name"],
+            f"v{card['version']}",
+            card["registered_at"][:19],
+            f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
+            str(card.get("lineage", {}).get("best_trial_id", "-")),
+            card["path"],
+        )
+    Console().print(table)

@@ -1,0 +1,44 @@
+"""Describe an exported model as a KFP Model artifact (URI + provenance from its model.json)."""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Any
+
+MODEL_SUBDIR = "model"  # Vertex's AIP_MODEL_DIR = <base_output_directory>/model/
+
+
+def read_model_card(model_dir: str) -> dict[str, Any]:
+    """The trainer's model.json next to the SavedModel (local or gs://)."""
+    from trainer.export import read_model_card as read
+
+    return read(model_dir)
+
+
+def describe(model: Any, base_output_directory: str, job: str | None = None) -> dict[str, Any]:
+    """Point `model` at `<base>/model` and copy lineage-worthy fields of model.json into metadata.
+
+    Raises:
+        FileNotFoundError: The job finished but exported no complete model.
+    """
+    model_dir = posixpath.join(base_output_directory.rstrip("/"), MODEL_SUBDIR)
+    try:
+        card = read_model_card(model_dir)
+    except Exception as err:  # tf.errors.NotFoundError and friends
+        raise FileNotFoundError(f"{model_dir}: no exported model (model.json missing)") from err
+    model.uri = model_dir
+    model.metadata.update(
+        {
+            "framework": "tensorflow",
+            "framework_version": card["versions"]["tensorflow"],
+            "hyperparameters": card["hyperparameters"],
+            "final_metrics": {k: v for k, v in card["final_metrics"].items() if k != "epoch"},
+            "dataset_metadata_sha256": card["dataset"]["metadata_sha256"],
+            "dataset": card["dataset"]["path"],
+            "class_names": card["dataset"]["class_names"],
+            "replicas": card["training"]["workers"],
+            "strategy": card["training"]["strategy"],
+            **({"training_job": job} if job else {}),
+        }
+    )
+    return card

@@ -1,0 +1,33 @@
+"""Strict checks of Vertex payloads: parsed into the real `aiplatform_v1` types, snake_case only."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+
+class PayloadError(ValueError):
+    """A payload Vertex would refuse; the message is one line naming the field."""
+
+
+def strict_parse(message_type: Any, payload: Any, what: str) -> Any:
+    """Parse a JSON-able payload into a proto-plus message, refusing unknown fields."""
+    if isinstance(payload, str):
+        payload = json.loads(payload)
+    try:
+        return message_type.from_json(json.dumps(payload), ignore_unknown_fields=False)
+    except Exception as err:  # google.protobuf.json_format.ParseError, TypeError
+        raise PayloadError(f"{what}: {' '.join(str(err).split())}") from None
+
+
+def refuse_camel_case(payload: Any, what: str) -> None:
+    """The proto JSON parser accepts camelCase; the API payloads here must be snake_case."""
+    if isinstance(payload, Mapping):
+        for key, value in payload.items():
+            if any(c.isupper() for c in str(key)):
+                raise PayloadError(f"{what}: key {key!r} is camelCase, expected snake_case")
+            refuse_camel_case(value, what)
+    elif isinstance(payload, list):
+        for value in payload:
+            refuse_camel_case(value, what)

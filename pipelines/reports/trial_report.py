@@ -1,0 +1,495 @@
+"""How a study went: its trials as a table sorted by the metric, PNG plots and one HTML page.
+
+Trials come from a local run (its trials artifact, or the study's trials.json)
+or from a Vertex HPT job (through aiplatform), all in the trials artifact's
+schema (`pipelines.study.trials`). The metric and goal default to the study's own.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import html
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipelines.lineage import graph as lineage_graph
+from pipelines.lineage import local as local_lineage_lib
+from pipelines.reports import plotting
+from pipelines.study import trials as trials_lib
+from pipelines.study.search_space import GOALS, Metric, parse_study_spec_metrics
+
+REPORT_DIR = "trial-report"
+PAGE = "index.html"
+METRIC_PLOT = "metric_per_trial.png"
+PARAMETER_PLOT = "parameters.png"
+CURVE_PLOT = "curves.png"
+STUDY_FILE = "study.json"  # the local study's summary, next to its trials.json
+MAX_TICKS = 30  # trials labelled one by one on the x axis up to this many
+LOG_SPAN = 100.0  # a positive parameter whose max/min reaches this is plotted on a log axis
+_HPT_JOB = re.compile(r"^projects/[^/]+/locations/[^/]+/hyperparameterTuningJobs/[^/]+$")
+
+
+class ReportError(ValueError):
+    """Trials that cannot be found or reported; one line."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyTrials:
+    """Trials and where they came from."""
+
+    trials: list[dict[str, Any]]
+    source: str  # the trials file, or the HPT job's resource name
+    objective: Metric | None  # the study's (first) metric, when known
+    home: Path | None  # the local folder a report goes under by default
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialRow:
+    """One line of the trials table."""
+
+    trial_id: str
+    state: str
+    metric: float | None
+    seconds: float | None
+    parameters: dict[str, Any]
+    note: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """What `write_report` wrote, and the rows it showed."""
+
+    page: Path
+    figures: dict[str, Path]
+    rows: list[TrialRow]
+    metric: Metric
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def hpt_job_name(run: str, project: str | None = None, region: str | None = None) -> str | None:
+    """`run` as an HPT job resource name (itself, or a numeric id with project and region)."""
+    if _HPT_JOB.match(run):
+        return run
+    if project and region and run.isdigit():
+        return f"projects/{project}/locations/{region}/hyperparameterTuningJobs/{run}"
+    return None
+
+
+def _study_objective(study_dir: Path) -> Metric | None:
+    """The first metric of a local study's `study.json`; None without a readable one."""
+    try:
+        spec = json.loads((study_dir / STUDY_FILE).read_text()).get("studySpec", {})
+        metrics = parse_study_spec_metrics(spec.get("metrics", []))
+    except (OSError, ValueError):  # missing, not JSON, or not a metric spec
+        return None
+    return metrics[0] if metrics else None
+
+
+def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
+    """(trials file, folder a report goes under, study folder) of a local path.
+
+    A report about a study folder goes next to it, never into it.
+    """
+    if path.is_dir() and (path / trials_lib.TRIALS_FILE).is_file():
+        path = path / trials_lib.TRIALS_FILE
+    if path.is_file():
+        folder = path.parent
+        in_study = (folder / STUDY_FILE).is_file()
+        return path, folder.parent if in_study else folder, folder
+    try:
+        run_dir = local_lineage_lib.resolve_run_dir(path)
+    except lineage_graph.LineageError as err:
+        raise ReportError(str(err)) from None
+    artifact = local_lineage_lib.find_output(run_dir, lineage_graph.TRIALS_OUTPUT)
+    if artifact is None:
+        raise ReportError(f"{run_dir}: this run has no trials artifact (did tuning finish?)")
+    study = artifact.get("metadata", {}).get("study")
+    return Path(artifact.get("uri", "")), run_dir, Path(study) if study else None
+
+
+def locate(run: str, project: str | None = None, region: str | None = None) -> Path | str:
+    """Where `run`'s trials are: an existing local path, or an HPT job's resource name.
+
+    Raises:
+        ReportError: `run` is neither (nor a numeric job id with `project` and `region`).
+    """
+    if Path(run).exists():
+        return Path(run)
+    job_name = hpt_job_name(run, project, region)
+    if job_name is None:
+        raise ReportError(
+            f"{run}: not a local run, study folder or trials file, nor "
+            "projects/P/locations/L/hyperparameterTuningJobs/ID (or an id with --project/--region)"
+        )
+    return job_name
+
+
+def load_trials(
+    run: str,
+    *,
+    project: str | None = None,
+    region: str | None = None,
+    credentials: Any = None,
+) -> StudyTrials:
+    """Trials of a local run, study folder or trials file, or of a Vertex HPT job.
+
+    Args:
+        run: A `hpt-pipeline run --output` folder (its newest run), a run folder, a study
+            folder or trials JSON file, or `projects/P/locations/L/hyperparameterTuningJobs/ID`
+            (or the job's numeric id, with `project` and `region`).
+        project: Google Cloud project of a job given by id.
+        region: Region of a job given by id.
+        credentials: google-auth credentials for Vertex; None uses the environment's.
+
+    Raises:
+        ReportError: `run` is none of those.
+        TrialsError: The trials file does not follow the schema.
+    """
+    where = locate(run, project, region)
+    if isinstance(where, str):
+        return _vertex_trials(where, credentials)
+    trials_file, home, study = _local_trials(where)
+    objective = _study_objective(study) if study else None
+    return StudyTrials(trials_lib.read_trials(str(trials_file)), str(trials_file), objective, home)
+
+
+def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform_v1.types import StudySpec
+
+    from pipelines.targets.vertex import trials as vertex_trials
+
+    trials = [
+        trials_lib.normalize_trial(t) for t in vertex_trials.fetch_trials(job_name, credentials)
+    ]
+    project, location = job_name.split("/")[1], job_name.split("/")[3]
+    job = aiplatform.HyperparameterTuningJob.get(
+        job_name, project=project, location=location, credentials=credentials
+    )
+    metrics = [StudySpec.MetricSpec.to_json(m) for m in job.gca_resource.study_spec.metrics]
+    objective = parse_study_spec_metrics(metrics)[0] if metrics else None
+    return StudyTrials(trials, job_name, objective, None)
+
+
+def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> Metric:
+    """The metric and goal to sort and plot by: the given ones, else the study's.
+
+    Without either, the first metric the trials report, maximized.
+
+    Raises:
+        ReportError: An unknown goal, or no metric at all.
+    """
+    if goal is not None and goal not in GOALS:
+        raise ReportError(f"goal={goal!r}: expected one of {', '.join(GOALS)}")
+    default = study.objective
+    if default is None:
+        reported = [
+            m
+            for t in study.trials
+            for m in trials_lib.measurement_metrics(t.get("finalMeasurement"))
+        ]
+        default = Metric(reported[0]) if reported else None
+    metric_id = metric or (default.metric_id if default else None)
+    if not metric_id:
+        raise ReportError(f"{study.source}: no trial reports a metric; pass --metric")
+    same = default is not None and default.metric_id == metric_id
+    return Metric(metric_id, goal or (default.goal if same and default else "maximize"))
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _seconds(timestamp: str) -> float:
+    from google.protobuf import timestamp_pb2
+
+    parsed = timestamp_pb2.Timestamp()
+    parsed.FromJsonString(timestamp)
+    return parsed.ToNanoseconds() / 1e9
+
+
+def duration_seconds(trial: Mapping[str, Any]) -> float | None:
+    """Seconds from the trial's `startTime` to its `endTime` (None while either is missing)."""
+    start, end = trial.get("startTime"), trial.get("endTime")
+    return _seconds(end) - _seconds(start) if start and end else None
+
+
+def format_duration(seconds: float | None) -> str:
+    """`8.3 s`, `2 min 05 s`, `1 h 02 min`; `-` when unknown."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def format_value(value: Any) -> str:
+    """A parameter or metric value for display (4 significant digits for floats)."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e6 else f"{value:.4g}"
+    return str(value)
+
+
+def _note(trial: Mapping[str, Any]) -> str:
+    local = trial.get(trials_lib.LOCAL_KEY) or {}
+    notes = [trial.get("infeasibleReason", "")]
+    notes.append("early stopped" if local.get("earlyStopped") else "")
+    return "; ".join(n for n in notes if n)
+
+
+def _id_key(trial_id: str) -> tuple[float, str]:
+    return (int(trial_id) if trial_id.isdigit() else math.inf, trial_id)
+
+
+def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[TrialRow]:
+    """One row per trial, best first (per `metric.goal`).
+
+    Trials without the metric (failed, still running) come last, by id.
+    """
+    rows = [
+        TrialRow(
+            trial_id=str(t["id"]),
+            state=trials_lib.trial_state(t).name,
+            metric=trials_lib.final_metric(t, metric.metric_id),
+            seconds=duration_seconds(t),
+            parameters=trials_lib.trial_parameters(t),
+            note=_note(t),
+        )
+        for t in trials
+    ]
+    sign = -1.0 if metric.goal == "maximize" else 1.0
+    scored = sorted(
+        (r for r in rows if r.metric is not None),
+        key=lambda r: (sign * r.metric, _id_key(r.trial_id)),  # type: ignore[operator]
+    )
+    unscored = sorted((r for r in rows if r.metric is None), key=lambda r: _id_key(r.trial_id))
+    return scored + unscored
+
+
+def parameter_names(trials: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Every parameter id the trials use, in first-seen order (conditional ones included)."""
+    names: dict[str, None] = {}
+    for trial in trials:
+        names.update(dict.fromkeys(trials_lib.trial_parameters(trial)))
+    return list(names)
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
+    plotting.pyplot().close(fig)
+    return path
+
+
+def _in_order(trials: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return sorted(trials, key=lambda t: _id_key(str(t["id"])))
+
+
+def plot_metric_per_trial(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
+    """The metric of each trial in trial order, the best so far as a step line, failures marked."""
+    plt = plotting.pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ordered = _in_order(trials)
+    xs: list[int] = []
+    ys: list[float] = []
+    best: list[float] = []
+    failed: list[int] = []
+    pick = max if metric.goal == "maximize" else min
+    for position, trial in enumerate(ordered, start=1):
+        value = trials_lib.final_metric(trial, metric.metric_id)
+        if value is None:
+            failed.append(position)
+            continue
+        xs.append(position)
+        ys.append(value)
+        best.append(pick(best[-1], value) if best else value)
+    ax.plot(xs, ys, "o", label=metric.metric_id)
+    if xs:
+        ax.step(xs, best, where="post", color="tab:orange", label=f"best so far ({metric.goal})")
+    if failed:  # no metric: marked along the bottom of the axes
+        ax.plot(
+            failed,
+            [0.03] * len(failed),
+            "x",
+            color="tab:red",
+            transform=ax.get_xaxis_transform(),
+            label="no metric (failed or running)",
+        )
+    if len(ordered) <= MAX_TICKS:
+        ax.set_xticks(range(1, len(ordered) + 1), [str(t["id"]) for t in ordered])
+    ax.set_xlabel("trial")
+    ax.set_ylabel(metric.metric_id)
+    ax.set_title(f"{metric.metric_id} per trial")
+    ax.legend(loc="best", fontsize=8)
+    return _save(fig, path)
+
+
+def _numeric(values: Sequence[Any]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def wants_log_axis(values: Sequence[Any]) -> bool:
+    """Whether numeric values span two orders of magnitude (all positive)."""
+    return (
+        bool(values)
+        and _numeric(values)
+        and min(values) > 0
+        and max(values) / min(values) >= LOG_SPAN
+    )
+
+
+def plot_parameters(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
+    """The metric against each parameter, one panel per parameter; the best trial starred."""
+    plt = plotting.pyplot()
+    names = parameter_names(trials) or ["(no parameters)"]
+    columns = min(3, len(names))
+    rows = math.ceil(len(names) / columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
+    scored = [
+        (trials_lib.trial_parameters(t), v)
+        for t in trials
+        if (v := trials_lib.final_metric(t, metric.metric_id)) is not None
+    ]
+    best = trial_rows(trials, metric)[0] if scored else None
+    for ax, name in zip(axes.flat, names, strict=False):
+        raw = [params[name] for params, _ in scored if name in params]
+        ys = [value for params, value in scored if name in params]
+        categorical = not _numeric(raw)
+        position: dict[str, int] = {}
+        if categorical:  # one position per category
+            position = {c: i for i, c in enumerate(sorted({str(v) for v in raw}))}
+            ax.set_xticks(range(len(position)), list(position))
+        elif wants_log_axis(raw):
+            ax.set_xscale("log")
+        ax.scatter([position[str(v)] for v in raw] if categorical else raw, ys, alpha=0.8)
+        if best is not None and name in best.parameters:
+            x = best.parameters[name]
+            x = position[str(x)] if categorical else x
+            ax.scatter([x], [best.metric], marker="*", s=200, color="tab:red", label="best")
+            ax.legend(loc="best", fontsize=8)
+        ax.set_xlabel(name)
+        ax.set_ylabel(metric.metric_id)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.axis("off")
+    fig.suptitle(f"{metric.metric_id} against each parameter")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_curves(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
+    """The metric per step (epoch) of each trial, from its intermediate measurements."""
+    plt = plotting.pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    drawn = 0
+    for trial in _in_order(trials):
+        points = [
+            (int(m.get("stepCount", 0)), value)
+            for m in trial.get("measurements", [])
+            if (value := trials_lib.measurement_metrics(m).get(metric.metric_id)) is not None
+        ]
+        if not points:
+            continue
+        succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
+        steps, values = zip(*sorted(points), strict=True)
+        ax.plot(steps, values, "-" if succeeded else "--", marker=".", label=f"trial {trial['id']}")
+        drawn += 1
+    if not drawn:
+        ax.text(0.5, 0.5, "no intermediate measurements", ha="center", transform=ax.transAxes)
+    elif drawn <= 12:
+        ax.legend(loc="best", fontsize=8)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step (epoch)")
+    ax.set_ylabel(metric.metric_id)
+    ax.set_title(f"{metric.metric_id} per epoch (dashed: did not succeed)")
+    return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- the page
+
+
+def default_report_dir(study: StudyTrials) -> Path:
+    """`<run or study folder>/trial-report`, or `trial-report-<job id>` here for Vertex."""
+    if study.home is not None:
+        return study.home / REPORT_DIR
+    return Path(f"{REPORT_DIR}-{study.source.rsplit('/', 1)[-1]}")
+
+
+def state_counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """Trials per state name."""
+    counts: dict[str, int] = {}
+    for trial in trials:
+        name = trials_lib.trial_state(trial).name
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) -> str:
+    head = ["trial", "state", metric.metric_id, "duration", *names, "note"]
+    lines = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        cells = [
+            row.trial_id,
+            row.state,
+            format_value(row.metric),
+            format_duration(row.seconds),
+            *(format_value(row.parameters.get(n)) for n in names),
+            row.note,
+        ]
+        css = "" if row.state == "SUCCEEDED" else ' class="failed"'
+        lines.append(f"<tr{css}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return "<table>" + "\n".join(lines) + "</table>"
+
+
+def write_report(study: StudyTrials, out_dir: str | Path, metric: Metric) -> Report:
+    """Write the three PNG plots and `index.html` (table + embedded plots) into `out_dir`."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trials = study.trials
+    figures = {
+        "metric per trial": plot_metric_per_trial(trials, metric, out / METRIC_PLOT),
+        "parameters": plot_parameters(trials, metric, out / PARAMETER_PLOT),
+        "learning curves": plot_curves(trials, metric, out / CURVE_PLOT),
+    }
+    rows = trial_rows(trials, metric)
+    counts = ", ".join(f"{n} {s.lower()}" for s, n in state_counts(trials).items())
+    best = rows[0] if rows and rows[0].metric is not None else None
+    best_text = (
+        f"best: trial {html.escape(best.trial_id)} ({metric.metric_id} {format_value(best.metric)})"
+        if best
+        else "no trial reported the metric"
+    )
+    images = "".join(
+        f'<figure><img alt="{html.escape(title)}" '
+        f'src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
+        f"<figcaption>{html.escape(title)}</figcaption></figure>"
+        for title, p in figures.items()
+    )
+    title = html.escape(f"Trials of {study.source}")
+    page = out / PAGE
+    page.write_text(
+        f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:3px 10px;text-align:right}}
+tr.failed td{{color:#b71c1c}}figure{{display:inline-block;margin:1em}}img{{max-width:100%}}</style>
+</head><body><h1>{title}</h1>
+<p>{len(trials)} trials ({html.escape(counts or "none")}); sorted by
+<b>{html.escape(metric.metric_id)}</b> ({metric.goal}); {best_text}.</p>
+{_table_html(rows, metric, parameter_names(trials))}
+{images}</body></html>
+"""
+    )
+    return Report(page=page, figures=figures, rows=rows, metric=metric)

@@ -1,0 +1,58 @@
+"""When failed trials stop a study: Vertex's `max_failed_trial_count` rules, as one function.
+
+A failed trial is an INFEASIBLE one (exit code non-zero, timeout, no metric);
+a cancelled trial (the study stopped it) is not a failure. A diverged trial
+reports a finite worst-case metric and succeeds, so it never counts here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study import trials as trials_lib
+from pipelines.study.trials import TrialState
+
+# With max_failed_trial_count=0: stop once this many trials failed and failures outnumber successes.
+DEFAULT_FAILURE_FLOOR = 3
+
+
+def counts_as_failed(trial: Mapping[str, Any]) -> bool:
+    """Whether a trial eats the failure budget (INFEASIBLE and not cancelled by the study)."""
+    local = trial.get(trials_lib.LOCAL_KEY) or {}
+    return trials_lib.trial_state(trial) == TrialState.INFEASIBLE and not local.get("cancelled")
+
+
+def stop_reason(trials: Sequence[Mapping[str, Any]], max_failed_trial_count: int) -> str | None:
+    """Why the failure rules stop the study now, or None.
+
+    * `max_failed_trial_count` > 0: the study stops once more than that many
+      trials have failed (failures == the count is still allowed).
+    * 0 (Vertex decides): the first trial failing stops the study, since it points
+      at the training code; later, at least `DEFAULT_FAILURE_FLOOR` failures that
+      outnumber the successes stop it (the local stand-in for Vertex's choice).
+
+    Args:
+        trials: The study's trials, in id order.
+        max_failed_trial_count: The study's failure budget.
+    """
+    failed = [t for t in trials if counts_as_failed(t)]
+    succeeded = [t for t in trials if trials_lib.trial_state(t) == TrialState.SUCCEEDED]
+    if max_failed_trial_count == 0:
+        first = next((t for t in trials if str(t.get("id")) == "1"), None)
+        if first is not None and counts_as_failed(first):
+            return (
+                "the first trial failed, which points at the training code, so the study "
+                f"stopped (Vertex's rule): {first.get('infeasibleReason', '')}"
+            )
+        if len(failed) >= DEFAULT_FAILURE_FLOOR and len(failed) > len(succeeded):
+            return (
+                f"{len(failed)} trials failed, more than succeeded ({len(succeeded)}); "
+                "set max_failed_trial_count to choose the limit"
+            )
+    elif len(failed) > max_failed_trial_count:
+        return (
+            f"{len(failed)} trials failed, more than max_failed_trial_count="
+            f"{max_failed_trial_count}; last: {failed[-1].get('infeasibleReason', '')}"
+        )
+    return None

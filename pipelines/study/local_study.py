@@ -1,0 +1,556 @@
+"""Run a Vertex HPT study payload on this machine: Optuna suggests, `local_job` runs each trial.
+
+`run_study` takes exactly what GCPC's `HyperparameterTuningJobRunOp` takes, plus
+local options. What Vertex does, done here:
+
+* Search: `ALGORITHM_UNSPECIFIED` (Vertex: Bayesian optimisation) → Optuna TPE;
+  `RANDOM_SEARCH` → random; `GRID_SEARCH` → every grid point once, in order
+  (integer, discrete and categorical parameters only; the study ends when the
+  grid is exhausted). Doubles and integers on a log scale are sampled in log
+  space. `reverse_log` (Vertex: values near the top of the range spread out) is
+  sampled as `min + max - y` with `y` log-uniform on `[min, max]`, so samples
+  crowd towards `max`. Discrete values are a categorical choice for the sampler.
+  Conditional parameters are suggested only when their parent takes one of
+  their `parent_values`.
+* Trials: each is a custom job through `local_job` (the trial's
+  `worker_pool_specs` with `--<parameter_id>=<value>` appended to every pool's
+  args) with `CLOUD_ML_TRIAL_ID`, a per-trial `CLOUD_ML_HP_METRIC_FILE`, and the
+  `AIP_*` directories under `<base>/<trial_id>/`. Up to `parallel_trial_count`
+  run at once.
+* Metric: read from the trial's hypertune file; the final measurement is the
+  best or the last one (`study_spec_measurement_selection_type`). A trial that
+  exits non-zero, times out, or reports no metric with the tag is failed
+  (INFEASIBLE, with the reason and its log tail).
+* Failures: with `max_failed_trial_count` = 0, the study stops when the first
+  trial fails, or once at least 3 trials have failed and failures outnumber
+  successes (Vertex "decides" there; this is the local stand-in). Otherwise it
+  stops when more than `max_failed_trial_count` trials have failed. The study
+  then raises `StudyError` saying why.
+* Early stopping (opt-in, `early_stopping=True`): Vertex's median rule via
+  Optuna's `MedianPruner` on the per-epoch measurements read while a trial runs;
+  a stopped trial is killed and recorded SUCCEEDED with `local.earlyStopped`.
+* Resume: the study lives in `<base>/trials.json` and `<base>/study.json`. Running
+  again with the same base replays finished trials into the sampler, re-runs
+  the interrupted ones (same id and parameters) and never re-runs a finished one.
+  `max_trial_count` may be raised to extend a finished study; the space,
+  metrics, algorithm and selection may not change. A study stopped by the
+  failure rules stays stopped (it raises again): use a new base to start over.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pipelines.jobs import local_job
+from pipelines.study import failure_rules, progress_lines, trial_runner
+from pipelines.study import trials as trials_lib
+from pipelines.study.measurements import (
+    best_trial,
+)
+from pipelines.study.sampler import distribution, grid_points, make_sampler, suggest, to_internal
+from pipelines.study.search_space import (
+    SearchSpace,
+    SearchSpaceError,
+    from_study_spec,
+)
+from pipelines.study.trials import TrialState
+
+STUDY_FILE = "study.json"
+METRIC_FILE = trial_runner.METRIC_FILE
+
+
+class StudyError(RuntimeError):
+    """The study cannot start, or stopped under the failure rules (message says why)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyStopping:
+    """The median stopping rule (Optuna `MedianPruner`).
+
+    Attributes:
+        min_trials: Completed trials needed before any trial can be stopped.
+        warmup_steps: Steps (epochs) below this are never judged.
+    """
+
+    min_trials: int = 3
+    warmup_steps: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyProgress:
+    """Where a study stands; given to `on_progress` after every change."""
+
+    total: int
+    done: int
+    succeeded: int
+    failed: int
+    early_stopped: int
+    running: int
+    best: dict[str, Any] | None
+    last: dict[str, Any] | None
+
+
+# --- the search space in Optuna's terms ----------------------------------------------------------
+
+
+# --- the study -----------------------------------------------------------------------------------
+
+
+def _local(trial: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(trial.get(trials_lib.LOCAL_KEY) or {})
+
+
+class _LocalStudy:
+    """State and loop of one study (see `run_study`)."""
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        spec_payload: dict[str, Any],
+        worker_pool_specs: list[dict[str, Any]],
+        base: str,
+        max_trial_count: int,
+        parallel_trial_count: int,
+        max_failed_trial_count: int,
+        algorithm: str,
+        selection: str,
+        early_stopping: EarlyStopping | None,
+        seed: int | None,
+        trial_timeout: float | None,
+        on_progress: Callable[[StudyProgress], None] | None,
+        show_progress: bool,
+        cwd: str | None,
+    ):
+        self.space = space
+        self.spec_payload = spec_payload
+        self.worker_pool_specs = worker_pool_specs
+        self.base = base
+        self.max_trial_count = max_trial_count
+        self.parallel = parallel_trial_count
+        self.max_failed = max_failed_trial_count
+        self.algorithm = algorithm
+        self.selection = selection
+        self.early_stopping = early_stopping
+        self.trial_timeout = trial_timeout
+        self.on_progress = on_progress
+        self.show_progress = show_progress
+        self.cwd = cwd
+        self.metric_ids = [m.metric_id for m in space.metrics]
+        self.params_by_id = {p.parameter_id: p for p in space.all_parameters()}
+        self.lock = threading.Lock()
+        self.cancel = threading.Event()
+        self.trials: dict[str, dict[str, Any]] = {}
+        self.grid = grid_points(space.parameters) if algorithm == "GRID_SEARCH" else None
+        self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
+        self.study_path = os.path.join(base, STUDY_FILE)
+        self._load()
+        self.optuna = self._make_optuna_study(seed)
+        self.view = progress_lines.ProgressView(
+            enabled=show_progress, metric=space.metrics[0].metric_id
+        )
+
+    # --- persistence -------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if os.path.exists(self.study_path):
+            with open(self.study_path, encoding="utf-8") as f:
+                saved = json.load(f)
+            spec = saved.get("studySpec", {})
+            try:
+                same = (
+                    from_study_spec(spec.get("parameters", []), spec.get("metrics", []))
+                    == self.space
+                    and spec.get("algorithm") == self.algorithm
+                    and spec.get("measurementSelectionType") == self.selection
+                )
+            except SearchSpaceError:
+                same = False
+            if not same:
+                raise StudyError(
+                    f"{self.base} already holds a different study (parameters, metrics, algorithm "
+                    "or measurement selection differ); use another base_output_directory"
+                )
+        if os.path.exists(self.trials_path):
+            for t in trials_lib.read_trials(self.trials_path):
+                self.trials[t["id"]] = t
+
+    def _save(self, state: str = "ACTIVE", reason: str = "") -> None:
+        trials = self._ordered()
+        trials_lib.write_trials(self.trials_path, trials)
+        best = best_trial(trials, self.space.metrics[0])
+        summary = {
+            "studySpec": self.spec_payload,
+            "maxTrialCount": self.max_trial_count,
+            "parallelTrialCount": self.parallel,
+            "maxFailedTrialCount": self.max_failed,
+            "state": state,
+            "stopReason": reason,
+            "trialCounts": self._counts(),
+            "bestTrialId": best["id"] if best else None,
+            "updateTime": trials_lib.timestamp(),
+        }
+        tmp = self.study_path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, self.study_path)
+
+    def _ordered(self) -> list[dict[str, Any]]:
+        return [self.trials[k] for k in sorted(self.trials, key=int)]
+
+    def _counts(self) -> dict[str, int]:
+        trials = self._ordered()
+        return {
+            "total": len(trials),
+            "succeeded": sum(trials_lib.trial_state(t) == TrialState.SUCCEEDED for t in trials),
+            "failed": sum(failure_rules.counts_as_failed(t) for t in trials),
+            "earlyStopped": sum(bool(_local(t).get("earlyStopped")) for t in trials),
+            "running": sum(trials_lib.trial_state(t) == TrialState.ACTIVE for t in trials),
+        }
+
+    # --- optuna ------------------------------------------------------------------------------
+
+    def _internal(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: to_internal(self.params_by_id[k], v) for k, v in params.items()}
+
+    def _params(self, trial: Mapping[str, Any]) -> dict[str, Any]:
+        raw = trials_lib.trial_parameters(trial)
+        return {k: self.params_by_id[k].cast(v) for k, v in raw.items() if k in self.params_by_id}
+
+    def _make_optuna_study(self, seed: int | None) -> Any:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        pruner: Any = optuna.pruners.NopPruner()
+        if self.early_stopping:
+            if len(self.space.metrics) > 1:
+                raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
+            pruner = optuna.pruners.MedianPruner(
+                n_startup_trials=self.early_stopping.min_trials,
+                n_warmup_steps=self.early_stopping.warmup_steps,
+            )
+        # A resumed study must not replay the first run's random sequence.
+        effective_seed = None if seed is None else seed + len(self.trials)
+        study = optuna.create_study(
+            directions=[str(m.goal) for m in self.space.metrics],  # type: ignore[misc]
+            sampler=make_sampler(self.algorithm, effective_seed, self.max_trial_count),
+            pruner=pruner,
+        )
+        for t in self._ordered():  # replay finished trials so the sampler learns from them
+            state = trials_lib.trial_state(t)
+            if state not in (TrialState.SUCCEEDED, TrialState.INFEASIBLE):
+                continue
+            params = self._internal(self._params(t))
+            distributions = {k: distribution(self.params_by_id[k]) for k in params}
+            intermediate = {
+                int(m.get("stepCount", 0)): v
+                for m in t.get("measurements", [])
+                if (v := trials_lib.measurement_metrics(m).get(self.metric_ids[0])) is not None
+            }
+            values = [trials_lib.final_metric(t, m) for m in self.metric_ids]
+            if _local(t).get("earlyStopped"):
+                frozen_state, frozen_values = optuna.trial.TrialState.PRUNED, None
+            elif state == TrialState.SUCCEEDED and all(v is not None for v in values):
+                frozen_state, frozen_values = optuna.trial.TrialState.COMPLETE, values
+            else:
+                frozen_state, frozen_values = optuna.trial.TrialState.FAIL, None
+            study.add_trial(
+                optuna.trial.create_trial(
+                    state=frozen_state,
+                    values=frozen_values,  # type: ignore[arg-type]
+                    params=params,
+                    distributions=distributions,
+                    intermediate_values=intermediate,
+                )
+            )
+        return study
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    def _next_grid_point(self) -> dict[str, Any] | None:
+        assert self.grid is not None
+        used = {json.dumps(self._params(t), sort_keys=True) for t in self.trials.values()}
+        return next((p for p in self.grid if json.dumps(p, sort_keys=True) not in used), None)
+
+    def _next_trial(self, interrupted: list[str]) -> tuple[dict[str, Any], Any] | None:
+        """Create (or take back an interrupted) trial and its Optuna twin; None when done."""
+        with self.lock:
+            if interrupted:  # same id and parameters; the sampler gets them enqueued
+                trial = self.trials[interrupted.pop(0)]
+                self.optuna.enqueue_trial(self._internal(self._params(trial)))
+                local = _local(trial)
+                local["attempts"] = int(local.get("attempts", 1)) + 1
+                trial[trials_lib.LOCAL_KEY] = local
+                frozen = self.optuna.ask()
+                suggest(frozen, self.space.parameters)
+            else:
+                if len(self.trials) >= self.max_trial_count:
+                    return None
+                if self.grid is not None:
+                    point = self._next_grid_point()
+                    if point is None:
+                        return None
+                    self.optuna.enqueue_trial(self._internal(point))
+                trial_id = str(len(self.trials) + 1)
+                trial = trials_lib.make_trial(
+                    trial_id,
+                    {},
+                    state=TrialState.ACTIVE,
+                    start_time=trials_lib.timestamp(),
+                    local={"attempts": 1},
+                )
+                frozen = self.optuna.ask()
+                params = suggest(frozen, self.space.parameters)
+                trial["parameters"] = [{"parameterId": k, "value": v} for k, v in params.items()]
+            self.trials[trial["id"]] = trial
+            self._save()
+            return trial, frozen
+
+    def _finish(self, outcome: trial_runner.Outcome, frozen: Any) -> dict[str, Any]:
+        """Record a trial's outcome, tell the sampler, persist."""
+        import optuna
+
+        with self.lock:
+            old = self.trials[outcome.trial_id]
+            start = old.get("startTime")
+            started = _parse_time(start) if start else None
+            local_dir = local_job.job_local_dir(self.base, outcome.trial_id)
+            succeeded = outcome.final is not None and outcome.state == TrialState.SUCCEEDED
+            trial = trials_lib.make_trial(
+                outcome.trial_id,
+                trials_lib.trial_parameters(old),
+                state=outcome.state,
+                final_measurement=(
+                    trials_lib.measurement(outcome.final.step, outcome.final.metrics)
+                    if succeeded and outcome.final is not None
+                    else None
+                ),
+                measurements=[
+                    trials_lib.measurement(
+                        m.step, m.metrics, m.timestamp - started if started else None
+                    )
+                    for m in outcome.measurements
+                ],
+                start_time=start,
+                end_time=trials_lib.timestamp(),
+                infeasible_reason=outcome.reason,
+                local={
+                    **_local(old),
+                    "logPath": os.path.join(local_dir, "chief-0.log"),
+                    "metricFile": os.path.join(local_dir, METRIC_FILE),
+                    "exitCode": outcome.exit_code,
+                    "earlyStopped": outcome.early_stopped,
+                    "cancelled": outcome.cancelled,
+                    "logTail": outcome.log_tail,
+                },
+            )
+            self.trials[outcome.trial_id] = trial
+            if outcome.early_stopped:
+                self.optuna.tell(frozen, state=optuna.trial.TrialState.PRUNED)
+            elif outcome.state == TrialState.SUCCEEDED:
+                assert outcome.final is not None
+                self.optuna.tell(frozen, [outcome.final.metrics[m] for m in self.metric_ids])
+            else:
+                self.optuna.tell(frozen, state=optuna.trial.TrialState.FAIL)
+            self._save()
+            return dict(trial)
+
+    def stop_reason(self) -> str | None:
+        """Why the failure rules stop the study now (None: they do not)."""
+        return failure_rules.stop_reason(self._ordered(), self.max_failed)
+
+    def total(self) -> int:
+        """Trials this study will run at most."""
+        grid = len(self.grid) if self.grid is not None else self.max_trial_count
+        return min(self.max_trial_count, grid)
+
+    def run(self) -> list[dict[str, Any]]:
+        """Run trials until done or stopped; return the trials."""
+        reason = self.stop_reason()
+        interrupted = [
+            k
+            for k in sorted(self.trials, key=int)
+            if trials_lib.trial_state(self.trials[k]) == TrialState.ACTIVE
+        ]
+        self.view.start(self._snapshot(None))
+        running: dict[concurrent.futures.Future[trial_runner.Outcome], Any] = {}
+        try:
+            with concurrent.futures.ThreadPoolExecutor(self.parallel, "trial") as pool:
+                try:
+                    while True:
+                        while reason is None and len(running) < self.parallel:
+                            job = self._next_trial(interrupted)
+                            if job is None:
+                                break
+                            running[pool.submit(trial_runner.run_trial, self, *job)] = job[1]
+                            self._report(None)
+                        if not running:
+                            break
+                        done, _ = concurrent.futures.wait(
+                            running, return_when=concurrent.futures.FIRST_COMPLETED
+                        )
+                        for future in done:
+                            frozen = running.pop(future)
+                            self._report(self._finish(future.result(), frozen))
+                            if reason is None:
+                                reason = self.stop_reason()
+                                if reason is not None:
+                                    self.cancel.set()
+                except BaseException:
+                    self.cancel.set()  # running trials stop; they stay ACTIVE for a resume
+                    raise
+        finally:
+            self.view.stop()
+        trials = self._ordered()
+        if reason is not None:
+            self._save("FAILED", reason)
+            self.view.print(f"study stopped: {reason}")
+            raise StudyError(f"study stopped: {reason}")
+        done_reason = (
+            f"all {len(self.grid)} grid points tried"
+            if self.grid is not None and len(self.grid) <= len(trials)
+            else f"max_trial_count={self.max_trial_count} reached"
+        )
+        self._save("SUCCEEDED", done_reason)
+        self.view.print(self._summary(done_reason))
+        return [dict(t) for t in trials]
+
+    # --- progress ----------------------------------------------------------------------------
+
+    def _snapshot(self, last: dict[str, Any] | None) -> StudyProgress:
+        counts = self._counts()
+        return StudyProgress(
+            total=self.total(),
+            done=counts["total"] - counts["running"],
+            succeeded=counts["succeeded"],
+            failed=counts["failed"],
+            early_stopped=counts["earlyStopped"],
+            running=counts["running"],
+            best=best_trial(self._ordered(), self.space.metrics[0]),
+            last=last,
+        )
+
+    def _summary(self, why: str) -> str:
+        return progress_lines.summary(self._snapshot(None), why)
+
+    def _report(self, trial: dict[str, Any] | None) -> None:
+        snap = self._snapshot(trial)
+        self.view.update(snap, trial)
+        if self.on_progress is not None:
+            self.on_progress(snap)
+
+
+def _parse_time(value: str) -> float:
+    import datetime
+
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _load_list(items: Sequence[Mapping[str, Any] | str]) -> list[dict[str, Any]]:
+    return [json.loads(i) if isinstance(i, str) else dict(i) for i in items]
+
+
+def run_study(
+    *,
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    study_spec_metrics: Sequence[Mapping[str, Any] | str],
+    study_spec_parameters: Sequence[Mapping[str, Any] | str],
+    max_trial_count: int,
+    parallel_trial_count: int,
+    base_output_directory: str,
+    max_failed_trial_count: int = 0,
+    study_spec_algorithm: str = "ALGORITHM_UNSPECIFIED",
+    study_spec_measurement_selection_type: str = "BEST_MEASUREMENT",
+    early_stopping: bool | EarlyStopping = False,
+    seed: int | None = None,
+    trial_timeout: float | None = None,
+    on_progress: Callable[[StudyProgress], None] | None = None,
+    show_progress: bool = True,
+    cwd: str | None = None,
+) -> list[dict[str, Any]]:
+    """Run an HPT study payload on this machine (see the module docstring for the rules).
+
+    Args:
+        worker_pool_specs: The trial job (`trial_worker_pool_specs`), as for Vertex.
+        study_spec_metrics: `serialize_metrics(...)` output.
+        study_spec_parameters: `serialize_parameters(...)` output.
+        max_trial_count: Trials in total (failed ones included).
+        parallel_trial_count: Trials at once.
+        base_output_directory: Local directory; the study, its trials and logs live here.
+        max_failed_trial_count: See the failure rules; 0 = the local stand-in for Vertex's.
+        study_spec_algorithm: `ALGORITHM_UNSPECIFIED` (TPE), `GRID_SEARCH`, `RANDOM_SEARCH`.
+        study_spec_measurement_selection_type: `BEST_MEASUREMENT` or `LAST_MEASUREMENT`.
+        early_stopping: True (defaults) or an `EarlyStopping` to apply the median rule.
+        seed: Sampler seed, for reproducible suggestions.
+        trial_timeout: Seconds a trial may run before it is failed.
+        on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
+        show_progress: Live Rich progress and one line per trial on stderr.
+        cwd: Working directory of the trial processes (default: this one).
+
+    Returns:
+        The trials (`pipelines.study.trials` schema), also written to `<base>/trials.json`.
+
+    Raises:
+        SearchSpaceError, PayloadError: a bad payload, before anything runs.
+        StudyError: the failure rules stopped the study, or the base holds another study.
+    """
+    from pipelines.jobs.worker_pools import validate_worker_pool_specs
+    from pipelines.study.study_spec_check import validate_study_spec
+
+    if "://" in base_output_directory:
+        raise StudyError(
+            f"base_output_directory={base_output_directory}: the local executor needs a local path"
+        )
+    counts = {
+        "max_trial_count": (int(max_trial_count), 1),
+        "parallel_trial_count": (int(parallel_trial_count), 1),
+        "max_failed_trial_count": (int(max_failed_trial_count), 0),
+    }
+    for name, (value, least) in counts.items():
+        if value < least:
+            raise StudyError(f"{name}={value}: expected >= {least}")
+    parameters, metrics = _load_list(study_spec_parameters), _load_list(study_spec_metrics)
+    validate_study_spec(
+        parameters, metrics, study_spec_algorithm, study_spec_measurement_selection_type
+    )
+    # Vertex's default for an unspecified selection is the best measurement.
+    selection = (
+        "LAST_MEASUREMENT"
+        if study_spec_measurement_selection_type == "LAST_MEASUREMENT"
+        else "BEST_MEASUREMENT"
+    )
+    pools = _load_list(worker_pool_specs)
+    validate_worker_pool_specs(pools)
+    space = from_study_spec(parameters, metrics)
+    if isinstance(early_stopping, bool):
+        early_stopping = EarlyStopping() if early_stopping else None  # type: ignore[assignment]
+    study = _LocalStudy(
+        space=space,
+        spec_payload={
+            "parameters": parameters,
+            "metrics": metrics,
+            "algorithm": study_spec_algorithm,
+            "measurementSelectionType": selection,
+        },
+        worker_pool_specs=pools,
+        base=os.path.abspath(base_output_directory),
+        max_trial_count=counts["max_trial_count"][0],
+        parallel_trial_count=min(counts["parallel_trial_count"][0], counts["max_trial_count"][0]),
+        max_failed_trial_count=counts["max_failed_trial_count"][0],
+        algorithm=study_spec_algorithm,
+        selection=selection,
+        early_stopping=early_stopping or None,  # type: ignore[arg-type]
+        seed=seed,
+        trial_timeout=trial_timeout,
+        on_progress=on_progress,
+        show_progress=show_progress,
+        cwd=cwd,
+    )
+    return study.run()

@@ -1,0 +1,101 @@
+"""The local study's progress in words: the running summary and one line per finished trial."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pipelines.study import trials as trials_lib
+from pipelines.study.trials import TrialState
+from trainer.contract import format_value
+
+
+def describe(snap: Any, metric: str) -> str:
+    """`trials 3/8 · 1 running · 0 failed · best accuracy=0.91 (trial 2)` for a `StudyProgress`."""
+    best = (
+        f"best {metric}={trials_lib.final_metric(snap.best, metric):.4g} (trial {snap.best['id']})"
+        if snap.best
+        else "best: none yet"
+    )
+    return (
+        f"trials {snap.done}/{snap.total} · {snap.running} running · {snap.failed} failed · {best}"
+    )
+
+
+def trial_line(trial: Mapping[str, Any]) -> str:
+    """One finished trial: its state, final metrics and step, and its parameters."""
+    params = " ".join(
+        f"{k}={format_value(v)}" for k, v in trials_lib.trial_parameters(trial).items()
+    )
+    local = trial.get(trials_lib.LOCAL_KEY) or {}
+    if trials_lib.trial_state(trial) == TrialState.SUCCEEDED:
+        final = trial.get("finalMeasurement", {})
+        metrics = " ".join(f"{k}={v:.4g}" for k, v in trials_lib.measurement_metrics(final).items())
+        status = "early-stopped" if local.get("earlyStopped") else "succeeded"
+        return f"trial {trial['id']} {status}: {metrics} (step {final.get('stepCount')}) {params}"
+    if local.get("cancelled"):
+        return f"trial {trial['id']} cancelled {params}"
+    return f"trial {trial['id']} failed: {trial.get('infeasibleReason', '')} {params}"
+
+
+def summary(snap: Any, why: str) -> str:
+    """The study's closing line: counts, why it ended, and its best trial."""
+    line = (
+        f"study done ({why}): {snap.done} trials, {snap.succeeded} succeeded "
+        f"({snap.early_stopped} early-stopped), {snap.failed} failed"
+    )
+    if snap.best:
+        line += f"; best: {trial_line(snap.best)}"
+    return line
+
+
+class ProgressView:
+    """A live Rich bar (trials done / total) on stderr, with one line per finished trial."""
+
+    def __init__(self, *, enabled: bool, metric: str):
+        self.enabled = enabled
+        self.metric = metric
+        self.console: Any = None
+        self.progress: Any = None
+        self.task: Any = None
+
+    def start(self, snap: Any) -> None:
+        """Show the bar (when enabled)."""
+        if not self.enabled:
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.console = Console(stderr=True, soft_wrap=True)
+        self.progress = Progress(
+            TextColumn("[bold]HPT[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            console=self.console,
+        )
+        self.task = self.progress.add_task(
+            describe(snap, self.metric), total=snap.total, completed=snap.done
+        )
+        self.progress.start()
+
+    def update(self, snap: Any, trial: Mapping[str, Any] | None) -> None:
+        """Print the finished `trial` (if any) above the bar and move the bar."""
+        if self.progress is None:
+            return
+        if trial is not None:
+            self.progress.console.print(trial_line(trial), markup=False, highlight=False)
+        self.progress.update(
+            self.task, description=describe(snap, self.metric), completed=snap.done
+        )
+
+    def print(self, line: str) -> None:
+        """A plain line (no markup) on the view's console."""
+        if self.console is not None:
+            self.console.print(line, markup=False, highlight=False)
+
+    def stop(self) -> None:
+        """Remove the bar."""
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None

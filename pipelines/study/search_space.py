@@ -1,0 +1,520 @@
+"""The search space: one definition → Vertex `study_spec_parameters` / `study_spec_metrics`.
+
+A space is a tuple of `Parameter`s (double, integer, discrete, categorical; scales
+linear, log, reverse_log; conditional children under integer, discrete and
+categorical parents) and the metrics to optimise. It is written once, in code
+(`default_search_space`) or YAML (`load_search_space`, see `presets/seeds.yaml`),
+validated with one-line `SearchSpaceError`s, serialized with GCPC's
+`serialize_parameters` / `serialize_metrics` (through aiplatform's
+`hyperparameter_tuning` spec classes, which express conditional parameters
+themselves), and parsed back from those payloads by the local study executor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer.contract import GOALS, HYPERPARAMETERS
+
+PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
+SCALES = ("linear", "log", "reverse_log")
+# Parent types Vertex can condition on (ConditionalParameterSpec.parent_*_values).
+CONDITIONAL_PARENT_TYPES = ("integer", "discrete", "categorical")
+# aiplatform_v1 StudySpec.ParameterSpec.ScaleType names ↔ our scale names.
+SCALE_TYPE_NAMES = {
+    "linear": "UNIT_LINEAR_SCALE",
+    "log": "UNIT_LOG_SCALE",
+    "reverse_log": "UNIT_REVERSE_LOG_SCALE",
+}
+_ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_PARAMETER_KEYS = ("id", "type", "min", "max", "values", "scale", "parent_values", "conditional")
+
+Value = float | int | str
+PRESETS_DIR = Path(__file__).parent / "presets"
+DEFAULT_PRESET = "seeds"
+
+
+class SearchSpaceError(ValueError):
+    """A bad search space; the message is one line naming the parameter and what is expected."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Parameter:
+    """One hyperparameter, passed to the trainer as `--<parameter_id>=<value>`.
+
+    Attributes:
+        parameter_id: Flag name; unique in the whole space, conditional children included.
+        type: One of `PARAMETER_TYPES`.
+        min: Inclusive lower bound (double, integer).
+        max: Inclusive upper bound (double, integer).
+        values: Feasible values (discrete: numbers, categorical: strings).
+        scale: `linear`, `log`, `reverse_log`, or None (unspecified; required for categorical).
+        parent_values: For a conditional child: the parent values that make it active.
+        conditional: Children active only for some values of this parameter.
+    """
+
+    parameter_id: str
+    type: str
+    min: float | None = None
+    max: float | None = None
+    values: tuple[Value, ...] = ()
+    scale: str | None = None
+    parent_values: tuple[Value, ...] = ()
+    conditional: tuple[Parameter, ...] = ()
+
+    def feasible_values(self) -> tuple[Value, ...]:
+        """Every value of an integer, discrete or categorical parameter (grid search)."""
+        if self.type == "integer":
+            return tuple(range(int(self.min or 0), int(self.max or 0) + 1))
+        if self.type in ("discrete", "categorical"):
+            return self.values
+        raise SearchSpaceError(
+            f"parameter {self.parameter_id!r}: a double has no finite set of values "
+            "(grid search needs integer, discrete or categorical parameters)"
+        )
+
+    def active_children(self, value: Value) -> tuple[Parameter, ...]:
+        """The conditional children that apply when this parameter takes `value`."""
+        return tuple(c for c in self.conditional if any(_same(value, v) for v in c.parent_values))
+
+    def cast(self, value: Any) -> Value:
+        """A payload value (JSON numbers may arrive as floats) in this parameter's type."""
+        if self.type == "categorical":
+            return str(value)
+        if self.type == "integer" or (self.type == "discrete" and float(value).is_integer()):
+            return int(round(float(value)))
+        return float(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metric:
+    """A metric the trainer reports through hypertune, and its goal."""
+
+    metric_id: str
+    goal: str = "maximize"
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSpace:
+    """Parameters (top level; conditional ones nested under their parents) and metrics."""
+
+    parameters: tuple[Parameter, ...]
+    metrics: tuple[Metric, ...] = (Metric("accuracy", "maximize"),)
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    def all_parameters(self) -> Iterator[Parameter]:
+        """Every parameter, conditional children included (depth first)."""
+        yield from _walk(self.parameters)
+
+    def to_study_spec_parameters(self) -> list[dict[str, Any]]:
+        """`study_spec_parameters` for `HyperparameterTuningJobRunOp` (via GCPC)."""
+        from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
+            serialize_parameters,
+        )
+
+        return serialize_parameters({p.parameter_id: _aiplatform_spec(p) for p in self.parameters})
+
+    def to_study_spec_metrics(self) -> list[dict[str, Any]]:
+        """`study_spec_metrics` for `HyperparameterTuningJobRunOp` (via GCPC)."""
+        from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
+            serialize_metrics,
+        )
+
+        return serialize_metrics({m.metric_id: m.goal for m in self.metrics})
+
+
+def default_search_space() -> SearchSpace:
+    """The default space: the `DEFAULT_PRESET` preset."""
+    return load_search_space(DEFAULT_PRESET)
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def _walk(parameters: Sequence[Parameter]) -> Iterator[Parameter]:
+    for p in parameters:
+        yield p
+        yield from _walk(p.conditional)
+
+
+def _same(a: Value, b: Value) -> bool:
+    if isinstance(a, str) or isinstance(b, str):
+        return str(a) == str(b)
+    return math.isclose(float(a), float(b), rel_tol=0, abs_tol=1e-10)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def validate(space: SearchSpace) -> None:
+    """Raise `SearchSpaceError` for the first problem found in `space`."""
+    if not space.parameters:
+        raise SearchSpaceError("search space: no parameters (expected at least one)")
+    seen: set[str] = set()
+    for p in space.all_parameters():
+        if p.parameter_id in seen:
+            raise SearchSpaceError(
+                f"parameter {p.parameter_id!r}: duplicate id (ids must be unique, "
+                "conditional parameters included)"
+            )
+        seen.add(p.parameter_id)
+        _validate_parameter(p)
+    if not space.metrics:
+        raise SearchSpaceError("search space: no metrics (expected at least one)")
+    metric_ids = [m.metric_id for m in space.metrics]
+    for m in space.metrics:
+        if not m.metric_id:
+            raise SearchSpaceError("metric: empty id (expected the hypertune tag, e.g. accuracy)")
+        if metric_ids.count(m.metric_id) > 1:
+            raise SearchSpaceError(f"metric {m.metric_id!r}: duplicate id")
+        if m.goal not in GOALS:
+            raise SearchSpaceError(
+                f"metric {m.metric_id!r}: unknown goal {m.goal!r}, "
+                f"expected one of {', '.join(GOALS)}"
+            )
+
+
+def _validate_parameter(p: Parameter) -> None:
+    name = f"parameter {p.parameter_id!r}"
+    if not isinstance(p.parameter_id, str) or not _ID.match(p.parameter_id):
+        raise SearchSpaceError(
+            f"{name}: bad id, expected a flag name (a letter, then letters, digits, _ or -)"
+        )
+    if p.type not in PARAMETER_TYPES:
+        raise SearchSpaceError(
+            f"{name}: unknown type {p.type!r}, expected one of {', '.join(PARAMETER_TYPES)}"
+        )
+    if p.scale is not None and p.scale not in SCALES:
+        raise SearchSpaceError(
+            f"{name}: unknown scale {p.scale!r}, expected one of {', '.join(SCALES)}"
+        )
+    if p.type in ("double", "integer"):
+        _validate_range(p, name)
+    elif p.type == "discrete":
+        _validate_discrete(p, name)
+    else:
+        if p.scale is not None:
+            raise SearchSpaceError(f"{name}: categorical parameters take no scale")
+        if not p.values:
+            raise SearchSpaceError(f"{name}: empty values, expected a list of categories")
+        if not all(isinstance(v, str) and v for v in p.values):
+            raise SearchSpaceError(f"{name}: categorical values must be non-empty strings")
+        if len(set(p.values)) != len(p.values):
+            raise SearchSpaceError(f"{name}: duplicate values, expected distinct categories")
+    if p.conditional and p.type not in CONDITIONAL_PARENT_TYPES:
+        raise SearchSpaceError(
+            f"{name}: a {p.type} cannot have conditional parameters, expected one of "
+            f"{', '.join(CONDITIONAL_PARENT_TYPES)}"
+        )
+    for child in p.conditional:
+        _validate_parent_values(p, child)
+
+
+def _validate_range(p: Parameter, name: str) -> None:
+    if p.values:
+        raise SearchSpaceError(f"{name}: a {p.type} takes min and max, not values")
+    if not (_is_number(p.min) and _is_number(p.max)):
+        raise SearchSpaceError(f"{name}: a {p.type} needs numeric min and max")
+    assert p.min is not None and p.max is not None
+    if p.type == "integer" and not (float(p.min).is_integer() and float(p.max).is_integer()):
+        raise SearchSpaceError(f"{name}: integer bounds must be whole numbers")
+    if p.min >= p.max:
+        raise SearchSpaceError(f"{name}: min ({p.min}) must be < max ({p.max})")
+    if p.scale in ("log", "reverse_log") and p.min <= 0:
+        raise SearchSpaceError(f"{name}: {p.scale} scale needs min > 0, got min={p.min}")
+
+
+def _validate_discrete(p: Parameter, name: str) -> None:
+    if p.min is not None or p.max is not None:
+        raise SearchSpaceError(f"{name}: a discrete parameter takes values, not min/max")
+    if not p.values:
+        raise SearchSpaceError(f"{name}: empty values, expected a list of numbers")
+    if not all(_is_number(v) for v in p.values):
+        raise SearchSpaceError(f"{name}: discrete values must be numbers")
+    ordered = sorted(float(v) for v in p.values)
+    if any(b - a < 1e-10 for a, b in zip(ordered, ordered[1:], strict=False)):
+        raise SearchSpaceError(f"{name}: duplicate values, expected distinct numbers")
+    if p.scale in ("log", "reverse_log") and ordered[0] <= 0:
+        raise SearchSpaceError(f"{name}: {p.scale} scale needs values > 0, got {ordered[0]}")
+
+
+def _validate_parent_values(parent: Parameter, child: Parameter) -> None:
+    name = f"parameter {child.parameter_id!r}"
+    if not child.parent_values:
+        raise SearchSpaceError(
+            f"{name}: conditional on {parent.parameter_id!r} but no parent_values"
+        )
+    for v in child.parent_values:
+        if parent.type == "integer":
+            ok = _is_number(v) and float(v).is_integer() and parent.min <= v <= parent.max  # type: ignore[operator]
+        else:
+            ok = any(_same(v, allowed) for allowed in parent.values) and (
+                isinstance(v, str) == (parent.type == "categorical")
+            )
+        if not ok:
+            raise SearchSpaceError(
+                f"{name}: parent value {v!r} is not a value of {parent.parameter_id!r}"
+            )
+
+
+# --- YAML / dict form ---------------------------------------------------------------------------
+
+
+def from_dict(data: Mapping[str, Any]) -> SearchSpace:
+    """A space from its YAML form.
+
+    `parameters` is a list of `{id, type, min, max, values, scale, conditional}`
+    mappings (children under `conditional` also carry `parent_values`).
+
+    The metric is not part of a space file: it is the `metric_tag` setting (one place).
+    """
+    if not isinstance(data, Mapping):
+        raise SearchSpaceError("search space: expected a mapping with parameters")
+    if "metrics" in data:
+        raise SearchSpaceError(
+            "search space: `metrics` is not read from a space file; set metric_tag "
+            "(and goal) in the settings instead"
+        )
+    unknown = sorted(set(data) - {"parameters"})
+    if unknown:
+        raise SearchSpaceError(
+            f"search space: unknown key(s) {', '.join(unknown)}, expected parameters"
+        )
+    if not isinstance(data.get("parameters"), list):
+        raise SearchSpaceError("search space: parameters must be a list of mappings")
+    parameters = tuple(_parameter_from_dict(d, child=False) for d in data["parameters"])
+    return SearchSpace(parameters=parameters)
+
+
+def _parameter_from_dict(d: Any, *, child: bool) -> Parameter:
+    if not isinstance(d, Mapping):
+        raise SearchSpaceError(f"search space: expected a parameter mapping, got {d!r}")
+    pid = d.get("id")
+    name = f"parameter {pid!r}"
+    unknown = sorted(set(d) - set(_PARAMETER_KEYS))
+    if unknown:
+        raise SearchSpaceError(
+            f"{name}: unknown key(s) {', '.join(map(str, unknown))}, "
+            f"expected {', '.join(_PARAMETER_KEYS)}"
+        )
+    if "parent_values" in d and not child:
+        raise SearchSpaceError(f"{name}: parent_values is only for parameters under conditional")
+    kind = d.get("type")
+    if not isinstance(kind, str):
+        raise SearchSpaceError(
+            f"{name}: missing type, expected one of {', '.join(PARAMETER_TYPES)}"
+        )
+    scale = d.get("scale", "linear" if kind in ("double", "integer") else None)
+    children = d.get("conditional") or []
+    if not isinstance(children, list):
+        raise SearchSpaceError(f"{name}: conditional must be a list of parameter mappings")
+    for key in ("values", "parent_values"):
+        if key in d and not isinstance(d[key], list):
+            raise SearchSpaceError(f"{name}: {key} must be a list")
+    return Parameter(
+        parameter_id=pid if isinstance(pid, str) else str(pid),
+        type=kind,
+        min=d.get("min"),
+        max=d.get("max"),
+        values=tuple(d.get("values") or ()),
+        scale=scale,
+        parent_values=tuple(d.get("parent_values") or ()),
+        conditional=tuple(_parameter_from_dict(c, child=True) for c in children),
+    )
+
+
+def preset_names() -> list[str]:
+    """The packaged search spaces (`pipelines/study/presets/<name>.yaml`)."""
+    return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def load_search_space(name_or_path: str | None = None) -> SearchSpace:
+    """A preset by name (None: `DEFAULT_PRESET`) or a YAML file, checked against the trainer.
+
+    Raises:
+        SearchSpaceError: Unreadable, malformed, or proposing values the trainer refuses.
+    """
+    name_or_path = name_or_path or DEFAULT_PRESET
+    path = PRESETS_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        path = Path(name_or_path)
+        if not path.suffix and not path.exists():
+            raise SearchSpaceError(
+                f"search_space={name_or_path!r}: expected a YAML file or a preset "
+                f"({', '.join(preset_names())})"
+            )
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise SearchSpaceError(f"{path}: cannot read search space ({err.strerror})") from err
+    except yaml.YAMLError as err:
+        detail = " ".join(str(err).split())
+        raise SearchSpaceError(f"{path}: not valid YAML ({detail})") from err
+    try:
+        space = from_dict(data or {})
+        check_against_trainer(space)
+    except SearchSpaceError as err:
+        raise SearchSpaceError(f"{name_or_path}: {err}") from None
+    return space
+
+
+def check_against_trainer(space: SearchSpace) -> None:
+    """Refuse a space the trainer cannot take: every value it can propose must be accepted.
+
+    Each id must be a trainer flag (`trainer.contract.HYPERPARAMETERS`), integer
+    flags take integer or discrete (whole-number) parameters, and every bound and
+    discrete value must be in the flag's range, since the study may propose the bounds.
+
+    Raises:
+        SearchSpaceError: Naming the parameter and what the trainer expects.
+    """
+    for p in space.all_parameters():
+        name = f"parameter {p.parameter_id!r}"
+        spec = HYPERPARAMETERS.get(p.parameter_id)
+        if spec is None:
+            raise SearchSpaceError(
+                f"{name}: the trainer has no flag --{p.parameter_id} "
+                f"(expected one of {', '.join(HYPERPARAMETERS)})"
+            )
+        if p.type == "categorical" or (spec.kind is int and p.type == "double"):
+            raise SearchSpaceError(
+                f"{name}: a {p.type}, but --{p.parameter_id} takes {spec.expected}"
+                + (" (use type integer or discrete)" if spec.kind is int else "")
+            )
+        bounds = (("min", p.min), ("max", p.max)) if p.type in ("double", "integer") else ()
+        values = tuple(("value", v) for v in p.values)
+        for what, value in (*bounds, *values):
+            if not spec.accepts(float(value)):  # type: ignore[arg-type]
+                raise SearchSpaceError(
+                    f"{name}: {what} {value} is refused by the trainer "
+                    f"(--{p.parameter_id} takes {spec.expected})"
+                )
+
+
+# --- Vertex payloads ------------------------------------------------------------------------------
+
+
+def _aiplatform_spec(p: Parameter, parent_values: Sequence[Value] | None = None) -> Any:
+    """The `aiplatform.hyperparameter_tuning` spec object for `p` (children nested)."""
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    children = {c.parameter_id: _aiplatform_spec(c, c.parent_values) for c in p.conditional}
+    common: dict[str, Any] = {
+        "conditional_parameter_spec": children or None,
+        "parent_values": list(parent_values) if parent_values else None,
+    }
+    scale = p.scale or "unspecified"  # aiplatform's name for SCALE_TYPE_UNSPECIFIED
+    if p.type == "double":
+        return hpt.DoubleParameterSpec(min=float(p.min), max=float(p.max), scale=scale, **common)  # type: ignore[arg-type]
+    if p.type == "integer":
+        return hpt.IntegerParameterSpec(min=int(p.min), max=int(p.max), scale=scale, **common)  # type: ignore[arg-type]
+    if p.type == "discrete":
+        values = sorted(float(v) for v in p.values)
+        return hpt.DiscreteParameterSpec(values=values, scale=scale, **common)
+    return hpt.CategoricalParameterSpec(values=[str(v) for v in p.values], **common)
+
+
+def _load_items(items: Sequence[Mapping[str, Any] | str]) -> list[Mapping[str, Any]]:
+    """Payload items as dicts (kfp may hand list items over as JSON strings)."""
+    return [json.loads(i) if isinstance(i, str) else i for i in items]
+
+
+def parse_study_spec_parameters(
+    study_spec_parameters: Sequence[Mapping[str, Any] | str],
+) -> tuple[Parameter, ...]:
+    """The inverse of `to_study_spec_parameters` (strict: unknown fields are refused)."""
+    from google.cloud.aiplatform_v1.types import StudySpec
+
+    out = []
+    for item in _load_items(study_spec_parameters):
+        try:
+            spec = StudySpec.ParameterSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
+        except Exception as err:  # json_format.ParseError and friends
+            detail = " ".join(str(err).split())
+            raise SearchSpaceError(f"study_spec_parameters: {detail}") from None
+        out.append(_parameter_from_proto(spec, parent_values=()))
+    return tuple(out)
+
+
+def _parameter_from_proto(spec: Any, parent_values: tuple[Value, ...]) -> Parameter:
+    pb = type(spec).pb(spec)
+    kind = pb.WhichOneof("parameter_value_spec")
+    scale_name = spec.scale_type.name
+    scale = next((k for k, v in SCALE_TYPE_NAMES.items() if v == scale_name), None)
+    fields: dict[str, Any] = {}
+    if kind == "double_value_spec":
+        fields = {"type": "double", "min": spec.double_value_spec.min_value}
+        fields["max"] = spec.double_value_spec.max_value
+    elif kind == "integer_value_spec":
+        fields = {"type": "integer", "min": spec.integer_value_spec.min_value}
+        fields["max"] = spec.integer_value_spec.max_value
+    elif kind == "discrete_value_spec":
+        values = [float(v) for v in spec.discrete_value_spec.values]
+        fields = {
+            "type": "discrete",
+            "values": tuple(int(v) if v.is_integer() else v for v in values),
+        }
+    elif kind == "categorical_value_spec":
+        fields = {"type": "categorical", "values": tuple(spec.categorical_value_spec.values)}
+        scale = None
+    else:
+        raise SearchSpaceError(f"parameter {spec.parameter_id!r}: no value spec")
+    children = []
+    for cond in spec.conditional_parameter_specs:
+        which = type(cond).pb(cond).WhichOneof("parent_value_condition")
+        raw = list(getattr(cond, which).values) if which else []
+        parents: tuple[Value, ...]
+        if which == "parent_categorical_values":
+            parents = tuple(str(v) for v in raw)
+        else:  # int or discrete: numbers, integral ones as ints
+            parents = tuple(int(v) if float(v).is_integer() else float(v) for v in raw)
+        children.append(_parameter_from_proto(cond.parameter_spec, parent_values=parents))
+    return Parameter(
+        parameter_id=spec.parameter_id,
+        scale=scale,
+        parent_values=parent_values,
+        conditional=tuple(children),
+        **fields,
+    )
+
+
+def parse_study_spec_metrics(
+    study_spec_metrics: Sequence[Mapping[str, Any] | str],
+) -> tuple[Metric, ...]:
+    """The inverse of `to_study_spec_metrics` (goal as enum int or name)."""
+    from google.cloud.aiplatform_v1.types import StudySpec
+
+    out = []
+    for item in _load_items(study_spec_metrics):
+        try:
+            spec = StudySpec.MetricSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
+        except Exception as err:
+            detail = " ".join(str(err).split())
+            raise SearchSpaceError(f"study_spec_metrics: {detail}") from None
+        goal = spec.goal.name.lower()
+        if goal not in GOALS:
+            raise SearchSpaceError(f"metric {spec.metric_id!r}: goal must be MAXIMIZE or MINIMIZE")
+        out.append(Metric(spec.metric_id, goal))
+    return tuple(out)
+
+
+def from_study_spec(
+    study_spec_parameters: Sequence[Mapping[str, Any] | str],
+    study_spec_metrics: Sequence[Mapping[str, Any] | str],
+) -> SearchSpace:
+    """The (validated) space a `HyperparameterTuningJobRunOp` payload describes."""
+    return SearchSpace(
+        parameters=parse_study_spec_parameters(study_spec_parameters),
+        metrics=parse_study_spec_metrics(study_spec_metrics),
+    )

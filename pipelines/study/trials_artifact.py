@@ -1,0 +1,32 @@
+"""The trials as a KFP artifact: the JSON file plus a summary in the artifact's metadata."""
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study import trials as trials_lib
+
+
+def summary(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts per state and the parameters tried, for the console's artifact view."""
+    states: dict[str, int] = {}
+    for trial in trials:
+        name = trials_lib.trial_state(trial).name
+        states[name] = states.get(name, 0) + 1
+    return {
+        "trial_count": len(trials),
+        "states": states,
+        "trial_ids": [str(t["id"]) for t in trials],
+    }
+
+
+def write(
+    artifact: Any, trials: Sequence[Mapping[str, Any]], *, source: str, study_dir: str
+) -> None:
+    """Write trials JSON at `artifact.path` and describe them in its metadata."""
+    trials_lib.write_trials(artifact.path, trials)
+    artifact.metadata.update({"source": source, "study": study_dir, **summary(trials)})
+
+
+def read(artifact: Any) -> list[dict[str, Any]]:
+    """Trials of a trials artifact (states as ints)."""
+    return trials_lib.read_trials(artifact.path)

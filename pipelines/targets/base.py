@@ -1,0 +1,40 @@
+"""What a target is: the steps it binds to executors, and the inputs every study binding shares."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """What executes the tune, train_final and register steps for one target.
+
+    Each is called inside the pipeline function with the component wrapper `op`
+    (it sets the components image) and the pipeline's parameter channels `p`:
+
+    * `tune(op, p, dataset, trial_spec) -> trials artifact`
+    * `train_final(op, p, final_spec) -> (model artifact, model URI or None)`
+    * `register(op, p, settings, *, model, model_uri, evaluation, trials, dataset,
+      best_trial_id) -> registered model`
+    """
+
+    tune: Callable[..., Any]
+    train_final: Callable[..., Any]
+    register: Callable[..., Any]
+
+
+def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
+    """The study payload every tune binding passes on, in GCPC's HPT argument names."""
+    return dict(
+        base_output_directory=trial_spec.outputs["base_output_directory"],
+        worker_pool_specs=trial_spec.outputs["worker_pool_specs"],
+        study_spec_metrics=p.study_spec_metrics,
+        study_spec_parameters=p.study_spec_parameters,
+        max_trial_count=p.max_trial_count,
+        parallel_trial_count=p.parallel_trial_count,
+        max_failed_trial_count=p.max_failed_trial_count,
+        study_spec_algorithm=p.algorithm,
+        study_spec_measurement_selection_type=p.measurement_selection,
+    )

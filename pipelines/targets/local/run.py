@@ -1,0 +1,142 @@
+"""Run the `local` target end to end with kfp.local, and summarise what it produced."""
+
+import contextlib
+import io
+import os
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pipelines.compiler import compile_pipeline
+from pipelines.lineage.local import SPEC_FILE, task_outputs
+from pipelines.pipeline import build_pipeline
+from pipelines.settings import Settings
+
+LOG_FILE = "pipeline.log"
+# Component output that is TensorFlow's start-up chatter, kept in the log file only.
+_TF_NOISE = re.compile(
+    r"^(I|W)\d{4} |WARNING: All log messages|oneDNN|cpu_feature_guard|"
+    r"AVX|rebuild TensorFlow|absl::InitializeLog"
+)
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TASK = re.compile(r"'([^']+)'")
+
+
+class ProgressFilter(io.TextIOBase):
+    """A stdout stand-in: everything goes to the log file, progress lines also to `echo`.
+
+    kfp.local prints each task's start, its streamed output, its outputs (long
+    artifact dumps) and its end. The terminal gets one line per task start and
+    end, and the tasks' own output (trial and epoch progress) minus TensorFlow's
+    start-up chatter; the dumps stay in the log file.
+    """
+
+    def __init__(self, log: Any, echo: Callable[[str], None]):
+        self.log, self.echo, self.pending, self.state = log, echo, "", "idle"
+        self.json_depth: int | None = None
+
+    def write(self, text: str) -> int:
+        """Log `text`; echo its complete progress lines."""
+        self.log.write(text)
+        self.log.flush()
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self._line(_ANSI.sub("", line).rstrip())
+        return len(text)
+
+    def _line(self, line: str) -> None:
+        if self.json_depth is not None:  # skip the executor's JSON dump of its inputs
+            self.json_depth += sum(line.count(c) for c in "{[") - sum(line.count(c) for c in "}]")
+            if self.json_depth <= 0:
+                self.json_depth = None
+            return
+        if "[KFP Executor" in line:
+            if "Got executor_input" in line:
+                self.json_depth = 0
+            return
+        task = _TASK.search(line)
+        name = task[1] if task else ""
+        if "Executing task" in line:
+            self.state = "task"
+            self.echo(f"▶ {name}")
+        elif "Streamed logs:" in line:
+            self.state = "logs"
+        elif "finished with status" in line:
+            self.state = "task"
+            status = line.rsplit("status", 1)[-1].strip()
+            self.echo(f"{'✓' if status == 'SUCCESS' else '✗'} {name} {status.lower()}")
+        elif line.endswith("outputs:") or line.endswith("has no outputs"):
+            self.state = "outputs"
+        elif set(line) == {"-"}:
+            self.state = "idle"
+        elif self.state == "logs" and line.strip() and not _TF_NOISE.search(line.strip()):
+            self.echo(f"    {line.strip()}")
+
+
+_ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$")
+
+
+def failure_reason(log_path: Path) -> str | None:
+    """The last exception line a failed task printed (e.g. `SelectionError: ...`)."""
+    if not log_path.is_file():
+        return None
+    matches = [_ERROR.match(line) for line in log_path.read_text(errors="replace").splitlines()]
+    found = [m for m in matches if m and m[1] != "RuntimeError"]
+    return f"{found[-1][1]}: {found[-1][2]}" if found else None
+
+
+def latest_run_dir(artifacts_root: Path, before: set[Path]) -> Path:
+    """The run folder kfp.local created under the pipeline root."""
+    new = [p for p in artifacts_root.iterdir() if p.is_dir() and p not in before]
+    if not new:
+        raise RuntimeError(f"{artifacts_root}: kfp.local wrote no run folder")
+    return max(new, key=lambda p: p.stat().st_mtime)
+
+
+def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run the whole pipeline on this machine; return a summary of the run.
+
+    Artifacts go to `<output>/artifacts/<run>/`, the study to `<output>/study/`
+    (a rerun with the same output resumes it), registered models to
+    `settings.registry`, and the full log to `<output>/pipeline.log`. Progress
+    lines go to `echo` (default: this process's stdout, captured before the run).
+    """
+    terminal = sys.stdout
+    echo = echo or (lambda line: print(line, file=terminal, flush=True))
+    from kfp import local
+
+    output = Path(settings.output).resolve()
+    artifacts = output / "artifacts"
+    artifacts.mkdir(parents=True, exist_ok=True)
+    registry = Path(settings.registry).resolve()
+    pipeline = build_pipeline("local", settings)
+    local.init(
+        runner=local.SubprocessRunner(use_venv=False),
+        pipeline_root=str(artifacts),
+        raise_on_error=True,
+    )
+    before = set(artifacts.iterdir())
+    started = time.perf_counter()
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with (
+        warnings.catch_warnings(),
+        open(output / LOG_FILE, "a", encoding="utf-8") as log,
+        contextlib.redirect_stdout(ProgressFilter(log, echo)),
+    ):
+        # kfp.local warns that display names and the components image are not used here.
+        warnings.simplefilter("ignore", UserWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        pipeline(study_dir=str(output / "study"), registry_dir=str(registry))
+    run_dir = latest_run_dir(artifacts, before)
+    compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
+    return {
+        "run_dir": str(run_dir),
+        "log": str(output / LOG_FILE),
+        "seconds": time.perf_counter() - started,
+        "tasks": task_outputs(run_dir),
+    }

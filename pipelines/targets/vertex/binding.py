@@ -1,0 +1,105 @@
+"""The `vertex` target: GCPC's HPT job (Vizier), custom job and model upload run the payloads.
+
+Tuning is `HyperparameterTuningJobRunOp` followed by a step that reads the job's
+trials into the trials artifact; the final job is `CustomTrainingJobOp`; the
+model is uploaded to Vertex Model Registry (a new version when one exists) with
+its evaluation attached.
+"""
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from google_cloud_pipeline_components.types import artifact_types
+from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
+from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
+    HyperparameterTuningJobRunOp,
+)
+from google_cloud_pipeline_components.v1.model import ModelUploadOp
+from kfp import dsl
+
+from components.fetch_trials import fetch_trials
+from components.find_model import find_parent_model
+from components.train_final import model_from_job
+from pipelines.settings import Settings
+from pipelines.targets.base import Binding, study_inputs
+
+with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
+    warnings.simplefilter("ignore", FutureWarning)
+    from google_cloud_pipeline_components.preview.model_evaluation import (
+        ModelImportEvaluationOp,
+    )
+
+
+def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
+    study = HyperparameterTuningJobRunOp(
+        display_name=p.study_display_name,
+        **study_inputs(p, spec),
+        location=p.location,
+        service_account=p.service_account,
+        network=p.network,
+        encryption_spec_key_name=p.encryption_spec_key_name,
+    ).set_display_name("Tune (Vertex HPT job)")
+    fetched = op(fetch_trials)(
+        gcp_resources=study.outputs["gcp_resources"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
+    )
+    return fetched.set_display_name("Fetch trials").outputs["trials"]
+
+
+def _vertex_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
+    job = CustomTrainingJobOp(
+        display_name=p.final_display_name,
+        worker_pool_specs=spec.outputs["worker_pool_specs"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        restart_job_on_worker_restart=True,
+        location=p.location,
+        service_account=p.service_account,
+        network=p.network,
+        encryption_spec_key_name=p.encryption_spec_key_name,
+        labels=p.labels,
+    ).set_display_name("Train final model (Vertex multi-worker job)")
+    located = op(model_from_job)(
+        gcp_resources=job.outputs["gcp_resources"],
+        base_output_directory=spec.outputs["base_output_directory"],
+    ).set_display_name("Locate exported model")
+    return located.outputs["model"], located.outputs["Output"]
+
+
+def _vertex_register(
+    op: Callable, p: Any, settings: Settings, *, model_uri: Any, evaluation: Any, **_: Any
+) -> Any:
+    serving = dsl.importer(
+        artifact_uri=model_uri,
+        artifact_class=artifact_types.UnmanagedContainerModel,
+        metadata={"containerSpec": {"imageUri": settings.serving_image}},
+    ).set_display_name("Serving container model")
+    upload_args = dict(
+        display_name=p.model_display_name,
+        unmanaged_container_model=serving.output,
+        location=p.location,
+        labels=p.labels,
+        encryption_spec_key_name=p.encryption_spec_key_name,
+        description="Tuned and multi-worker trained by hpt-pipeline",
+    )
+    parent = op(find_parent_model)(
+        display_name=p.model_display_name, location=p.location, parent_model=p.parent_model
+    ).set_display_name("Find the model to version")
+    with dsl.If(parent.outputs["Output"] == True, name="new-version"):  # noqa: E712
+        as_version = ModelUploadOp(parent_model=parent.outputs["model"], **upload_args)
+        as_version.set_display_name("Register a new model version (Vertex Model Registry)")
+    with dsl.Else(name="first-version"):
+        as_new = ModelUploadOp(**upload_args)
+        as_new.set_display_name("Register a new model (Vertex Model Registry)")
+    uploaded = dsl.OneOf(as_version.outputs["model"], as_new.outputs["model"])
+    ModelImportEvaluationOp(
+        model=uploaded,
+        metrics=evaluation,
+        problem_type="classification",
+        display_name="test split",
+    ).set_display_name("Attach evaluation to the model")
+    return uploaded
+
+
+BINDING = Binding(tune=_vertex_tune, train_final=_vertex_train, register=_vertex_register)
