@@ -277,12 +277,20 @@ def test_parser_handles_continuations_comments_and_args():
 
 
 @pytest.mark.parametrize("name", images.IMAGES)
-def test_runs_as_non_root_and_dependencies_come_before_code(name):
+def test_user_is_chosen_and_dependencies_come_before_code(name):
+    """Components run as non-root; the trainer as root, like Google's prebuilt training
+    containers, so cloudml-hypertune can write /tmp/hypertune on Vertex (cloudml-hypertune#6)."""
     ins = parse_dockerfile(DOCKERFILES[name].read_text())
     cmds = [i.cmd for i in ins]
     users = [i for i in ins if i.cmd == "USER"]
     assert users, "no USER instruction"
-    assert users[-1].args not in ("root", "0", "0:0")
+    if name == "trainer":
+        assert users[-1].args == "root"
+        assert any(
+            i.cmd == "RUN" and "mkdir -p /tmp/hypertune" in i.args and "1777" in i.args for i in ins
+        )
+    else:
+        assert users[-1].args not in ("root", "0", "0:0")
     last_user = max(k for k, c in enumerate(cmds) if c == "USER")
     if "ENTRYPOINT" in cmds:
         assert last_user < cmds.index("ENTRYPOINT")

@@ -179,7 +179,7 @@ def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
     ("args", "expected"),
     [
         (["--data=/nonexistent/dataset"], "--data=/nonexistent/dataset"),
-        (["--learning_rate=-1"], "--learning_rate=-1.0: expected a number > 0"),
+        (["--learning_rate=-1"], "--learning_rate=-1: expected a number > 0"),
         (["--bogus_flag=3"], "unrecognized arguments: --bogus_flag=3"),
         (["--momentum", "1.5"], "--momentum=1.5"),
         (["--distribution=ring"], "--distribution=ring"),
@@ -217,3 +217,49 @@ def test_mixed_bfloat16_trains_in_sync_and_exports_float32(synthetic_data, tmp_p
     out = predict(tmp_path / "model", images)
     assert out["probabilities"].dtype.name == "float32"
     np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_diverging_trial_is_a_poor_trial_not_a_failed_one(synthetic_data, tmp_path):
+    """Vertex counts a non-zero exit against max_failed_trial_count; a NaN loss must not."""
+    metrics_file = tmp_path / "hypertune" / "output.metrics"
+    result = run_trainer(
+        [
+            f"--data={synthetic_data}",
+            "--epochs=3",
+            "--learning_rate=1000",
+            f"--model_dir={tmp_path / 'model'}",
+        ],
+        CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
+        CLOUD_ML_TRIAL_ID="3",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "training diverged at epoch" in result.stderr
+    assert "reported accuracy=0.0 (the worst value), nothing exported" in result.stderr
+    last = read_hypertune(metrics_file)[-1]
+    assert float(last["accuracy"]) == 0.0  # finite, and last for a maximized metric
+    assert not (tmp_path / "model").exists()
+
+
+def test_a_diverging_final_job_fails_in_one_line(synthetic_data, tmp_path):
+    result = run_trainer(
+        [f"--data={synthetic_data}", "--epochs=2", "--learning_rate=1000"],
+        CLOUD_ML_TRIAL_ID="",
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "trainer: error: training diverged at epoch" in result.stderr.strip().splitlines()[-1]
+
+
+def test_an_unwritable_metric_file_fails_at_once_in_one_line(synthetic_data, tmp_path):
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    result = run_trainer(
+        [f"--data={synthetic_data}", "--epochs=1"],
+        CLOUD_ML_HP_METRIC_FILE=str(blocker / "output.metrics"),
+        CLOUD_ML_TRIAL_ID="1",
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("trainer: error: cannot write the hypertune metric file")
+    assert "epoch 1/1" not in result.stderr  # refused before any training

@@ -21,12 +21,16 @@ from trainer.contract import (
     DEFAULT_METRIC_TAG,
     DEFAULT_SEED,
     DISTRIBUTIONS,
+    DIVERGED_METRIC_VALUE,
     HYPERPARAMETERS,
+    METRIC_GOALS,
     METRIC_TAGS,
     PRECISIONS,
 )
 
 PROG = "trainer"
+METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -78,6 +82,34 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
             f"--data={run.data}: expected a prepared dataset directory with metadata.json"
         )
     return hparams, run
+
+
+def hypertune_requested() -> bool:
+    """Whether this process runs under HPT (Vertex sets the trial id; a metric file may be set)."""
+    return bool(os.environ.get("CLOUD_ML_TRIAL_ID") or os.environ.get(METRIC_FILE_ENV))
+
+
+def metric_file_path() -> str:
+    """Where cloudml-hypertune writes the metrics (its default unless the env sets one)."""
+    return os.environ.get(METRIC_FILE_ENV) or DEFAULT_METRIC_FILE
+
+
+def check_metric_file(path: str) -> None:
+    """Make sure the hypertune metric file can be written, before any training time is spent.
+
+    Raises:
+        OSError: One line naming the file and why (the trial would otherwise end without
+            a metric after its whole training, and count as failed).
+    """
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        raise OSError(
+            f"cannot write the hypertune metric file {path} ({err.strerror or err}); "
+            f"set {METRIC_FILE_ENV} to a writable path"
+        ) from None
 
 
 def metric_value(metrics: dict[str, float], tag: str) -> float:
@@ -133,6 +165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from trainer import cluster
+
+    chief = cluster.resolve().is_chief
+    tuning = chief and hypertune_requested()
+    if tuning:
+        try:
+            check_metric_file(metric_file_path())
+        except OSError as err:
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+            return 2
     import hypertune
 
     from trainer import export, records, train
@@ -149,14 +191,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             global_step=epoch,
         )
 
-    from trainer import cluster
-
-    chief = cluster.resolve().is_chief
     try:
-        result = train.train(hparams, run, on_epoch=report if chief else None)
+        result = train.train(hparams, run, on_epoch=report if tuning else None)
     except records.DatasetError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
+    except train.Diverged as err:
+        if not os.environ.get("CLOUD_ML_TRIAL_ID"):  # the final job must produce a model
+            print(f"{PROG}: error: {err}; lower --learning_rate", file=sys.stderr)
+            return 1
+        worst = DIVERGED_METRIC_VALUE[METRIC_GOALS[run.metric_tag]]
+        if tuning:  # a poor trial, not a failed one: failures eat the study's budget
+            report(err.epoch, {f"val_{run.metric_tag.removeprefix('val_')}": worst})
+        print(
+            f"{PROG}: {err}; reported {run.metric_tag}={worst} (the worst value), nothing exported",
+            file=sys.stderr,
+        )
+        return 0
     if result.is_chief and run.model_dir:
         export.export_model(
             result.weights,

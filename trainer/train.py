@@ -41,6 +41,15 @@ class TrainResult:
     strategy: str
 
 
+class Diverged(ArithmeticError):
+    """The loss stopped being finite: the run learnt nothing usable (nothing is exported)."""
+
+    def __init__(self, epoch: int, loss: float):
+        super().__init__(f"training diverged at epoch {epoch} (loss={loss})")
+        self.epoch = epoch
+        self.loss = loss
+
+
 def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -193,7 +202,7 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
             "images_per_second": seen / train_seconds,
         }
         if not all(math.isfinite(metrics[k]) for k in ("loss", "val_loss")):
-            raise FloatingPointError(f"epoch {epoch}: loss is not finite (diverged)")
+            raise Diverged(epoch, metrics["loss"])
         history.append(metrics)
         epoch_counter.assign(epoch)
         if manager:
