@@ -17,10 +17,16 @@ from components.evaluate import evaluate_model
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
-from pipelines.settings import Settings
+from pipelines.settings import Settings, SettingsError
+from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import Metric, SearchSpace, load_search_space
 from pipelines.targets import binding_for
 
+# GCPC's HyperparameterTuningJobRunOp sends no stopping spec: refused, never silently dropped.
+VERTEX_EARLY_STOPPING = (
+    "early_stopping=True: the vertex target cannot stop trials early yet (GCPC's "
+    "HyperparameterTuningJobRunOp sends no stopping spec); unset it for vertex"
+)
 PIPELINE_DESCRIPTION = (
     "Prepare an image dataset, tune a distributed TensorFlow CNN (MirroredStrategy trials), "
     "retrain the best configuration with MultiWorkerMirroredStrategy, evaluate and register it."
@@ -30,6 +36,7 @@ PIPELINE_DESCRIPTION = (
 def study_space(settings: Settings) -> SearchSpace:
     """The search space from settings, optimising the settings' metric (one place: settings)."""
     space = load_search_space(settings.search_space)
+    check_algorithm(space, settings.algorithm)
     return SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
 
 
@@ -41,6 +48,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         SearchSpaceError: A bad search space (before anything is compiled or run).
     """
     binding = binding_for(target)
+    if target == "vertex" and settings.early_stopping:
+        raise SettingsError(VERTEX_EARLY_STOPPING)
     space = study_space(settings)
     s = settings
 
@@ -103,6 +112,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             test_fraction=test_fraction,
             seed=seed,
         ).set_display_name("Prepare dataset")
+        data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
         dataset = data.outputs["dataset"]
         trial_spec = op(trial_job_spec)(
             dataset=dataset,

@@ -50,6 +50,15 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.startswith("HPT_") or name.startswith("GOOGLE_"):
             monkeypatch.delenv(name)
+    # Built images (the placeholder registry is refused before anything is sent).
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", IMAGES["trainer"])
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", IMAGES["components"])
+
+
+IMAGES = {
+    "trainer": "europe-docker.pkg.dev/my-project/hpt/trainer:v1",
+    "components": "europe-docker.pkg.dev/my-project/hpt/components:v1",
+}
 
 
 @pytest.fixture
@@ -544,3 +553,61 @@ def test_a_bad_schedule_name_fails_before_any_call(fetched: list[Any]) -> None:
     result = invoke("schedule", "pause", "weekly", f"--project={PROJECT}")
     one_line_error(result, "schedule 'weekly': expected a numeric id or a resource name")
     assert fetched == []
+
+
+PREFLIGHT = {
+    "placeholder trainer image": (
+        {"HPT_TRAINER_IMAGE": "us-docker.pkg.dev/your-project/hpt-pipeline/trainer:latest"},
+        [],
+        "trainer_image=us-docker.pkg.dev/your-project/hpt-pipeline/trainer:latest: a placeholder",
+    ),
+    "placeholder components image": (
+        {"HPT_COMPONENTS_IMAGE": "us-docker.pkg.dev/your-project/hpt-pipeline/components:x"},
+        [],
+        "components_image=",
+    ),
+    "caching every task": ({}, ["--cache"], "enable_caching=True: it would cache every task"),
+    "early stopping": (
+        {"HPT_EARLY_STOPPING": "true"},
+        [],
+        "early_stopping=True: the vertex target cannot stop trials early yet",
+    ),
+    "grid over a double": (
+        {"HPT_ALGORITHM": "GRID_SEARCH"},
+        [],
+        "algorithm=GRID_SEARCH: parameter 'learning_rate' is a double",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PREFLIGHT, ids=list(PREFLIGHT))
+@pytest.mark.parametrize("command", ["submit", "schedule"])
+def test_preflight_refuses_before_compiling_or_sending(
+    case: str, command: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env, flags, message = PREFLIGHT[case]
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    compiled: list[str] = []
+    monkeypatch.setattr(
+        "pipelines.compiler.compile_pipeline", lambda *a, **k: compiled.append("compiled")
+    )
+    common = ["--project", "my-project", "--region", "us-central1"]
+    common += ["--pipeline-root", "gs://b/root", "--dry-run", "--output", str(tmp_path / "r.json")]
+    if command == "submit":
+        result = CliRunner().invoke(_app(), ["submit", *common, *flags])
+    else:
+        result = CliRunner().invoke(
+            _app(), ["schedule", "create", "--cron", "0 3 * * 1", *common, *flags]
+        )
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.output
+    assert compiled == [] and not (tmp_path / "r.json").exists()
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command("submit")(submit)
+    app.add_typer(schedule_app, name="schedule")
+    return app

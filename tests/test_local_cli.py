@@ -72,6 +72,11 @@ def test_run_refuses_bad_input_before_any_work(tmp_path):
         "parameters:\n- {id: learning_rate, type: double, min: 1, max: 0.1, scale: log}\n"
     )
     _one_line_error(["run", "--search-space", str(space)], "learning_rate")
+    out = str(tmp_path / "o")
+    _one_line_error(
+        ["run", "--algorithm", "GRID_SEARCH", "--output", out],
+        "algorithm=GRID_SEARCH: parameter 'learning_rate' is a double",
+    )
     assert not (tmp_path / "o").exists()
 
 

@@ -294,3 +294,68 @@ def test_compiling_never_imports_tensorflow(tmp_path):
 def test_unknown_target_is_refused():
     with pytest.raises(ValueError, match="target='kubeflow'"):
         build_pipeline("kubeflow", Settings())
+
+
+# Tasks that read or change state outside the run: a cached result would replay an old
+# answer (Vertex caches a task whose inputs are unchanged, e.g. the registry lookup's
+# constant display name). Keyed by component name in the compiled spec.
+READS_OUTSIDE_STATE = {
+    "local": {
+        "comp-prepare-dataset",
+        "comp-tune-locally",
+        "comp-train-locally",
+        "comp-register-locally",
+    },
+    "vertex": {
+        "comp-prepare-dataset",
+        "comp-hyperparameter-tuning-job",
+        "comp-fetch-trials",
+        "comp-custom-training-job",
+        "comp-find-parent-model",
+        "comp-model-upload",
+        "comp-model-upload-2",
+        "comp-model-evaluation-import",
+    },
+}
+
+
+def cached_tasks(spec: dict) -> dict[str, bool]:
+    """Every executable task's component → whether Vertex may cache it (sub-DAGs walked)."""
+    found: dict[str, bool] = {}
+    components = spec["components"]
+
+    def walk(dag: dict) -> None:
+        for task in dag.get("tasks", {}).values():
+            name = task["componentRef"]["name"]
+            if "dag" in components[name]:
+                walk(components[name]["dag"])
+            else:
+                found[name] = task.get("cachingOptions", {}).get("enableCache", False)
+
+    walk(spec["root"]["dag"])
+    return found
+
+
+@pytest.mark.parametrize("target", ["local", "vertex"])
+def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
+    spec = compiled(tmp_path, target)
+    caching = cached_tasks(spec)
+    assert READS_OUTSIDE_STATE[target] <= set(caching), sorted(caching)
+    assert {name for name in READS_OUTSIDE_STATE[target] if caching[name]} == set()
+    # What stays cacheable is pure: a function of its inputs only.
+    assert {name for name, on in caching.items() if on} <= {
+        "comp-trial-job-spec",
+        "comp-final-job-spec",
+        "comp-select-best-trial",
+        "comp-evaluate-model",
+        "comp-model-from-job",
+        "comp-importer",
+    }
+
+
+def test_early_stopping_is_refused_for_vertex_not_dropped(tmp_path):
+    from pipelines.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="early_stopping=True: the vertex target cannot"):
+        compiled(tmp_path, "vertex", Settings(early_stopping=True))
+    compiled(tmp_path, "local", Settings(early_stopping=True))  # the local study honours it

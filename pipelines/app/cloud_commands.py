@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pipelines.app.errors import cloud_errors, fail
+from pipelines.app.preflight import check_cloud_run
 from pipelines.settings import Settings, SettingsError, load_settings, parse_labels, require_cloud
 from pipelines.targets.vertex import client as vertex_client
 
@@ -95,6 +96,8 @@ def _settings(
         config=config, overrides={**flags, "labels": parse_labels(labels) if labels else None}
     )
     require_cloud(settings, *required)
+    if required == CLOUD:  # a run or a schedule: refuse what would only fail on Vertex
+        check_cloud_run(settings)
     return settings
 
 
@@ -116,6 +119,10 @@ def _job(
     """The pipeline job for the settings, template and `--param` values."""
     with _template(template, settings) as path:
         values = vertex_client.parameter_values(vertex_client.read_template(path), params or [])
+        if values.get("early_stopping"):
+            from pipelines.pipeline import VERTEX_EARLY_STOPPING
+
+            raise SettingsError(VERTEX_EARLY_STOPPING)
         credentials = vertex_client.credentials(offline=offline)
         return vertex_client.build_job(settings, path, values, credentials=credentials)
 

@@ -27,12 +27,14 @@ def check_source(source: str) -> None:
 
 
 def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
+    from pipelines.study.options import check_algorithm
     from pipelines.study.search_space import SearchSpaceError, load_search_space
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults)
         check_source(settings.source)
-        load_search_space(settings.search_space)  # a bad space fails here, before any work
+        # A bad space, or one the algorithm cannot search, fails here, before any work.
+        check_algorithm(load_search_space(settings.search_space), settings.algorithm)
     except (SettingsError, SearchSpaceError) as err:
         fail(str(err))
     return settings
@@ -119,7 +121,10 @@ def compile_command(
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
     settings = _settings(config, None)
-    path = compile_pipeline(target, settings, output)
+    try:
+        path = compile_pipeline(target, settings, output)
+    except SettingsError as err:  # a setting the target cannot honour
+        fail(str(err))
     typer.echo(f"compiled the {target} pipeline to {path}")
 
 

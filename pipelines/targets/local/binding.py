@@ -22,6 +22,7 @@ def _local_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
         early_stopping=p.early_stopping,
         seed=p.seed,
     ).set_display_name("Tune (local study)")
+    task.set_caching_options(False)  # reads and resumes the study folder
     return task.outputs["trials"]
 
 
@@ -30,15 +31,18 @@ def _local_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],
     ).set_display_name("Train final model (local multi-worker)")
+    task.set_caching_options(False)  # a training job: never replayed
     return task.outputs["model"], None
 
 
 def _local_register(
     op: Callable, p: Any, settings: Settings, *, model_uri: Any, **inputs: Any
 ) -> Any:
-    return op(register_locally)(
-        registry_dir=p.registry_dir, model_name=p.model_display_name, **inputs
-    ).set_display_name("Register model (local registry)")
+    return (
+        op(register_locally)(registry_dir=p.registry_dir, model_name=p.model_display_name, **inputs)
+        .set_display_name("Register model (local registry)")
+        .set_caching_options(False)
+    )
 
 
 BINDING = Binding(tune=_local_tune, train_final=_local_train, register=_local_register)

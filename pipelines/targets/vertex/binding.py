@@ -40,11 +40,13 @@ def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
     ).set_display_name("Tune (Vertex HPT job)")
+    study.set_caching_options(False)  # creates a Vertex job: never replayed
     fetched = op(fetch_trials)(
         gcp_resources=study.outputs["gcp_resources"],
         base_output_directory=spec.outputs["base_output_directory"],
         pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
     )
+    fetched.set_caching_options(False)  # asks Vertex for the job's trials
     return fetched.set_display_name("Fetch trials").outputs["trials"]
 
 
@@ -60,6 +62,7 @@ def _vertex_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
         encryption_spec_key_name=p.encryption_spec_key_name,
         labels=p.labels,
     ).set_display_name("Train final model (Vertex multi-worker job)")
+    job.set_caching_options(False)  # creates a Vertex job: never replayed
     located = op(model_from_job)(
         gcp_resources=job.outputs["gcp_resources"],
         base_output_directory=spec.outputs["base_output_directory"],
@@ -86,19 +89,22 @@ def _vertex_register(
     parent = op(find_parent_model)(
         display_name=p.model_display_name, location=p.location, parent_model=p.parent_model
     ).set_display_name("Find the model to version")
+    parent.set_caching_options(False)  # reads the Model Registry: a cached "no model yet" lies
     with dsl.If(parent.outputs["Output"] == True, name="new-version"):  # noqa: E712
         as_version = ModelUploadOp(parent_model=parent.outputs["model"], **upload_args)
         as_version.set_display_name("Register a new model version (Vertex Model Registry)")
+        as_version.set_caching_options(False)
     with dsl.Else(name="first-version"):
         as_new = ModelUploadOp(**upload_args)
         as_new.set_display_name("Register a new model (Vertex Model Registry)")
+        as_new.set_caching_options(False)
     uploaded = dsl.OneOf(as_version.outputs["model"], as_new.outputs["model"])
     ModelImportEvaluationOp(
         model=uploaded,
         metrics=evaluation,
         problem_type="classification",
         display_name="test split",
-    ).set_display_name("Attach evaluation to the model")
+    ).set_display_name("Attach evaluation to the model").set_caching_options(False)
     return uploaded
 
 
