@@ -4,7 +4,7 @@ prepare_dataset → build trial job spec → tune → select_best_trial →
 build final job spec → train_final → evaluate → (if it passes) register.
 
 Only three steps differ between the targets, and only in what executes the
-same payloads: `vertex` binds them to GCPC's HyperparameterTuningJobRunOp,
+same payloads: `vertex` binds them to an HPT job sent with GCPC's launcher,
 CustomTrainingJobOp and ModelUploadOp; `local` to the local executors.
 """
 
@@ -17,16 +17,11 @@ from components.evaluate import evaluate_model
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
-from pipelines.settings import Settings, SettingsError
+from pipelines.settings import Settings
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import Metric, SearchSpace, load_search_space
 from pipelines.targets import binding_for
 
-# GCPC's HyperparameterTuningJobRunOp sends no stopping spec: refused, never silently dropped.
-VERTEX_EARLY_STOPPING = (
-    "early_stopping=True: the vertex target cannot stop trials early yet (GCPC's "
-    "HyperparameterTuningJobRunOp sends no stopping spec); unset it for vertex"
-)
 PIPELINE_DESCRIPTION = (
     "Prepare an image dataset, tune a distributed TensorFlow CNN (MirroredStrategy trials), "
     "retrain the best configuration with MultiWorkerMirroredStrategy, evaluate and register it."
@@ -48,8 +43,6 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         SearchSpaceError: A bad search space (before anything is compiled or run).
     """
     binding = binding_for(target)
-    if target == "vertex" and settings.early_stopping:
-        raise SettingsError(VERTEX_EARLY_STOPPING)
     space = study_space(settings)
     s = settings
 

@@ -567,11 +567,6 @@ PREFLIGHT = {
         "components_image=",
     ),
     "caching every task": ({}, ["--cache"], "enable_caching=True: it would cache every task"),
-    "early stopping": (
-        {"HPT_EARLY_STOPPING": "true"},
-        [],
-        "early_stopping=True: the vertex target cannot stop trials early yet",
-    ),
     "grid over a double": (
         {"HPT_ALGORITHM": "GRID_SEARCH"},
         [],

@@ -73,8 +73,11 @@ def test_vertex_study_payload_is_the_search_space(tmp_path):
     assert root_inputs["study_spec_metrics"]["defaultValue"] == [
         {"metric_id": "accuracy", "goal": 1}
     ]
-    hpt = spec["root"]["dag"]["tasks"]["hyperparameter-tuning-job"]
+    hpt = spec["root"]["dag"]["tasks"]["tune-on-vertex"]
     params = hpt["inputs"]["parameters"]
+    # early_stopping reaches the HPT job (GCPC's op had no stopping spec to carry it).
+    assert params["early_stopping"] == {"componentInputParameter": "early_stopping"}
+    assert params["project"]["runtimeValue"]["constant"] == "{{$.pipeline_google_cloud_project_id}}"
     assert params["study_spec_parameters"] == {"componentInputParameter": "study_spec_parameters"}
     assert params["worker_pool_specs"]["taskOutputParameter"] == {
         "outputParameterKey": "worker_pool_specs",
@@ -83,7 +86,7 @@ def test_vertex_study_payload_is_the_search_space(tmp_path):
     executor = spec["deploymentSpec"]["executors"][
         hpt["componentRef"]["name"].replace("comp-", "exec-")
     ]
-    assert "hyperparameter_tuning_job.launcher" in " ".join(executor["container"]["command"])
+    assert "def tune_on_vertex(" in " ".join(executor["container"]["command"])
     ids = [p["parameter_id"] for p in root_inputs["study_spec_parameters"]["defaultValue"]]
     assert ids == ["learning_rate", "momentum", "num_units"]
 
@@ -308,7 +311,7 @@ READS_OUTSIDE_STATE = {
     },
     "vertex": {
         "comp-prepare-dataset",
-        "comp-hyperparameter-tuning-job",
+        "comp-tune-on-vertex",
         "comp-fetch-trials",
         "comp-custom-training-job",
         "comp-find-parent-model",
@@ -351,11 +354,3 @@ def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
         "comp-model-from-job",
         "comp-importer",
     }
-
-
-def test_early_stopping_is_refused_for_vertex_not_dropped(tmp_path):
-    from pipelines.settings import SettingsError
-
-    with pytest.raises(SettingsError, match="early_stopping=True: the vertex target cannot"):
-        compiled(tmp_path, "vertex", Settings(early_stopping=True))
-    compiled(tmp_path, "local", Settings(early_stopping=True))  # the local study honours it

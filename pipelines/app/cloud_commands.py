@@ -119,10 +119,6 @@ def _job(
     """The pipeline job for the settings, template and `--param` values."""
     with _template(template, settings) as path:
         values = vertex_client.parameter_values(vertex_client.read_template(path), params or [])
-        if values.get("early_stopping"):
-            from pipelines.pipeline import VERTEX_EARLY_STOPPING
-
-            raise SettingsError(VERTEX_EARLY_STOPPING)
         credentials = vertex_client.credentials(offline=offline)
         return vertex_client.build_job(settings, path, values, credentials=credentials)
 

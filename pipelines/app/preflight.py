@@ -28,10 +28,6 @@ def check_cloud_run(settings: Settings) -> None:
                 f"set {ENV_PREFIX}{name.upper()} (or {name} in --config), e.g. "
                 f"$(make -s image-uris PROJECT=my-project REGION={settings.region})"
             )
-    if settings.early_stopping:
-        from pipelines.pipeline import VERTEX_EARLY_STOPPING
-
-        raise SettingsError(VERTEX_EARLY_STOPPING)
     if settings.enable_caching:
         raise SettingsError(
             "enable_caching=True: it would cache every task, the model lookup and the trial "

@@ -1,7 +1,8 @@
 """The `vertex` target: GCPC's HPT job (Vizier), custom job and model upload run the payloads.
 
-Tuning is `HyperparameterTuningJobRunOp` followed by a step that reads the job's
-trials into the trials artifact; the final job is `CustomTrainingJobOp`; the
+Tuning is an HPT job sent with GCPC's own launcher code (with the study's stopping
+spec, which `HyperparameterTuningJobRunOp` cannot send) followed by a step that reads
+the job's trials into the trials artifact; the final job is `CustomTrainingJobOp`; the
 model is uploaded to Vertex Model Registry (a new version when one exists) with
 its evaluation attached.
 """
@@ -10,17 +11,16 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from google_cloud_pipeline_components._placeholders import PROJECT_ID_PLACEHOLDER
 from google_cloud_pipeline_components.types import artifact_types
 from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
-from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
-    HyperparameterTuningJobRunOp,
-)
 from google_cloud_pipeline_components.v1.model import ModelUploadOp
 from kfp import dsl
 
 from components.fetch_trials import fetch_trials
 from components.find_model import find_parent_model
 from components.train_final import model_from_job
+from components.tune_vertex import tune_on_vertex
 from pipelines.settings import Settings
 from pipelines.targets.base import Binding, study_inputs
 
@@ -32,13 +32,15 @@ with warnings.catch_warnings():  # GCPC's preview package warns about kfp's futu
 
 
 def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
-    study = HyperparameterTuningJobRunOp(
+    study = op(tune_on_vertex)(
         display_name=p.study_display_name,
-        **study_inputs(p, spec),
+        project=PROJECT_ID_PLACEHOLDER,
         location=p.location,
+        **study_inputs(p, spec),
         service_account=p.service_account,
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
+        early_stopping=p.early_stopping,
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
     fetched = op(fetch_trials)(

@@ -1,0 +1,53 @@
+"""Vertex binding of the tuning step: the HPT job, sent with GCPC's own launcher code.
+
+Unlike GCPC's `HyperparameterTuningJobRunOp`, the payload carries the study's
+stopping spec, so `early_stopping` works on Vertex too (see
+`pipelines.targets.vertex.hpt_job`).
+"""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def tune_on_vertex(
+    display_name: str,
+    project: str,
+    location: str,
+    study_spec_metrics: list,
+    study_spec_parameters: list,
+    study_spec_algorithm: str,
+    study_spec_measurement_selection_type: str,
+    max_trial_count: int,
+    parallel_trial_count: int,
+    max_failed_trial_count: int,
+    worker_pool_specs: list,
+    base_output_directory: str,
+    service_account: str,
+    network: str,
+    encryption_spec_key_name: str,
+    early_stopping: bool,
+    gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
+):
+    """Create the HPT job, write `gcp_resources`, wait for it (cancelled with the run)."""
+    from pipelines.targets.vertex import hpt_job
+
+    payload = hpt_job.hpt_job_payload(
+        display_name=display_name,
+        study_spec_metrics=study_spec_metrics,
+        study_spec_parameters=study_spec_parameters,
+        study_spec_algorithm=study_spec_algorithm,
+        study_spec_measurement_selection_type=study_spec_measurement_selection_type,
+        max_trial_count=max_trial_count,
+        parallel_trial_count=parallel_trial_count,
+        max_failed_trial_count=max_failed_trial_count,
+        worker_pool_specs=worker_pool_specs,
+        base_output_directory=base_output_directory,
+        service_account=service_account,
+        network=network,
+        encryption_spec_key_name=encryption_spec_key_name,
+        early_stopping=early_stopping,
+    )
+    hpt_job.launcher_request(payload)  # refuse here what the service would refuse
+    hpt_job.run_hpt_job(payload, project=project, location=location, gcp_resources=gcp_resources)

@@ -1,0 +1,150 @@
+"""The Vertex HPT job: the full `HyperparameterTuningJob` payload, sent with GCPC's own launcher.
+
+GCPC's `HyperparameterTuningJobRunOp` writes its payload from a fixed template
+with no stopping spec, so `early_stopping` could not reach Vertex. The tune step
+of the vertex target builds the same payload here (GCPC's template, field for
+field) plus `study_spec.median_automated_stopping_spec` when early stopping is on,
+and hands it to GCPC's launcher (`create_hyperparameter_tuning_job`), which
+creates the job, writes `gcp_resources`, polls it and cancels it when the run is
+cancelled, exactly as the GCPC op does.
+
+Two launcher behaviours are modelled because they would otherwise bite:
+
+* numbers inside list/dict parameters reach a component as floats (`1.0`), and
+  the aiplatform types refuse floats for integer and enum fields: integral
+  floats are written as integers (`integral_floats_to_int`);
+* the launcher strips every falsy value (`json_util.recursive_remove_empty`),
+  which would delete `median_automated_stopping_spec: {use_elapsed_duration:
+  false}` whole: the spec is put back after stripping (`create_job_with_stopping`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+JOB_TYPE = "HyperparameterTuningJob"
+# Vertex's median rule on steps (epochs), not on elapsed time: Optuna's MedianPruner locally.
+MEDIAN_STOPPING = {"median_automated_stopping_spec": {"use_elapsed_duration": False}}
+
+
+def integral_floats_to_int(value: Any) -> Any:
+    """`1.0` → `1` everywhere inside lists and dicts (JSON parameters arrive as doubles)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: integral_floats_to_int(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [integral_floats_to_int(v) for v in value]
+    return value
+
+
+def _items(values: Sequence[Any]) -> list[Any]:
+    return [json.loads(v) if isinstance(v, str) else v for v in values]
+
+
+def hpt_job_payload(
+    *,
+    display_name: str,
+    study_spec_metrics: Sequence[Any],
+    study_spec_parameters: Sequence[Any],
+    study_spec_algorithm: str,
+    study_spec_measurement_selection_type: str,
+    max_trial_count: int,
+    parallel_trial_count: int,
+    max_failed_trial_count: int,
+    worker_pool_specs: Sequence[Any],
+    base_output_directory: str,
+    service_account: str = "",
+    network: str = "",
+    encryption_spec_key_name: str = "",
+    early_stopping: bool = False,
+) -> dict[str, Any]:
+    """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec.
+
+    Empty strings stay in (the launcher strips them, as for the GCPC op).
+    """
+    study_spec: dict[str, Any] = {
+        "metrics": _items(study_spec_metrics),
+        "parameters": _items(study_spec_parameters),
+        "algorithm": study_spec_algorithm,
+        "measurement_selection_type": study_spec_measurement_selection_type,
+    }
+    if early_stopping:
+        study_spec.update(json.loads(json.dumps(MEDIAN_STOPPING)))
+    payload = {
+        "display_name": display_name,
+        "study_spec": study_spec,
+        "max_trial_count": max_trial_count,
+        "parallel_trial_count": parallel_trial_count,
+        "max_failed_trial_count": max_failed_trial_count,
+        "trial_job_spec": {
+            "worker_pool_specs": _items(worker_pool_specs),
+            "service_account": service_account,
+            "network": network,
+            "base_output_directory": {"output_uri_prefix": base_output_directory},
+        },
+        "encryption_spec": {"kms_key_name": encryption_spec_key_name},
+    }
+    return integral_floats_to_int(payload)
+
+
+def restore_stopping(payload: Mapping[str, Any], job_spec: dict[str, Any]) -> dict[str, Any]:
+    """Put back the stopping spec the launcher's empty-field stripping removed."""
+    stopping = {k: v for k, v in payload.get("study_spec", {}).items() if k.endswith("_spec")}
+    for key, value in stopping.items():
+        job_spec.setdefault("study_spec", {})[key] = value
+    return job_spec
+
+
+def create_job_with_stopping(payload: Mapping[str, Any]) -> Callable[..., Any]:
+    """A `create_job_fn` for GCPC's `JobRemoteRunner` that keeps the stopping spec."""
+    from google_cloud_pipeline_components.container.v1.hyperparameter_tuning_job import (
+        remote_runner,
+    )
+
+    def create(job_client: Any, parent: str, job_spec: dict[str, Any]) -> Any:
+        return remote_runner.create_hyperparameter_tuning_job_with_client(
+            job_client, parent, restore_stopping(payload, job_spec)
+        )
+
+    return create
+
+
+def launcher_request(payload: Mapping[str, Any]) -> Any:
+    """The request object GCPC's launcher builds from `payload`, offline.
+
+    The same steps: empty fields stripped (`json_util.recursive_remove_empty`), the
+    stopping spec restored, then the `aiplatform_v1.HyperparameterTuningJob` the
+    client is called with (its constructor refuses unknown fields and floats in
+    integer or enum fields).
+    """
+    from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
+    from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import json_util
+
+    job_spec = json_util.recursive_remove_empty(json.loads(json.dumps(payload)))
+    return HyperparameterTuningJob(restore_stopping(payload, job_spec))
+
+
+def run_hpt_job(
+    payload: Mapping[str, Any], *, project: str, location: str, gcp_resources: str
+) -> None:
+    """Create (or resume polling) the job with GCPC's launcher code; blocks until it ends.
+
+    As GCPC's op: an existing job in `gcp_resources` (a retried task) is polled, not
+    recreated; the run's cancellation cancels the job; a failed job raises.
+    """
+    from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
+    from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import gcp_labels_util
+    from google_cloud_pipeline_components.container.v1.hyperparameter_tuning_job import (
+        remote_runner,
+    )
+
+    job_spec = dict(payload)
+    job_spec["labels"] = gcp_labels_util.attach_system_labels(dict(payload.get("labels") or {}))
+    runner = job_remote_runner.JobRemoteRunner(JOB_TYPE, project, location, gcp_resources)
+    job_name = runner.check_if_job_exists()
+    if job_name is None:
+        job_name = runner.create_job(create_job_with_stopping(job_spec), json.dumps(job_spec))
+    runner.poll_job(remote_runner.get_hyperparameter_tuning_job_with_client, job_name)
