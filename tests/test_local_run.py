@@ -13,6 +13,7 @@ from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
 from pipelines.targets.local.run import run_local
+from trainer import contract
 
 pytestmark = pytest.mark.slow
 SECRET_MARKERS = ("private_key", "BEGIN PRIVATE KEY", "access_token", "refresh_token", "ya29.")
@@ -171,3 +172,154 @@ def test_a_model_below_the_evaluation_threshold_is_not_registered(two_runs):
     assert gated["passed"] is False and gated["registered"] is None
     assert registry.versions(settings.registry, settings.model_display_name) == [1, 2]
     assert "model NOT registered" in Path(gated["log"]).read_text()
+
+
+def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
+    two_runs, tmp_path, monkeypatch
+):
+    """The Vertex spec's launcher payloads, filled with this real run's step outputs.
+
+    Placeholders are rendered as the backend substitutes them; the requests are then
+    built by GCPC's own launcher code (HPT through our tune component's payload, the
+    custom job and the model upload) with only the API calls replaced, and must parse
+    into the aiplatform_v1 types carrying the search space, the chief and worker pools
+    and the best parameters.
+    """
+    import yaml
+    from google.cloud.aiplatform_v1.types import CustomJob, Model
+    from google.protobuf import json_format
+    from google_cloud_pipeline_components.container.v1.custom_job import (
+        remote_runner as custom_job_runner,
+    )
+    from google_cloud_pipeline_components.container.v1.gcp_launcher import (
+        job_remote_runner,
+        lro_remote_runner,
+    )
+    from google_cloud_pipeline_components.container.v1.model.upload_model import (
+        remote_runner as upload_runner,
+    )
+
+    from pipelines.compiler import compile_pipeline
+    from pipelines.lineage.local import task_outputs
+    from pipelines.targets.vertex import hpt_job
+    from tests.vertex_resolve import executor_args, flag, resolve_inputs
+
+    settings, first, _ = two_runs
+    spec = yaml.safe_load(
+        open(compile_pipeline("vertex", settings, tmp_path / "vertex.yaml"), encoding="utf-8")
+    )
+    run_outputs = task_outputs(Path(first["run_dir"]))
+    produced = {task: out.get("parameterValues", {}) for task, out in run_outputs.items()}
+    produced["model-from-job"] = {"Output": first["model"]}  # the Vertex-only locator step
+    produced["find-parent-model"] = {"Output": False}
+    inputs = resolve_inputs(spec, produced, overrides={"location": "europe-west4"})
+
+    # HPT job: the tune component's inputs → the payload → the launcher's request.
+    tune = inputs["tune-on-vertex"]
+    names = set(hpt_job.hpt_job_payload.__kwdefaults__ or {}) | {
+        "display_name",
+        "study_spec_metrics",
+        "study_spec_parameters",
+        "study_spec_algorithm",
+        "study_spec_measurement_selection_type",
+        "max_trial_count",
+        "parallel_trial_count",
+        "max_failed_trial_count",
+        "worker_pool_specs",
+        "base_output_directory",
+    }
+    request = hpt_job.launcher_request(
+        hpt_job.hpt_job_payload(**{k: tune[k] for k in names if k in tune})
+    )
+    assert [p.parameter_id for p in request.study_spec.parameters] == [
+        "learning_rate",
+        "momentum",
+        "num_units",
+    ]
+    assert request.max_trial_count == settings.max_trials
+    assert request.trial_job_spec.worker_pool_specs[0].replica_count == 1
+
+    # Custom job: GCPC's launcher with the API call replaced.
+    sent: dict = {}
+
+    class Client:
+        def create_custom_job(self, parent, custom_job):
+            sent["job"] = CustomJob(custom_job)  # what the client does with the dict
+            return type("R", (), {"name": f"{parent}/customJobs/1"})()
+
+    def init(self, job_type, project, location, gcp_resources):
+        self.job_type, self.project, self.location = job_type, project, location
+        self.gcp_resources, self.job_client = gcp_resources, Client()
+        self.job_uri_prefix = "https://x/v1/"
+
+    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "__init__", init)
+    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "poll_job", lambda *a: None)
+    args = executor_args(spec, "custom-training-job", inputs["custom-training-job"])
+    custom_job_runner.create_custom_job(
+        type="CustomJob",
+        project="my-project",
+        location="europe-west4",
+        payload=flag(args, "--payload"),
+        gcp_resources=str(tmp_path / "custom_job_resources"),
+    )
+    pools = sent["job"].job_spec.worker_pool_specs
+    assert [p.replica_count for p in pools] == [1, settings.replicas]
+    best_flags = {contract.flag(k, v) for k, v in first["best_parameters"].items()}
+    for pool in pools:
+        assert best_flags <= set(pool.container_spec.args), (best_flags, pool.container_spec.args)
+        assert pool.container_spec.image_uri == settings.trainer_image
+    assert sent["job"].job_spec.scheduling.restart_job_on_worker_restart is True
+
+    # Model upload (a first version): GCPC's launcher, the LRO call replaced.
+    captured: dict = {}
+
+    class Lro:
+        def __init__(self, location):
+            pass
+
+        def create_lro(self, url, request, gcp_resources):
+            captured["url"], captured["request"] = url, json.loads(request)
+            return {}
+
+        def poll_lro(self, lro):
+            return {"response": {"model": "projects/p/locations/l/models/9"}}
+
+    monkeypatch.setattr(lro_remote_runner, "LroRemoteRunner", Lro)
+    monkeypatch.setattr(upload_runner, "lro_remote_runner", lro_remote_runner)
+    upload_args = executor_args(spec, "model-upload-2", inputs["model-upload-2"])
+    executor_input = {
+        "inputs": {
+            "artifacts": {
+                "unmanaged_container_model": {
+                    "artifacts": [
+                        {
+                            "uri": first["model"],
+                            "metadata": {"containerSpec": {"imageUri": settings.serving_image}},
+                        }
+                    ]
+                }
+            }
+        },
+        "outputs": {
+            "artifacts": {"model": {"artifacts": [{"name": "m", "uri": ""}]}},
+            "outputFile": str(tmp_path / "upload" / "executor_output.json"),
+        },
+    }
+    upload_runner.upload_model(
+        type="UploadModel",
+        project="my-project",
+        location="europe-west4",
+        payload=flag(upload_args, "--payload"),
+        gcp_resources=str(tmp_path / "upload_resources"),
+        executor_input=json.dumps(executor_input),
+    )
+    written = json.loads((tmp_path / "upload" / "executor_output.json").read_text())
+    assert written["artifacts"]["model"]["artifacts"][0]["metadata"]["resourceName"] == (
+        "projects/p/locations/l/models/9"
+    )
+    assert captured["url"].endswith("/projects/my-project/locations/europe-west4/models:upload")
+    model = Model.pb(Model())
+    json_format.ParseDict(captured["request"]["model"], model)  # strict: unknown fields refused
+    assert model.display_name == settings.model_display_name
+    assert model.artifact_uri == first["model"]
+    assert model.container_spec.image_uri == settings.serving_image
