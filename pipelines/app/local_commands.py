@@ -45,7 +45,9 @@ def run(
     image_size: int = typer.Option(None, help="Image side in pixels (local default 32)."),
     max_trials: int = typer.Option(None, help="Trials in the study (local default 4)."),
     parallel_trials: int = typer.Option(None, help="Trials at once (local default 2)."),
-    max_failed_trials: int = typer.Option(None, help="Failed trials tolerated before stopping."),
+    max_failed_trials: int = typer.Option(
+        None, help="Failed trials that fail the study (as on Vertex); 0 lets the service decide."
+    ),
     algorithm: str = typer.Option(
         None, help="ALGORITHM_UNSPECIFIED (TPE) | GRID_SEARCH | RANDOM_SEARCH."
     ),

@@ -26,8 +26,10 @@ def counts_as_failed(trial: Mapping[str, Any]) -> bool:
 def stop_reason(trials: Sequence[Mapping[str, Any]], max_failed_trial_count: int) -> str | None:
     """Why the failure rules stop the study now, or None.
 
-    * `max_failed_trial_count` > 0: the study stops once more than that many
-      trials have failed (failures == the count is still allowed).
+    * `max_failed_trial_count` > 0: the study fails once that many trials have
+      failed (Vertex: "the number of failed Trials that need to be seen before
+      failing the HyperparameterTuningJob"; AI Platform's docs: training ends after
+      this number of failed trials). One fewer failure is still tolerated.
     * 0 (Vertex decides): the first trial failing stops the study, since it points
       at the training code; later, at least `DEFAULT_FAILURE_FLOOR` failures that
       outnumber the successes stop it (the local stand-in for Vertex's choice).
@@ -50,9 +52,9 @@ def stop_reason(trials: Sequence[Mapping[str, Any]], max_failed_trial_count: int
                 f"{len(failed)} trials failed, more than succeeded ({len(succeeded)}); "
                 "set max_failed_trial_count to choose the limit"
             )
-    elif len(failed) > max_failed_trial_count:
+    elif len(failed) >= max_failed_trial_count:
         return (
-            f"{len(failed)} trials failed, more than max_failed_trial_count="
+            f"{len(failed)} trials failed, reaching max_failed_trial_count="
             f"{max_failed_trial_count}; last: {failed[-1].get('infeasibleReason', '')}"
         )
     return None

@@ -24,8 +24,9 @@ local options. What Vertex does, done here:
 * Failures: with `max_failed_trial_count` = 0, the study stops when the first
   trial fails, or once at least 3 trials have failed and failures outnumber
   successes (Vertex "decides" there; this is the local stand-in). Otherwise it
-  stops when more than `max_failed_trial_count` trials have failed. The study
-  then raises `StudyError` saying why.
+  fails once `max_failed_trial_count` trials have failed, as Vertex does
+  (`study/failure_rules.py`). The study then raises `StudyError` saying why.
+  A diverged trial is not a failure (the trainer reports the worst metric).
 * Early stopping (opt-in, `early_stopping=True`): Vertex's median rule via
   Optuna's `MedianPruner` on the per-epoch measurements read while a trial runs;
   a stopped trial is killed and recorded SUCCEEDED with `local.earlyStopped`.
