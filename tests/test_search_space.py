@@ -52,8 +52,8 @@ def every_kind() -> SearchSpace:
     return SearchSpace(parameters, (Metric("accuracy", "maximize"), Metric("loss", "minimize")))
 
 
-def test_default_is_the_seeds_space_and_the_example_yaml_spells_it_out():
-    space = ss.default_search_space()
+def test_the_seeds_space_is_a_preset_and_the_yaml_spells_it_out():
+    space = ss.load_search_space("seeds")
     assert [p.parameter_id for p in space.parameters] == ["learning_rate", "momentum", "num_units"]
     lr, momentum, units = space.parameters
     assert (lr.type, lr.min, lr.max, lr.scale) == ("double", 0.001, 1.0, "log")
@@ -67,8 +67,17 @@ def test_default_is_the_seeds_space_and_the_example_yaml_spells_it_out():
     assert (units.type, units.values) == ("discrete", (64, 128, 512))
     assert space.metrics == (Metric("accuracy", "maximize"),)
     assert ss.load_search_space(str(ROOT / "pipelines/study/presets/seeds.yaml")) == space
-    assert ss.load_search_space("seeds") == space
-    assert ss.load_search_space(None) == space
+
+
+def test_the_default_keeps_the_effective_sgd_step_where_a_short_study_converges():
+    space = ss.default_search_space()
+    assert ss.load_search_space(None) == space == ss.load_search_space("default")
+    lr, momentum, units = space.parameters
+    assert (lr.min, lr.max, lr.scale) == (0.004, 0.03, "log")
+    assert (momentum.min, momentum.max) == (0.75, 0.9)
+    assert units.values == (64, 128, 256)
+    steps = [a / (1 - m) for a in (lr.min, lr.max) for m in (momentum.min, momentum.max)]
+    assert 0.01 < min(steps) and max(steps) < 0.31
 
 
 def test_payload_equals_the_seed_codelab_serialization():
@@ -86,7 +95,7 @@ def test_payload_equals_the_seed_codelab_serialization():
             "num_units": hpt.DiscreteParameterSpec(values=[64, 128, 512], scale=None),
         }
     )
-    space = ss.default_search_space()
+    space = ss.load_search_space("seeds")
     assert space.to_study_spec_parameters() == seed_parameters
     assert space.to_study_spec_metrics() == serialize_metrics({"accuracy": "maximize"})
 

@@ -37,7 +37,7 @@ _PARAMETER_KEYS = ("id", "type", "min", "max", "values", "scale", "parent_values
 
 Value = float | int | str
 PRESETS_DIR = Path(__file__).parent / "presets"
-DEFAULT_PRESET = "seeds"
+DEFAULT_PRESET = "default"
 
 
 class SearchSpaceError(ValueError):
