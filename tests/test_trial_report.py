@@ -12,7 +12,8 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from pipelines.app import report_commands as report_cli
-from pipelines.reports import trial_report
+from pipelines.reports import trial_plots, trial_report
+from pipelines.study import search_space
 from pipelines.study import trials as trials_lib
 from pipelines.study.search_space import Metric
 
@@ -140,10 +141,90 @@ def test_failed_trials_keep_their_state_and_reason():
 
 
 def test_log_axis_only_for_parameters_spanning_orders_of_magnitude():
-    assert trial_report.wants_log_axis([0.001, 0.1, 0.01])
-    assert not trial_report.wants_log_axis([64, 128, 512])
-    assert not trial_report.wants_log_axis([0.0, 0.5, 1.0])
-    assert not trial_report.wants_log_axis(["sgd", "adam"])
+    assert trial_plots.wants_log_axis([0.001, 0.1, 0.01])
+    assert not trial_plots.wants_log_axis([64, 128, 512])
+    assert not trial_plots.wants_log_axis([0.0, 0.5, 1.0])
+    assert not trial_plots.wants_log_axis(["sgd", "adam"])
+
+
+def test_discrete_and_categorical_parameters_get_one_tick_per_value():
+    labels = trial_plots.category_labels
+    # a discrete parameter: its distinct values in numeric order, 64.0 (a payload) shown as 64
+    assert labels([128, 64.0, 512, 64], "discrete") == ["64", "128", "512"]
+    assert labels([64, 64, 64], "discrete") == ["64"]
+    assert labels([0.5, 0.25], "discrete") == ["0.25", "0.5"]
+    assert labels(["sgd", "adam", "sgd"], "categorical") == ["adam", "sgd"]
+    assert labels([0.001, 0.01], "double") is None
+    assert labels([1, 2], "double") is None  # a double stays continuous, even on round values
+    # an integer parameter: categories while few, a numeric axis past MAX_CATEGORIES
+    assert labels([3, 1, 2], "integer") == ["1", "2", "3"]
+    assert labels(list(range(trial_plots.MAX_CATEGORIES + 1)), "integer") is None
+    # without the study's spec: by the values
+    assert labels([64, 128.0]) == ["64", "128"]
+    assert labels([0.1, 0.2]) is None
+    assert labels(["adam"]) == ["adam"]
+
+
+def _parameter_axes(trials, types=None):
+    fig = trial_plots.parameters_figure(trials, Metric("accuracy", "maximize"), types)
+    axes = {ax.get_xlabel(): ax for ax in fig.axes if ax.get_xlabel()}
+    return fig, axes
+
+
+def _tick_labels(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_xticklabels()]
+
+
+def test_parameter_plot_axes_are_categorical_for_discrete_values():
+    from pipelines.reports import plotting
+
+    types = {"learning_rate": "double", "num_units": "discrete", "optimizer": "categorical"}
+    fig, axes = _parameter_axes(make_trials(), types)
+    try:
+        # scored trials 1, 2 and 4 used 64, 128 and 512 units: three ticks, nothing in between
+        assert _tick_labels(axes["num_units"]) == ["64", "128", "512"]
+        assert list(axes["num_units"].get_xticks()) == [0, 1, 2]
+        assert _tick_labels(axes["optimizer"]) == ["adam", "sgd"]
+        assert axes["learning_rate"].get_xscale() == "log"  # 0.001 .. 0.1: continuous, log
+        # the best trial (2: 128 units, adam) is starred at its category
+        best = axes["num_units"].collections[-1].get_offsets()
+        assert [tuple(p) for p in best] == [(1.0, 0.9)]
+    finally:
+        plotting.pyplot().close(fig)
+
+
+def test_one_discrete_value_gets_one_tick_not_a_continuous_range():
+    """All trials picked num_units=64 (as Vertex returns it, 64.0): one tick "64", not 62-66."""
+    from pipelines.reports import plotting
+
+    trials = make_trials()
+    for t in trials:
+        for p in t["parameters"]:
+            if p["parameterId"] == "num_units":
+                p["value"] = 64.0
+    for types in ({"num_units": "discrete"}, None):  # with the study's spec and without
+        fig, axes = _parameter_axes(trials, types)
+        try:
+            assert _tick_labels(axes["num_units"]) == ["64"]
+            assert axes["num_units"].get_xlim() == (-0.5, 0.5)
+        finally:
+            plotting.pyplot().close(fig)
+
+
+def test_parameter_types_come_from_the_study_spec(output):
+    space = search_space.load_search_space("default")
+    spec = {
+        "studySpec": {
+            "metrics": [{"metric_id": "accuracy", "goal": "MAXIMIZE"}],
+            "parameters": space.to_study_spec_parameters(),
+        }
+    }
+    (output / "study" / trial_report.STUDY_FILE).write_text(json.dumps(spec))
+    study = trial_report.load_trials(str(output / "study"))
+    assert study.parameter_types == {
+        "learning_rate": "double", "momentum": "double", "num_units": "discrete"
+    }  # fmt: skip
+    assert trial_report.parameter_types([{"no": "spec"}]) == {}  # unreadable: go by values
 
 
 # --------------------------------------------------------------------------- the report files
@@ -245,9 +326,12 @@ def _hpt_job(name: str) -> Any:
 
     trials = [Trial.from_json(json.dumps(t), ignore_unknown_fields=True) for t in make_trials()]
     metric = StudySpec.MetricSpec(metric_id="loss", goal=StudySpec.MetricSpec.GoalType.MINIMIZE)
-    return HyperparameterTuningJob(
-        name=name, display_name="study", study_spec=StudySpec(metrics=[metric]), trials=trials
+    units = StudySpec.ParameterSpec(
+        parameter_id="num_units",
+        discrete_value_spec=StudySpec.ParameterSpec.DiscreteValueSpec(values=[64, 128, 512]),
     )
+    spec = StudySpec(metrics=[metric], parameters=[units])
+    return HyperparameterTuningJob(name=name, display_name="study", study_spec=spec, trials=trials)
 
 
 @pytest.fixture
@@ -272,6 +356,7 @@ def test_trials_of_a_vertex_hpt_job(vertex_job):
     assert set(vertex_job) == {HPT_JOB}
     assert study.source == HPT_JOB and study.home is None
     assert study.objective == Metric("loss", "minimize")
+    assert study.parameter_types == {"num_units": "discrete"}
     assert [t["state"] for t in study.trials] == [4, 4, 5, 4, 2]
     rows = trial_report.trial_rows(study.trials, trial_report.resolve_metric(study, None, None))
     assert _ids(rows) == ["2", "4", "1", "3", "5"]

@@ -11,7 +11,6 @@ import base64
 import dataclasses
 import html
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -19,9 +18,15 @@ from typing import Any
 
 from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
-from pipelines.reports import plotting
+from pipelines.reports import trial_plots
+from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import trials as trials_lib
-from pipelines.study.search_space import GOALS, Metric, parse_study_spec_metrics
+from pipelines.study.search_space import (
+    GOALS,
+    Metric,
+    parse_study_spec_metrics,
+    parse_study_spec_parameters,
+)
 
 REPORT_DIR = "trial-report"
 PAGE = "index.html"
@@ -29,8 +34,6 @@ METRIC_PLOT = "metric_per_trial.png"
 PARAMETER_PLOT = "parameters.png"
 CURVE_PLOT = "curves.png"
 STUDY_FILE = "study.json"  # the local study's summary, next to its trials.json
-MAX_TICKS = 30  # trials labelled one by one on the x axis up to this many
-LOG_SPAN = 100.0  # a positive parameter whose max/min reaches this is plotted on a log axis
 _HPT_JOB = re.compile(r"^projects/[^/]+/locations/[^/]+/hyperparameterTuningJobs/[^/]+$")
 
 
@@ -46,6 +49,8 @@ class StudyTrials:
     source: str  # the trials file, or the HPT job's resource name
     objective: Metric | None  # the study's (first) metric, when known
     home: Path | None  # the local folder a report goes under by default
+    # parameter id -> `Parameter.type` (double, integer, discrete, categorical), when known
+    parameter_types: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,14 +87,40 @@ def hpt_job_name(run: str, project: str | None = None, region: str | None = None
     return None
 
 
-def _study_objective(study_dir: Path) -> Metric | None:
-    """The first metric of a local study's `study.json`; None without a readable one."""
+def _study_spec(study_dir: Path) -> dict[str, Any]:
+    """The `studySpec` of a local study's `study.json`; empty without a readable one."""
     try:
         spec = json.loads((study_dir / STUDY_FILE).read_text()).get("studySpec", {})
-        metrics = parse_study_spec_metrics(spec.get("metrics", []))
-    except (OSError, ValueError):  # missing, not JSON, or not a metric spec
+    except (OSError, ValueError):  # missing or not JSON
+        return {}
+    return spec if isinstance(spec, dict) else {}
+
+
+def _objective(metric_specs: Sequence[Any]) -> Metric | None:
+    """The first metric of a study spec's metrics; None without a readable one."""
+    try:
+        metrics = parse_study_spec_metrics(metric_specs)
+    except ValueError:  # not a metric spec
         return None
     return metrics[0] if metrics else None
+
+
+def parameter_types(parameter_specs: Sequence[Any]) -> dict[str, str]:
+    """`{parameter id: type}` of a study spec's parameters (conditional ones included).
+
+    Empty when the specs cannot be read: the plots then go by the values alone.
+    """
+    try:
+        top = parse_study_spec_parameters(parameter_specs)
+    except ValueError:
+        return {}
+    found: dict[str, str] = {}
+    stack = list(top)
+    while stack:
+        p = stack.pop()
+        found[p.parameter_id] = p.type
+        stack.extend(p.conditional)
+    return found
 
 
 def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
@@ -156,8 +187,14 @@ def load_trials(
     if isinstance(where, str):
         return _vertex_trials(where, credentials)
     trials_file, home, study = _local_trials(where)
-    objective = _study_objective(study) if study else None
-    return StudyTrials(trials_lib.read_trials(str(trials_file)), str(trials_file), objective, home)
+    spec = _study_spec(study) if study else {}
+    return StudyTrials(
+        trials_lib.read_trials(str(trials_file)),
+        str(trials_file),
+        _objective(spec.get("metrics", [])),
+        home,
+        parameter_types(spec.get("parameters", [])),
+    )
 
 
 def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
@@ -173,9 +210,11 @@ def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
     job = aiplatform.HyperparameterTuningJob.get(
         job_name, project=project, location=location, credentials=credentials
     )
-    metrics = [StudySpec.MetricSpec.to_json(m) for m in job.gca_resource.study_spec.metrics]
+    spec = job.gca_resource.study_spec
+    metrics = [StudySpec.MetricSpec.to_json(m) for m in spec.metrics]
     objective = parse_study_spec_metrics(metrics)[0] if metrics else None
-    return StudyTrials(trials, job_name, objective, None)
+    types = parameter_types([StudySpec.ParameterSpec.to_json(p) for p in spec.parameters])
+    return StudyTrials(trials, job_name, objective, None, types)
 
 
 def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> Metric:
@@ -237,7 +276,7 @@ def format_value(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return str(int(value)) if value.is_integer() and abs(value) < 1e6 else f"{value:.4g}"
+        return trial_plots.number_label(value)
     return str(value)
 
 
@@ -246,10 +285,6 @@ def _note(trial: Mapping[str, Any]) -> str:
     notes = [trial.get("infeasibleReason", "")]
     notes.append("early stopped" if local.get("earlyStopped") else "")
     return "; ".join(n for n in notes if n)
-
-
-def _id_key(trial_id: str) -> tuple[float, str]:
-    return (int(trial_id) if trial_id.isdigit() else math.inf, trial_id)
 
 
 def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[TrialRow]:
@@ -271,152 +306,12 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
     sign = -1.0 if metric.goal == "maximize" else 1.0
     scored = sorted(
         (r for r in rows if r.metric is not None),
-        key=lambda r: (sign * r.metric, _id_key(r.trial_id)),  # type: ignore[operator]
+        key=lambda r: (sign * r.metric, trial_plots.id_key(r.trial_id)),  # type: ignore[operator]
     )
-    unscored = sorted((r for r in rows if r.metric is None), key=lambda r: _id_key(r.trial_id))
+    unscored = sorted(
+        (r for r in rows if r.metric is None), key=lambda r: trial_plots.id_key(r.trial_id)
+    )
     return scored + unscored
-
-
-def parameter_names(trials: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Every parameter id the trials use, in first-seen order (conditional ones included)."""
-    names: dict[str, None] = {}
-    for trial in trials:
-        names.update(dict.fromkeys(trials_lib.trial_parameters(trial)))
-    return list(names)
-
-
-# --------------------------------------------------------------------------- plots
-
-
-def _save(fig: Any, path: Path) -> Path:
-    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
-    plotting.pyplot().close(fig)
-    return path
-
-
-def _in_order(trials: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted(trials, key=lambda t: _id_key(str(t["id"])))
-
-
-def plot_metric_per_trial(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
-    """The metric of each trial in trial order, the best so far as a step line, failures marked."""
-    plt = plotting.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ordered = _in_order(trials)
-    xs: list[int] = []
-    ys: list[float] = []
-    best: list[float] = []
-    failed: list[int] = []
-    pick = max if metric.goal == "maximize" else min
-    for position, trial in enumerate(ordered, start=1):
-        value = trials_lib.final_metric(trial, metric.metric_id)
-        if value is None:
-            failed.append(position)
-            continue
-        xs.append(position)
-        ys.append(value)
-        best.append(pick(best[-1], value) if best else value)
-    ax.plot(xs, ys, "o", label=metric.metric_id)
-    if xs:
-        ax.step(xs, best, where="post", color="tab:orange", label=f"best so far ({metric.goal})")
-    if failed:  # no metric: marked along the bottom of the axes
-        ax.plot(
-            failed,
-            [0.03] * len(failed),
-            "x",
-            color="tab:red",
-            transform=ax.get_xaxis_transform(),
-            label="no metric (failed or running)",
-        )
-    if len(ordered) <= MAX_TICKS:
-        ax.set_xticks(range(1, len(ordered) + 1), [str(t["id"]) for t in ordered])
-    ax.set_xlabel("trial")
-    ax.set_ylabel(metric.metric_id)
-    ax.set_title(f"{metric.metric_id} per trial")
-    ax.legend(loc="best", fontsize=8)
-    return _save(fig, path)
-
-
-def _numeric(values: Sequence[Any]) -> bool:
-    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
-
-
-def wants_log_axis(values: Sequence[Any]) -> bool:
-    """Whether numeric values span two orders of magnitude (all positive)."""
-    return (
-        bool(values)
-        and _numeric(values)
-        and min(values) > 0
-        and max(values) / min(values) >= LOG_SPAN
-    )
-
-
-def plot_parameters(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
-    """The metric against each parameter, one panel per parameter; the best trial starred."""
-    plt = plotting.pyplot()
-    names = parameter_names(trials) or ["(no parameters)"]
-    columns = min(3, len(names))
-    rows = math.ceil(len(names) / columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), squeeze=False)
-    scored = [
-        (trials_lib.trial_parameters(t), v)
-        for t in trials
-        if (v := trials_lib.final_metric(t, metric.metric_id)) is not None
-    ]
-    best = trial_rows(trials, metric)[0] if scored else None
-    for ax, name in zip(axes.flat, names, strict=False):
-        raw = [params[name] for params, _ in scored if name in params]
-        ys = [value for params, value in scored if name in params]
-        categorical = not _numeric(raw)
-        position: dict[str, int] = {}
-        if categorical:  # one position per category
-            position = {c: i for i, c in enumerate(sorted({str(v) for v in raw}))}
-            ax.set_xticks(range(len(position)), list(position))
-        elif wants_log_axis(raw):
-            ax.set_xscale("log")
-        ax.scatter([position[str(v)] for v in raw] if categorical else raw, ys, alpha=0.8)
-        if best is not None and name in best.parameters:
-            x = best.parameters[name]
-            x = position[str(x)] if categorical else x
-            ax.scatter([x], [best.metric], marker="*", s=200, color="tab:red", label="best")
-            ax.legend(loc="best", fontsize=8)
-        ax.set_xlabel(name)
-        ax.set_ylabel(metric.metric_id)
-    for ax in list(axes.flat)[len(names) :]:
-        ax.axis("off")
-    fig.suptitle(f"{metric.metric_id} against each parameter")
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def plot_curves(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
-    """The metric per step (epoch) of each trial, from its intermediate measurements."""
-    plt = plotting.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
-    drawn = 0
-    for trial in _in_order(trials):
-        points = [
-            (int(m.get("stepCount", 0)), value)
-            for m in trial.get("measurements", [])
-            if (value := trials_lib.measurement_metrics(m).get(metric.metric_id)) is not None
-        ]
-        if not points:
-            continue
-        succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
-        steps, values = zip(*sorted(points), strict=True)
-        ax.plot(steps, values, "-" if succeeded else "--", marker=".", label=f"trial {trial['id']}")
-        drawn += 1
-    if not drawn:
-        ax.text(0.5, 0.5, "no intermediate measurements", ha="center", transform=ax.transAxes)
-    elif drawn <= 12:
-        ax.legend(loc="best", fontsize=8)
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("step (epoch)")
-    ax.set_ylabel(metric.metric_id)
-    ax.set_title(f"{metric.metric_id} per epoch (dashed: did not succeed)")
-    return _save(fig, path)
 
 
 # --------------------------------------------------------------------------- the page
@@ -461,9 +356,11 @@ def write_report(study: StudyTrials, out_dir: str | Path, metric: Metric) -> Rep
     out.mkdir(parents=True, exist_ok=True)
     trials = study.trials
     figures = {
-        "metric per trial": plot_metric_per_trial(trials, metric, out / METRIC_PLOT),
-        "parameters": plot_parameters(trials, metric, out / PARAMETER_PLOT),
-        "learning curves": plot_curves(trials, metric, out / CURVE_PLOT),
+        "metric per trial": trial_plots.plot_metric_per_trial(trials, metric, out / METRIC_PLOT),
+        "parameters": trial_plots.plot_parameters(
+            trials, metric, out / PARAMETER_PLOT, study.parameter_types
+        ),
+        "learning curves": trial_plots.plot_curves(trials, metric, out / CURVE_PLOT),
     }
     rows = trial_rows(trials, metric)
     counts = ", ".join(f"{n} {s.lower()}" for s, n in state_counts(trials).items())
