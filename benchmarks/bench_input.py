@@ -37,7 +37,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import seed_trainer  # noqa: E402
+from benchmarks import common, seed_trainer  # noqa: E402
 from dataprep import sources  # noqa: E402
 from dataprep.prepare import prepare_dataset  # noqa: E402
 from trainer import data, records  # noqa: E402
@@ -156,6 +156,7 @@ def main() -> None:
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
+            **common.cpu(),
             "tensorflow": tf.__version__,
         },
     }

@@ -108,6 +108,55 @@ def _version(package: str) -> str | None:
         return None
 
 
+# CPU flags that change the figures: TensorFlow's oneDNN kernels use AVX2 / AVX-512, and
+# bfloat16 (`--precision mixed_bfloat16`) is fast only with AVX512-BF16 or AMX units (3.5x the
+# seeds' trainer on such a host, 0.56-0.64x on an AVX2-only one, same commit).
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def parse_cpuinfo(text: str) -> dict[str, Any]:
+    """The CPU model and which of `CPU_FLAGS` it has, from the text of `/proc/cpuinfo`.
+
+    Reads the first processor's block (`model name`, `flags`); `cpu_flags` is None when the
+    text lists no flags at all (not x86, or not readable), so "unknown" differs from "none".
+    """
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the end of the first processor's block
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    flags = fields.get("flags")
+    present = set(flags.split()) if flags is not None else None
+    return {
+        "cpu_model": fields.get("model name") or fields.get("hardware") or None,
+        "cpu_flags": None if present is None else [f for f in CPU_FLAGS if f in present],
+    }
+
+
+def cpu() -> dict[str, Any]:
+    """`parse_cpuinfo` of this machine (model from `platform` where there is no cpuinfo)."""
+    try:
+        found = parse_cpuinfo(CPUINFO.read_text(errors="replace"))
+    except OSError:
+        found = {"cpu_model": None, "cpu_flags": None}
+    found["cpu_model"] = found["cpu_model"] or platform.processor() or platform.machine()
+    return found
+
+
+def describe_cpu(m: Mapping[str, Any]) -> str:
+    """`Intel(R) Xeon(R) Processor (avx2 avx512_bf16 amx_bf16 …)` from a machine record."""
+    model = m.get("cpu_model") or m.get("processor") or "unknown CPU"
+    flags = m.get("cpu_flags")
+    if flags is None:
+        return f"{model} (flags unknown)"
+    return f"{model} ({' '.join(flags) if flags else 'none of ' + ', '.join(CPU_FLAGS)})"
+
+
 def machine() -> dict[str, Any]:
     """Where the figures were taken (no TensorFlow import: versions come from the metadata)."""
     try:
@@ -117,6 +166,7 @@ def machine() -> dict[str, Any]:
     return {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
+        **cpu(),
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_average": load,

@@ -56,7 +56,8 @@ def results_table(results: dict[str, dict[str, Any]]) -> str:
     quick = any(r["quick"] for r in results.values())
     lines = [
         f"Machine: {m['platform']}, "
-        f"{m['cpus']} CPUs, load average before {m['load_average']}, Python {m['python']}, "
+        f"{m['cpus']} CPUs: {common.describe_cpu(m)}, "
+        f"load average before {m['load_average']}, Python {m['python']}, "
         f"TensorFlow {m['tensorflow']}, Keras {m['keras']}"
         + (
             " — **quick settings: these check the scripts, they are not figures**."

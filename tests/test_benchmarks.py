@@ -38,6 +38,59 @@ def test_union_of_intervals():
     assert bench_pipeline.union_seconds([]) == 0
 
 
+CPUINFO_AMX = """\
+processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu sse2 avx avx2 avx512f avx512bw avx_vnni avx512_bf16 amx_bf16 avx512_fp16 amx_tile
+
+processor\t: 1
+model name\t: some other model
+flags\t\t: fpu
+"""
+
+CPUINFO_AVX2 = """\
+processor\t: 0
+model name\t: AMD EPYC 7B12
+flags\t\t: fpu sse2 avx avx2 fma
+"""
+
+CPUINFO_ARM = """\
+processor\t: 0
+BogoMIPS\t: 50.00
+Features\t: fp asimd
+"""
+
+
+def test_cpuinfo_names_the_model_and_the_flags_that_matter():
+    amx = common.parse_cpuinfo(CPUINFO_AMX)
+    assert amx == {
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz",  # the first processor's
+        "cpu_flags": ["avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"],
+    }
+    assert common.describe_cpu(amx) == (
+        "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz (avx2 avx512f avx512_bf16 amx_bf16 amx_tile)"
+    )
+    avx2 = common.parse_cpuinfo(CPUINFO_AVX2)
+    assert avx2 == {"cpu_model": "AMD EPYC 7B12", "cpu_flags": ["avx2"]}  # no bf16 units
+    assert common.parse_cpuinfo("processor : 0\nflags : fpu sse2\n")["cpu_flags"] == []
+    arm = common.parse_cpuinfo(CPUINFO_ARM)  # no x86 flags line: unknown, not "none"
+    assert arm == {"cpu_model": None, "cpu_flags": None}
+    assert common.describe_cpu({"processor": "aarch64", **arm}) == "aarch64 (flags unknown)"
+    assert common.describe_cpu({"cpu_model": "X", "cpu_flags": []}).startswith("X (none of avx2")
+
+
+def test_machine_record_holds_this_cpu(monkeypatch, tmp_path):
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(CPUINFO_AVX2)
+    monkeypatch.setattr(common, "CPUINFO", fake)
+    m = common.machine()
+    assert (m["cpu_model"], m["cpu_flags"]) == ("AMD EPYC 7B12", ["avx2"])
+    monkeypatch.setattr(common, "CPUINFO", tmp_path / "missing")
+    m = common.machine()
+    assert m["cpu_model"] and m["cpu_flags"] is None  # the model from `platform`
+
+
 def test_write_result_and_readme_table(tmp_path):
     path = common.write_result(
         "demo", {"x": 1.5}, headline=[["speed-up", "2.0×"]], quick=True, results_dir=tmp_path
@@ -46,7 +99,7 @@ def test_write_result_and_readme_table(tmp_path):
     assert document["name"] == "demo" and document["quick"] is True
     assert document["figures"] == {"x": 1.5}
     assert document["headline"] == [["speed-up", "2.0×"]]
-    assert {"platform", "cpus", "tensorflow"} <= set(document["machine"])
+    assert {"platform", "cpus", "tensorflow", "cpu_model", "cpu_flags"} <= set(document["machine"])
     assert document["commit"] and document["date"]
 
     readme = tmp_path / "README.md"
@@ -55,6 +108,7 @@ def test_write_result_and_readme_table(tmp_path):
     text = readme.read_text()
     assert "old" not in text and text.startswith("intro\n") and text.endswith("outro\n")
     assert "| demo | speed-up | 2.0× |" in text and "quick settings" in text
+    assert common.describe_cpu(document["machine"]) in text  # the CPU is named with the figures
 
 
 def test_startup_benchmark_runs_and_writes_json(tmp_path):
