@@ -16,7 +16,7 @@ help: ## List the targets
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[cpu,dev]"
+	$(PY) -m pip install -q -e ".[cpu,dev,kubeflow]"
 	@touch $(STAMP)
 
 venv: $(STAMP) ## Create .venv and install the project (CPU TensorFlow + dev tools)

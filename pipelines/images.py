@@ -80,13 +80,15 @@ def project_pins(pyproject: Path | str = PYPROJECT) -> dict[str, str]:
 
 
 def requirements(
-    extra: str, only: Sequence[str] = (), pyproject: Path | str = PYPROJECT
+    extra: str | Sequence[str], only: Sequence[str] = (), pyproject: Path | str = PYPROJECT
 ) -> list[str]:
-    """The requirement lines an image installs: the dependencies (or `only` those) + one extra."""
+    """The requirement lines an image installs: the dependencies (or `only` those) + extras."""
     project = tomllib.loads(Path(pyproject).read_text())["project"]
     extras = project.get("optional-dependencies", {})
-    if extra not in extras:
-        raise ValueError(f"unknown extra {extra!r}; pyproject has {sorted(extras)}")
+    chosen = [extra] if isinstance(extra, str) else list(extra)
+    for name in chosen:
+        if name not in extras:
+            raise ValueError(f"unknown extra {name!r}; pyproject has {sorted(extras)}")
     deps = list(project["dependencies"])
     if only:
         wanted = {requirement_name(n) for n in only}
@@ -94,7 +96,7 @@ def requirements(
         missing = wanted - {requirement_name(d) for d in deps}
         if missing:
             raise ValueError(f"not in the project's dependencies: {sorted(missing)}")
-    return deps + list(extras[extra])
+    return deps + [r for name in chosen for r in extras[name]]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -102,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="images", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     req = sub.add_parser("requirements", help="print an image's requirement lines")
-    req.add_argument("--extra", required=True)
+    req.add_argument("--extra", required=True, action="append")
     req.add_argument("--only", nargs="*", default=())
     req.add_argument("--pyproject", default=str(PYPROJECT))
     uris = sub.add_parser("uris", help="print the image URIs as NAME=URI lines")

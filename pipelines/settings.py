@@ -38,6 +38,10 @@ _SERVICE_ACCOUNT = re.compile(
 _KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
 _NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
 _MODEL = re.compile(r"^projects/[^/]+/locations/[^/]+/models/[^/@]+$")
+_OBJECT_STORE = re.compile(r"^(gs|s3|minio)://[^/]+")
+_URL = re.compile(r"^https?://[^\s/]+")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -101,6 +105,14 @@ class Settings:
     display_name: str = "hpt-pipeline"
     model_display_name: str = "hpt-cnn"
     parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version
+    # Kubeflow (open source: Kubeflow Pipelines 2.x + Katib + Training Operator)
+    kubeflow_host: str | None = None  # KFP API endpoint, e.g. http://localhost:8080
+    kubeflow_namespace: str = "kubeflow"  # where Experiments, Trials and TFJobs are created
+    kubeflow_service_account: str | None = None  # pods of trials and replicas run as it
+    data_pvc: str | None = None  # a PVC holding datasets and models, instead of object storage
+    data_mount_path: str = "/mnt/hpt"  # where data_pvc is mounted in every pod
+    kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
+    kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     # Local
     output: str = "runs/latest"
     registry: str = "runs/registry"
@@ -170,9 +182,27 @@ def _check(s: Settings) -> None:
     )
     need(bool(_REGION.match(s.region)), "region", "a Google Cloud region such as us-central1")
     need(
-        s.pipeline_root is None or s.pipeline_root.startswith("gs://"),
+        s.pipeline_root is None or bool(_OBJECT_STORE.match(s.pipeline_root)),
         "pipeline_root",
-        "a gs:// URI",
+        "a gs:// URI (Vertex), or gs://, s3:// or minio:// (Kubeflow)",
+    )
+    need(
+        s.kubeflow_host is None or bool(_URL.match(s.kubeflow_host)),
+        "kubeflow_host",
+        "an http:// or https:// URL of the Kubeflow Pipelines API",
+    )
+    need(bool(_DNS_LABEL.match(s.kubeflow_namespace)), "kubeflow_namespace", "a namespace name")
+    need(
+        s.data_pvc is None or bool(_DNS_LABEL.match(s.data_pvc)),
+        "data_pvc",
+        "a PersistentVolumeClaim name (lowercase letters, digits, -)",
+    )
+    need(s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
+    need(bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m")
+    need(
+        bool(_QUANTITY.match(s.kubeflow_memory)),
+        "kubeflow_memory",
+        "a memory quantity such as 8Gi or 512Mi",
     )
     need(
         s.service_account is None or bool(_SERVICE_ACCOUNT.match(s.service_account)),

@@ -20,6 +20,10 @@ def check_cloud_run(settings: Settings) -> None:
     Raises:
         SettingsError: One line naming the setting and how to set it.
     """
+    if settings.pipeline_root and not settings.pipeline_root.startswith("gs://"):
+        raise SettingsError(
+            f"pipeline_root={settings.pipeline_root}: Vertex AI Pipelines needs a gs:// URI"
+        )
     for name in ("trainer_image", "components_image"):
         uri = getattr(settings, name)
         if PLACEHOLDER in uri:
