@@ -1,0 +1,122 @@
+"""Waiting for a Kubernetes custom object (Katib Experiment, TFJob) by its status conditions.
+
+Katib's Experiment and the Training Operator's TFJob keep a list of conditions
+(`Created`, `Running`, `Restarting`, `Succeeded`, `Failed`) in `status.conditions`.
+When one is set True, Katib appends it and flips `Running` to False
+(katib `pkg/apis/controller/experiments/v1beta1/util.go`: `setCondition` appends,
+`MarkExperimentStatusSucceeded`/`MarkExperimentStatusFailed` set Running False), so
+the object's state is the LAST condition whose status is "True".
+
+How Katib ends an Experiment on its trial budget
+(`pkg/controller.v1beta1/experiment/util/status_util.go`, `UpdateExperimentStatusCondition`):
+
+* failed trials reach `maxFailedTrialCount` → `Failed`, reason `ExperimentFailed`,
+  message "Experiment has failed because max failed count has reached";
+* completed trials reach `maxTrialCount` → `Succeeded`, reason `ExperimentMaxTrialsReached`;
+* objective goal reached → `Succeeded`, reason `ExperimentGoalReached`;
+* the algorithm has nothing left to suggest (grid exhausted) → `Succeeded`,
+  reason `ExperimentSuggestionEndReached`.
+
+So a spent failure budget is a failure and a spent trial budget a success, which is
+what `wait_for` reports with the default `succeeded`/`failed` condition types.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+
+class KubeflowJobError(RuntimeError):
+    """A Kubeflow object failed, or did not finish in time (one line)."""
+
+
+def last_true_condition(obj: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The object's current state: its last status condition whose status is "True".
+
+    Args:
+        obj: The custom object as the Kubernetes API returns it.
+
+    Returns:
+        The condition dict (`type`, `status`, `reason`, `message`, ...), or None when
+        the controller has not written one yet.
+    """
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    true = [c for c in conditions if str(c.get("status", "")).lower() == "true"]
+    return dict(true[-1]) if true else None
+
+
+def describe(obj: Mapping[str, Any]) -> str:
+    """`Experiment ns/name` for messages."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    name = meta.get("name", "?")
+    return f"{obj.get('kind', 'object')} {ns + '/' if ns else ''}{name}"
+
+
+def _condition_text(cond: Mapping[str, Any] | None) -> str:
+    if cond is None:
+        return "none yet"
+    parts = [str(cond.get("type", "?"))]
+    if cond.get("reason"):
+        parts.append(f"({cond['reason']})")
+    text = " ".join(parts)
+    message = " ".join(str(cond.get("message") or "").split())
+    return f"{text}: {message}" if message else text
+
+
+def wait_for(
+    get: Callable[[], dict[str, Any]],
+    *,
+    succeeded: Sequence[str] = ("Succeeded",),
+    failed: Sequence[str] = ("Failed",),
+    timeout_s: float,
+    poll_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    on_status: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Poll an object until its last True condition is a success or failure type.
+
+    Args:
+        get: Returns the object (a dict as `CustomObjectsApi.get_namespaced_custom_object`
+            does); errors it raises propagate.
+        succeeded: Condition types that end the wait successfully.
+        failed: Condition types that end the wait with `KubeflowJobError`.
+        timeout_s: Seconds to wait in all (> 0).
+        poll_s: Seconds between polls (> 0).
+        clock: Monotonic clock, seconds.
+        sleep: Sleeps the given seconds.
+        on_status: Called with each polled object (progress lines).
+
+    Returns:
+        The final object, its last True condition being one of `succeeded`.
+
+    Raises:
+        KubeflowJobError: The object failed (its reason and message quoted) or the
+            timeout passed (the object and its last condition named).
+        ValueError: `timeout_s` or `poll_s` is not positive.
+    """
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+    if not poll_s > 0:
+        raise ValueError(f"poll_s must be > 0, got {poll_s!r}")
+    deadline = clock() + timeout_s
+    while True:
+        obj = get()
+        if on_status is not None:
+            on_status(obj)
+        cond = last_true_condition(obj)
+        kind = cond.get("type") if cond else None
+        if kind in succeeded:
+            return obj
+        if kind in failed:
+            raise KubeflowJobError(f"{describe(obj)} failed: {_condition_text(cond)}")
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise KubeflowJobError(
+                f"{describe(obj)} did not finish within {timeout_s:g}s "
+                f"(last condition: {_condition_text(cond)})"
+            )
+        sleep(min(poll_s, remaining))
