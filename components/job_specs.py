@@ -24,6 +24,7 @@ def trial_job_spec(
     accelerator_type: str,
     accelerator_count: int,
     study_dir: str,
+    shared_root: str,
     study: dsl.Output[dsl.Artifact],
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
@@ -55,7 +56,7 @@ def trial_job_spec(
     )
     worker_pools.validate_worker_pool_specs(pools)
     TrialJobSpec = namedtuple("TrialJobSpec", ["worker_pool_specs", "base_output_directory"])
-    return TrialJobSpec(pools, study_dir or trainer_args.artifact_location(study))
+    return TrialJobSpec(pools, study_dir or trainer_args.shared_location(study, shared_root))
 
 
 @component
@@ -72,14 +73,16 @@ def final_job_spec(
     accelerator_type: str,
     accelerator_count: int,
     worker_count: int,
+    shared_root: str,
     job_dir: dsl.Output[dsl.Artifact],
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "FinalJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
 ):
     """Chief + workers running the trainer with the best trial's parameters.
 
-    `job_dir` reserves a unique folder under the pipeline root for the job's
-    outputs (`AIP_MODEL_DIR` = `<base_output_directory>/model/`).
+    `job_dir` reserves a unique folder under the pipeline root (or under
+    `shared_root`, a volume every pod mounts) for the job's outputs
+    (`AIP_MODEL_DIR` = `<base_output_directory>/model/`).
     """
     from collections import namedtuple
 
@@ -105,4 +108,4 @@ def final_job_spec(
     worker_pools.validate_worker_pool_specs(pools)
     job_dir.metadata.update({"best_parameters": best_parameters, "replicas": 1 + int(worker_count)})
     FinalJobSpec = namedtuple("FinalJobSpec", ["worker_pool_specs", "base_output_directory"])
-    return FinalJobSpec(pools, trainer_args.artifact_location(job_dir))
+    return FinalJobSpec(pools, trainer_args.shared_location(job_dir, shared_root))

@@ -12,6 +12,7 @@ def prepare_dataset(
     validation_fraction: float,
     test_fraction: float,
     seed: int,
+    shared_root: str,
     dataset: dsl.Output[dsl.Dataset],
 ):
     """Decode, resize and shard `source` into the `dataset` artifact (see dataprep.prepare).
@@ -27,17 +28,19 @@ def prepare_dataset(
         validation_fraction: Share of train carved out as validation if the source has none.
         test_fraction: Share of train carved out as test if the source has none.
         seed: Seed of the split membership and order.
+        shared_root: A volume every pod mounts (Kubeflow with a PVC): the dataset is
+            written there and its `location` recorded; empty: at the artifact itself.
     """
     import posixpath
 
     from dataprep.prepare import prepare_dataset as prepare
     from dataprep.prepare import report_lines
-    from pipelines.jobs.trainer_args import artifact_location
+    from pipelines.jobs.trainer_args import shared_location
     from trainer import records
 
     # On Vertex the artifact is a gs:// URI: written through TF's GCS file system,
     # metadata.json last (gcsfuse under /gcs cannot rename directories).
-    location = artifact_location(dataset)
+    location = shared_location(dataset, shared_root)
     metadata = prepare(
         source,
         location,

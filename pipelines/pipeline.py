@@ -17,7 +17,7 @@ from components.evaluate import evaluate_model
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
-from pipelines.settings import Settings
+from pipelines.settings import Settings, SettingsError
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import Metric, SearchSpace, load_search_space
 from pipelines.targets import binding_for
@@ -49,6 +49,12 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     parameters = space.to_study_spec_parameters()
     metrics = space.to_study_spec_metrics()
     labels_default = dict(s.labels)
+    if s.data_pvc and target != "kubeflow":
+        raise SettingsError(
+            f"data_pvc={s.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
+            f"unset it for {target}"
+        )
+    shared_root_default = s.data_mount_path if s.data_pvc else ""
 
     def op(component: Any) -> Any:
         return base.with_image(component, s.components_image)
@@ -96,6 +102,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         labels: dict = labels_default,
         study_dir: str = "",
         registry_dir: str = s.registry,
+        shared_root: str = shared_root_default,
     ):
         p = _Params(locals())
         data = op(prepare_dataset)(
@@ -104,8 +111,10 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             validation_fraction=validation_fraction,
             test_fraction=test_fraction,
             seed=seed,
+            shared_root=shared_root,
         ).set_display_name("Prepare dataset")
         data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
+        binding.mount_data(data, s)
         dataset = data.outputs["dataset"]
         trial_spec = op(trial_job_spec)(
             dataset=dataset,
@@ -119,6 +128,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             accelerator_type=trial_accelerator_type,
             accelerator_count=trial_accelerator_count,
             study_dir=study_dir,
+            shared_root=shared_root,
         ).set_display_name("Build trial job spec")
         trials = binding.tune(op, p, dataset, trial_spec)
         best = op(select_best_trial)(
@@ -141,6 +151,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             accelerator_type=final_accelerator_type,
             accelerator_count=final_accelerator_count,
             worker_count=replicas,
+            shared_root=shared_root,
         ).set_display_name("Build final job spec")
         model, model_uri = binding.train_final(op, p, final_spec)
         evaluation = op(evaluate_model)(
@@ -149,6 +160,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             threshold=eval_threshold,
             use_threshold=use_eval_threshold,
         ).set_display_name("Evaluate on the test split")
+        binding.mount_data(evaluation, s)
         with dsl.If(evaluation.outputs["Output"] == True, name="model-passes-threshold"):  # noqa: E712
             binding.register(
                 op,

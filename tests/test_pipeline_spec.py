@@ -122,6 +122,7 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         accelerator_type="NVIDIA_TESLA_T4",
         accelerator_count=1,
         worker_count=3,
+        shared_root="",
         job_dir=job_dir,
     )
     assert base == "gs://bucket/root/final-job-spec/job_dir"
@@ -155,6 +156,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         accelerator_type="NVIDIA_TESLA_T4",
         accelerator_count=2.0,
         study_dir=study_dir,
+        shared_root="",
         study=study,
     )
     assert base == (study_dir or "/root/trial-job-spec/study")

@@ -465,6 +465,7 @@ def test_component_writes_the_dataset_artifact_with_lineage_metadata(tmp_path: P
         validation_fraction=0.1,
         test_fraction=0.1,
         seed=5,
+        shared_root="",
     )
 
     check_component_metadata(artifact.metadata, artifact.path)
@@ -479,7 +480,12 @@ def test_component_runs_under_kfp_local_without_installing_kfp(tmp_path: Path) -
     source = make_folder(tmp_path / "src")
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=str(tmp_path / "root"))
     task = component(
-        source=str(source), image_size=SIZE, validation_fraction=0.1, test_fraction=0.1, seed=42
+        source=str(source),
+        image_size=SIZE,
+        validation_fraction=0.1,
+        test_fraction=0.1,
+        seed=42,
+        shared_root="",
     )
     dataset = task.outputs["dataset"]
 

@@ -150,3 +150,23 @@ def test_pipelines_modules_do_not_import_tensorflow():
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == ""
+
+
+def test_artifact_locations_with_and_without_a_shared_volume():
+    from types import SimpleNamespace
+
+    from pipelines.jobs.trainer_args import artifact_location, shared_location
+
+    vertex = SimpleNamespace(uri="gs://b/root/x/dataset", path="/gcs/b/root/x/dataset", metadata={})
+    assert artifact_location(vertex) == shared_location(vertex, "/mnt/hpt") == vertex.uri
+    local = SimpleNamespace(uri="/runs/a/dataset", path="/runs/a/dataset", metadata={})
+    assert shared_location(local, "") == "/runs/a/dataset"
+    kfp = SimpleNamespace(
+        uri="minio://mlpipeline/v2/artifacts/p/run-1/prepare-dataset/9/dataset",
+        path="/minio/mlpipeline/v2/artifacts/p/run-1/prepare-dataset/9/dataset",
+        metadata={},
+    )
+    written = shared_location(kfp, "/mnt/hpt/")
+    assert written == "/mnt/hpt/v2/artifacts/p/run-1/prepare-dataset/9/dataset"
+    # Readers find it through the location the writer recorded.
+    assert kfp.metadata["location"] == written == artifact_location(kfp)

@@ -18,11 +18,14 @@ class Binding:
     * `train_final(op, p, final_spec) -> (model artifact, model URI or None)`
     * `register(op, p, settings, *, model, model_uri, evaluation, trials, dataset,
       best_trial_id) -> registered model`
+    * `mount_data(task, settings)`: what a step that reads or writes the dataset or the
+      model needs to reach them (Kubeflow: the shared PVC); nothing elsewhere.
     """
 
     tune: Callable[..., Any]
     train_final: Callable[..., Any]
     register: Callable[..., Any]
+    mount_data: Callable[[Any, Any], Any] = lambda task, settings: task
 
 
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
