@@ -113,6 +113,7 @@ class Settings:
     data_mount_path: str = "/mnt/hpt"  # where data_pvc is mounted in every pod
     kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
+    model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
     # Local
     output: str = "runs/latest"
     registry: str = "runs/registry"
@@ -198,6 +199,11 @@ def _check(s: Settings) -> None:
         "a PersistentVolumeClaim name (lowercase letters, digits, -)",
     )
     need(s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
+    need(
+        s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
+        "model_registry_url",
+        "an http:// or https:// URL of a Kubeflow Model Registry",
+    )
     need(bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m")
     need(
         bool(_QUANTITY.match(s.kubeflow_memory)),

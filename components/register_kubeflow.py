@@ -1,0 +1,58 @@
+"""Registration step, kubeflow binding: a KFP Model artifact with its evaluation (+ Model Registry)."""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def register_on_kubeflow(
+    model: dsl.Input[dsl.Model],
+    evaluation: dsl.Input[dsl.Metrics],
+    trials: dsl.Input[dsl.Artifact],
+    dataset: dsl.Input[dsl.Dataset],
+    best_trial_id: str,
+    model_name: str,
+    model_registry_url: str,
+    run_id: str,
+    registered: dsl.Output[dsl.Model],
+):
+    """The model as a `system.Model` carrying its test metrics and lineage in metadata.
+
+    With `model_registry_url`, the model is also registered in Kubeflow Model Registry
+    as a new version (`run_id`) of `model_name`.
+    """
+    from pipelines.jobs.trainer_args import LOCATION_KEY, artifact_location
+
+    location = artifact_location(model)
+    metrics = {k: v for k, v in evaluation.metadata.items() if isinstance(v, int | float)}
+    lineage = {
+        "dataset": artifact_location(dataset),
+        "dataset_metadata_sha256": dataset.metadata.get("metadata_sha256", ""),
+        "trials": trials.uri,
+        "best_trial_id": best_trial_id,
+        "run_id": run_id,
+    }
+    registered.metadata.update(
+        {
+            "name": model_name,
+            LOCATION_KEY: location,
+            "framework": "tensorflow",
+            "hyperparameters": model.metadata.get("hyperparameters", {}),
+            "metrics": metrics,
+            **lineage,
+        }
+    )
+    if model_registry_url:
+        from pipelines.targets.kubeflow import model_registry
+
+        ids = model_registry.register_version(
+            url=model_registry_url,
+            name=model_name,
+            uri=location,
+            version=run_id,
+            metrics=metrics,
+            lineage=lineage,
+        )
+        registered.metadata.update(ids)
+        print(f"registered {model_name} version {run_id} in {model_registry_url}")
