@@ -1,4 +1,4 @@
-"""Registration step, kubeflow binding: a KFP Model artifact with its evaluation (+ Model Registry)."""
+"""Registration step, kubeflow binding: a KFP Model with its evaluation (+ Model Registry)."""
 
 from kfp import dsl
 
