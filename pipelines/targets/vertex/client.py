@@ -13,25 +13,22 @@ parameters that repeat them (`SETTING_PARAMETERS`), so inner jobs match the run.
 from __future__ import annotations
 
 import dataclasses
-import datetime
-import json
 import re
-import zoneinfo
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
+from pipelines.schedules import time_window
+from pipelines.schedules import validate_cron as validate_cron
 from pipelines.settings import Settings, SettingsError
+from pipelines.templates import declared_parameters, read_template
+from pipelines.templates import parameter_values as parameter_values
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
     from google.cloud import aiplatform
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-CRON_FIELDS = ("minute", "hour", "day-of-month", "month", "day-of-week")
-_TZ_PREFIX = re.compile(r"^(?P<key>CRON_TZ|TZ)=(?P<zone>\S+)\s+(?P<cron>.*)$")
 _RESOURCE = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/"
     r"(?P<kind>pipelineJobs|schedules)/(?P<id>[^/]+)$"
@@ -51,87 +48,6 @@ SETTING_PARAMETERS = {
 
 
 # --------------------------------------------------------------------------- templates
-
-
-def read_template(path: str | Path) -> dict[str, Any]:
-    """The pipeline spec of a compiled pipeline file (a PipelineSpec or a PipelineJob).
-
-    Raises:
-        SettingsError: The file is missing or is not a compiled pipeline.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise SettingsError(f"--template={path}: file not found")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise SettingsError(f"--template={path}: not YAML ({str(err).splitlines()[0]})") from None
-    spec = data.get("pipelineSpec", data) if isinstance(data, dict) else None
-    if not isinstance(spec, dict) or "pipelineInfo" not in spec or "root" not in spec:
-        raise SettingsError(f"--template={path}: not a compiled pipeline (no pipelineInfo/root)")
-    return spec
-
-
-def declared_parameters(spec: Mapping[str, Any]) -> dict[str, str]:
-    """Pipeline parameter name → KFP parameter type (`NUMBER_INTEGER`, `STRING`, …)."""
-    params = spec["root"].get("inputDefinitions", {}).get("parameters", {})
-    return {name: p.get("parameterType", "STRING") for name, p in params.items()}
-
-
-def _parse_bool(raw: str) -> bool:
-    if raw.lower() in ("true", "1", "yes"):
-        return True
-    if raw.lower() in ("false", "0", "no"):
-        return False
-    raise ValueError(raw)
-
-
-def _parse_json(kind: type) -> Any:
-    def parse(raw: str) -> Any:
-        value = json.loads(raw)
-        if not isinstance(value, kind):
-            raise ValueError(raw)
-        return value
-
-    return parse
-
-
-_PARAMETER_PARSERS = {
-    "NUMBER_INTEGER": int,
-    "NUMBER_DOUBLE": float,
-    "STRING": str,
-    "BOOLEAN": _parse_bool,
-    "LIST": _parse_json(list),
-    "STRUCT": _parse_json(dict),
-}
-
-
-def parameter_values(spec: Mapping[str, Any], assignments: Iterable[str]) -> dict[str, Any]:
-    """Typed pipeline parameter values from `name=value` strings (JSON for lists and dicts).
-
-    Raises:
-        SettingsError: An assignment has no `=`, names no parameter of the pipeline,
-            or its value does not parse as the parameter's type.
-    """
-    declared = declared_parameters(spec)
-    values: dict[str, Any] = {}
-    for item in assignments:
-        name, sep, raw = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise SettingsError(f"--param {item!r}: expected name=value")
-        if name not in declared:
-            known = ", ".join(sorted(declared)) or "none"
-            raise SettingsError(
-                f"--param {name}: not a parameter of pipeline "
-                f"{spec['pipelineInfo']['name']!r} (parameters: {known})"
-            )
-        kind = declared[name]
-        try:
-            values[name] = _PARAMETER_PARSERS.get(kind, str)(raw)
-        except ValueError:
-            raise SettingsError(f"--param {name}={raw!r}: expected {kind}") from None
-    return values
 
 
 def settings_parameters(spec: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
@@ -270,67 +186,6 @@ class ScheduleSpec:
     allow_queueing: bool = False
 
 
-def validate_cron(cron: str) -> str:
-    """A 5-field cron expression, optionally prefixed `TZ=Area/City ` or `CRON_TZ=…`.
-
-    Returns:
-        The expression with its whitespace normalised.
-
-    Raises:
-        SettingsError: Wrong field count, a field out of range, an expression that
-            never fires, or an unknown time zone.
-    """
-    from croniter import croniter
-
-    text = " ".join(cron.split())
-    body = text
-    if match := _TZ_PREFIX.match(text):
-        zone, body = match["zone"], match["cron"]
-        try:
-            zoneinfo.ZoneInfo(zone)
-        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-            raise SettingsError(
-                f"cron={cron!r}: unknown time zone {zone!r} (expected an IANA name such as "
-                "Europe/Paris)"
-            ) from None
-    elif text.split(" ", 1)[0].startswith(("TZ=", "CRON_TZ=")):
-        raise SettingsError(f"cron={cron!r}: expected 'TZ=Area/City' followed by 5 fields")
-    fields = body.split(" ") if body else []
-    if len(fields) != len(CRON_FIELDS):
-        raise SettingsError(
-            f"cron={cron!r}: expected 5 fields ({' '.join(CRON_FIELDS)}), got {len(fields)}"
-        )
-    for index, (name, value) in enumerate(zip(CRON_FIELDS, fields, strict=True)):
-        alone = ["*"] * len(CRON_FIELDS)
-        alone[index] = value
-        if not croniter.is_valid(" ".join(alone)):
-            raise SettingsError(f"cron={cron!r}: bad {name} field {value!r}")
-    if not croniter.is_valid(body, strict=True):
-        raise SettingsError(f"cron={cron!r}: never fires (that day-of-month is not in that month)")
-    return text
-
-
-def parse_time(value: str, name: str) -> datetime.datetime:
-    """An ISO-8601 date or date-time as an aware UTC datetime (no offset means UTC).
-
-    Raises:
-        SettingsError: Not an ISO-8601 date or date-time.
-    """
-    try:
-        when = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        raise SettingsError(
-            f"{name}={value!r}: expected an ISO-8601 time such as 2030-01-31T09:00:00Z"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.UTC)
-    return when.astimezone(datetime.UTC)
-
-
-def _rfc3339(when: datetime.datetime | None) -> str | None:
-    return when.isoformat().replace("+00:00", "Z") if when else None
-
-
 def schedule_spec(
     cron: str,
     display_name: str,
@@ -347,10 +202,7 @@ def schedule_spec(
         SettingsError: Bad cron, times that are not ISO-8601 or not in order, or counts < 1.
     """
     cron = validate_cron(cron)
-    start = parse_time(start_time, "start_time") if start_time else None
-    end = parse_time(end_time, "end_time") if end_time else None
-    if start and end and end <= start:
-        raise SettingsError(f"end_time={end_time!r}: must be after start_time={start_time!r}")
+    start, end = time_window(start_time, end_time)
     if max_run_count is not None and max_run_count < 1:
         raise SettingsError(f"max_run_count={max_run_count}: expected an integer >= 1")
     if max_concurrent_run_count < 1:
@@ -360,8 +212,8 @@ def schedule_spec(
     return ScheduleSpec(
         cron=cron,
         display_name=display_name,
-        start_time=_rfc3339(start),
-        end_time=_rfc3339(end),
+        start_time=start,
+        end_time=end,
         max_run_count=max_run_count,
         max_concurrent_run_count=max_concurrent_run_count,
         allow_queueing=allow_queueing,

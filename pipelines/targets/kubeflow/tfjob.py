@@ -1,0 +1,333 @@
+"""The final job as a Training Operator `TFJob` (kubeflow.org/v1): Chief + Workers.
+
+Built through kubeflow-training's typed models from the same `worker_pool_specs`
+Vertex gets (pool 0: the chief, one replica; pool 1: the workers), and written
+with the `kubernetes` ApiClient's serializer, so what is created is what the
+models accept. What the Training Operator does with it (release-1.9,
+`pkg/controller.v1/tensorflow/tensorflow.go`) is reproduced by
+`operator_tf_config`, the `TF_CONFIG` each replica gets, which the trainer reads.
+
+Choices, and why:
+
+* `restartPolicy: Never`: a failed replica fails the job (the controller marks the
+  TFJob `Failed` once a replica type has a failed pod, `tfjob_controller.go`
+  `UpdateJobStatus`). With `OnFailure` the kubelet restarts that one container; a
+  MultiWorkerMirroredStrategy worker restarted alone cannot rejoin the collective
+  its peers are blocked in, so the job would hang instead of failing; Vertex and the
+  local executor also end the whole job when one replica fails.
+* `runPolicy.backoffLimit: 0`: no retries (the operator only counts restarts for
+  `OnFailure`/`Always`/`ExitCode` policies, `pkg/core/job.go` `PastBackoffLimit`; it
+  is set so the intent is explicit). `cleanPodPolicy: Running`: when the job ends,
+  pods still running (workers blocked after the chief failed) are deleted, and
+  finished pods stay for their logs.
+* Machines: Kubernetes has no machine types; every replica gets the `cpu` and
+  `memory` requests and limits, plus `nvidia.com/gpu` = accelerator_count when the
+  pool has accelerators.
+* The container is named `tensorflow` and declares port `tfjob-port` (2222): the
+  operator sets `TF_CONFIG` only in that container (`SetClusterSpec`), and the
+  validating webhook refuses a replica without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.jobs.replica_env import output_dirs
+
+GROUP = "kubeflow.org"
+VERSION = "v1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "TFJob"
+PLURAL = "tfjobs"
+CONTAINER = "tensorflow"  # kubeflowv1.TFJobDefaultContainerName
+PORT_NAME = "tfjob-port"  # kubeflowv1.TFJobDefaultPortName
+DEFAULT_PORT = 2222  # kubeflowv1.TFJobDefaultPort
+RESTART_POLICY = "Never"
+CLEAN_POD_POLICY = "Running"
+GPU_RESOURCE = "nvidia.com/gpu"
+CHIEF, WORKER = "Chief", "Worker"
+DATA_VOLUME = "hpt-data"
+CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"  # tensorflow.go EnvCustomClusterDomain
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+class TFJobError(ValueError):
+    """A TFJob the Training Operator's webhook would refuse, or bad input (one line)."""
+
+
+def tfjob_name(prefix: str, base_output_directory: str) -> str:
+    """A DNS-1035 name, the same for the same output folder (a retried task reuses the job).
+
+    Args:
+        prefix: Readable start, e.g. the display name (lowercased, other characters → `-`).
+        base_output_directory: The job's output folder, unique per run and task.
+    """
+    digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]
+    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    head = re.sub(r"^[^a-z]+", "", head)[:30].rstrip("-") or "hpt"
+    # The replicas' service names `<name>-worker-<i>` are DNS labels (<= 63) too.
+    return f"{head}-final-{digest}"
+
+
+def _container_spec(pool: Mapping[str, Any] | str, what: str) -> Mapping[str, Any]:
+    pool = json.loads(pool) if isinstance(pool, str) else pool
+    container = pool.get("container_spec") or {}
+    if not container.get("image_uri"):
+        raise TFJobError(f"{what}: needs container_spec.image_uri (a container image)")
+    return pool
+
+
+def _resources(machine: Mapping[str, Any], cpu: str, memory: str) -> Any:
+    from kubernetes import client as k8s
+
+    amounts: dict[str, str] = {"cpu": cpu, "memory": memory}
+    count = int(machine.get("accelerator_count") or 0)
+    if count > 0 and machine.get("accelerator_type"):
+        amounts[GPU_RESOURCE] = str(count)
+    return k8s.V1ResourceRequirements(requests=dict(amounts), limits=dict(amounts))
+
+
+def _replica_spec(
+    pool: Mapping[str, Any],
+    replicas: int,
+    base_output_directory: str,
+    *,
+    cpu: str,
+    memory: str,
+    service_account: str | None,
+    data_pvc: str | None,
+    data_mount_path: str,
+) -> Any:
+    from kubeflow.training import models
+    from kubernetes import client as k8s
+
+    container = pool["container_spec"]
+    env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
+    env.update(output_dirs(base_output_directory))  # where Vertex would put them
+    mounts, volumes = None, None
+    if data_pvc:
+        mounts = [k8s.V1VolumeMount(name=DATA_VOLUME, mount_path=data_mount_path)]
+        claim = k8s.V1PersistentVolumeClaimVolumeSource(claim_name=data_pvc)
+        volumes = [k8s.V1Volume(name=DATA_VOLUME, persistent_volume_claim=claim)]
+    main = k8s.V1Container(
+        name=CONTAINER,
+        image=container["image_uri"],
+        command=list(container.get("command") or []) or None,
+        args=[str(a) for a in container.get("args") or []] or None,
+        env=[k8s.V1EnvVar(name=k, value=v) for k, v in env.items()],
+        ports=[k8s.V1ContainerPort(name=PORT_NAME, container_port=DEFAULT_PORT)],
+        resources=_resources(pool.get("machine_spec") or {}, cpu, memory),
+        volume_mounts=mounts,
+    )
+    pod = k8s.V1PodSpec(
+        containers=[main],
+        service_account_name=service_account or None,
+        volumes=volumes,
+    )
+    return models.KubeflowOrgV1ReplicaSpec(
+        replicas=replicas,
+        restart_policy=RESTART_POLICY,
+        template=k8s.V1PodTemplateSpec(spec=pod),
+    )
+
+
+def build_tfjob(
+    name: str,
+    namespace: str,
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    base_output_directory: str,
+    *,
+    cpu: str,
+    memory: str,
+    service_account: str | None = None,
+    data_pvc: str | None = None,
+    data_mount_path: str = "/mnt/hpt",
+    labels: Mapping[str, str] | None = None,
+    active_deadline_seconds: int | None = None,
+) -> Any:
+    """The final job's `worker_pool_specs` as a `KubeflowOrgV1TFJob`.
+
+    Args:
+        name: The TFJob's name (a DNS-1035 label; see `tfjob_name`).
+        namespace: Where it is created.
+        worker_pool_specs: Pool 0 the chief (one replica), pool 1 the workers (optional).
+        base_output_directory: The job's output folder; the replicas get
+            `AIP_MODEL_DIR`/`AIP_CHECKPOINT_DIR`/`AIP_TENSORBOARD_LOG_DIR` under it as on
+            Vertex, so the chief exports to `<base>/model/`.
+        cpu: CPU request and limit of each replica (a Kubernetes quantity).
+        memory: Memory request and limit of each replica.
+        service_account: The pods' Kubernetes service account (None: the namespace's default).
+        data_pvc: A PersistentVolumeClaim mounted in every replica at `data_mount_path`.
+        data_mount_path: Where `data_pvc` is mounted.
+        labels: Extra metadata labels.
+        active_deadline_seconds: Fail the job after this long (None: no limit).
+
+    Raises:
+        TFJobError: No pools, a chief pool with more than one replica, a pool without
+            an image, more than two pools, or a name the webhook would refuse.
+    """
+    from kubeflow.training import models
+    from kubernetes import client as k8s
+
+    if not worker_pool_specs:
+        raise TFJobError("worker_pool_specs: empty, expected pool 0 (the chief)")
+    if len(worker_pool_specs) > 2:
+        raise TFJobError(
+            f"worker_pool_specs: {len(worker_pool_specs)} pools, a TFJob here has a chief "
+            "pool and a worker pool (no parameter servers or evaluator)"
+        )
+    pools = [_container_spec(p, f"worker_pool_specs[{i}]") for i, p in enumerate(worker_pool_specs)]
+    if int(pools[0].get("replica_count", 1)) != 1:
+        raise TFJobError(
+            f"worker_pool_specs[0]: replica_count={pools[0]['replica_count']}, "
+            "pool 0 is the chief (1 replica)"
+        )
+    pod = dict(
+        cpu=cpu,
+        memory=memory,
+        service_account=service_account,
+        data_pvc=data_pvc,
+        data_mount_path=data_mount_path,
+    )
+    replica_specs = {CHIEF: _replica_spec(pools[0], 1, base_output_directory, **pod)}  # type: ignore[arg-type]
+    if len(pools) == 2 and int(pools[1].get("replica_count", 0)) > 0:
+        workers = int(pools[1]["replica_count"])
+        replica_specs[WORKER] = _replica_spec(pools[1], workers, base_output_directory, **pod)  # type: ignore[arg-type]
+    job = models.KubeflowOrgV1TFJob(
+        api_version=API_VERSION,
+        kind=KIND,
+        metadata=k8s.V1ObjectMeta(
+            name=name,
+            namespace=namespace,
+            labels={"app.kubernetes.io/part-of": "hpt-pipeline", **(labels or {})},
+        ),
+        spec=models.KubeflowOrgV1TFJobSpec(
+            run_policy=models.KubeflowOrgV1RunPolicy(
+                clean_pod_policy=CLEAN_POD_POLICY,
+                backoff_limit=0,
+                active_deadline_seconds=active_deadline_seconds,
+            ),
+            tf_replica_specs=replica_specs,
+        ),
+    )
+    validate_tfjob(to_manifest(job))
+    return job
+
+
+def to_manifest(job: Any) -> dict[str, Any]:
+    """The TFJob as the JSON the Kubernetes API takes (camelCase, no nulls)."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(job)
+
+
+class _Response:
+    """What `ApiClient.deserialize` reads: an object with the JSON text as `data`."""
+
+    def __init__(self, obj: Mapping[str, Any]) -> None:
+        self.data = json.dumps(obj)
+
+
+def from_manifest(obj: Mapping[str, Any]) -> Any:
+    """A TFJob object (as the API returns it) back into `KubeflowOrgV1TFJob`.
+
+    The kubeflow-training ApiClient resolves its own models and the `kubernetes`
+    ones, as its `TrainingClient` does when it reads jobs.
+    """
+    from kubeflow.training import ApiClient
+
+    return ApiClient().deserialize(_Response(obj), "KubeflowOrgV1TFJob")
+
+
+def validate_tfjob(manifest: Mapping[str, Any]) -> None:
+    """The Training Operator webhook's rules for a TFJob.
+
+    From release-1.9 `pkg/webhooks/tensorflow/tfjob_webhook.go` (`validateTFJob`):
+    the name is a DNS-1035 label; replica specs exist; each has a container
+    named `tensorflow` and every container an image; at most one Chief/Master.
+
+    Raises:
+        TFJobError: naming the rule and the value.
+    """
+    name = (manifest.get("metadata") or {}).get("name", "")
+    if len(name) > 63 or not _DNS1035.match(name):
+        raise TFJobError(
+            f"metadata.name={name!r}: expected a DNS-1035 label (lowercase letters, digits, "
+            "-; starts with a letter; at most 63)"
+        )
+    specs = (manifest.get("spec") or {}).get("tfReplicaSpecs") or {}
+    if not specs:
+        raise TFJobError("spec.tfReplicaSpecs: must be set")
+    chiefs = [t for t in specs if t in (CHIEF, "Master")]
+    if len(chiefs) > 1:
+        raise TFJobError(f"spec.tfReplicaSpecs: {chiefs}: at most one Chief or Master")
+    for rtype, spec in specs.items():
+        containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+        if not any(c.get("name") == CONTAINER for c in containers):
+            raise TFJobError(f"spec.tfReplicaSpecs.{rtype}: needs a container named {CONTAINER!r}")
+        for c in containers:
+            if not c.get("image"):
+                raise TFJobError(
+                    f"spec.tfReplicaSpecs.{rtype}: container {c.get('name')}: no image"
+                )
+
+
+def replica_counts(manifest: Mapping[str, Any]) -> dict[str, int]:
+    """Replica type → replicas, as the operator reads `spec.tfReplicaSpecs`."""
+    specs = (manifest.get("spec") or {}).get("tfReplicaSpecs") or {}
+    return {rtype: int(spec.get("replicas", 1)) for rtype, spec in specs.items()}
+
+
+def operator_tf_config(
+    job_name: str,
+    namespace: str,
+    replicas: Mapping[str, int],
+    task_type: str,
+    index: int,
+    *,
+    port: int = DEFAULT_PORT,
+    cluster_domain: str | None = None,
+) -> dict[str, Any] | None:
+    """The `TF_CONFIG` the Training Operator gives replica (`task_type`, `index`).
+
+    Reproduces release-1.9 `pkg/controller.v1/tensorflow/tensorflow.go`:
+    `genClusterSpec` (each replica type lowercased → addresses
+    `<job>-<type>-<i>.<namespace>.svc[.<CUSTOM_CLUSTER_DOMAIN>]:<port>`, the port of
+    `tfjob-port`, default 2222; `common.GenGeneralName`) and `genTFConfigJSONStr`
+    (`{"cluster", "task": {"type": lowercased, "index"}, "environment": "cloud"}`);
+    `tfjob_controller.go` `SetClusterSpec` sets nothing when the job has one replica
+    in all (`isDistributed`).
+
+    Args:
+        job_name: The TFJob's name.
+        namespace: Its namespace.
+        replicas: Replica type as in the TFJob (`Chief`, `Worker`) → count.
+        task_type: This replica's type (`Chief`, `Worker`).
+        index: This replica's index within its type.
+        port: The `tfjob-port` container port.
+        cluster_domain: The operator's `CUSTOM_CLUSTER_DOMAIN` (default: its environment).
+
+    Returns:
+        The decoded `TF_CONFIG`, or None where the operator sets none.
+    """
+    if sum(replicas.values()) == 1:
+        return None
+    domain = os.environ.get(CLUSTER_DOMAIN_ENV, "") if cluster_domain is None else cluster_domain
+    cluster = {}
+    for rtype, count in replicas.items():
+        kind = rtype.lower()
+        hosts = []
+        for i in range(count):
+            host = f"{job_name}-{kind}-{i}".replace("/", "-") + f".{namespace}.svc"
+            hosts.append(f"{host}.{domain}:{port}" if domain else f"{host}:{port}")
+        cluster[kind] = hosts
+    return {
+        "cluster": cluster,
+        "task": {"type": task_type.lower(), "index": int(index)},
+        "environment": "cloud",
+    }
