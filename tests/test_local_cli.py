@@ -5,6 +5,7 @@ import io
 from typer.testing import CliRunner
 
 from pipelines.app import cli
+from pipelines.targets.local import run as run_module
 from pipelines.targets.local.run import ProgressFilter, failure_reason
 
 RUNNER = CliRunner()
@@ -40,6 +41,82 @@ def test_progress_filter_keeps_progress_and_logs_everything():
         "✓ tune-locally success",
     ]
     assert log.getvalue() == KFP_LOG
+
+
+# What TensorFlow and absl print in a task (verbatim from local runs and `prepare`), between
+# our own lines; the final job's replicas come tagged by the local job executor.
+TF_CHATTER = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795424006.634089    3320 port.cc:153] oneDNN custom operations are on. You may"
+    " see slightly different numerical results due to floating-point round-off errors.",
+    "I0000 00:00:1795424006.675102    3320 cpu_feature_guard.cc:227] This TensorFlow binary is"
+    " optimized to use available CPU instructions in performance-critical operations.",
+    "To enable the following instructions: AVX2 AVX512F AVX512_BF16 AMX_TILE FMA, in other"
+    " operations, rebuild TensorFlow with the appropriate compiler flags.",
+    "E0000 00:00:1795424009.508856    3407 jpeg_mem.cc:331] Premature end of JPEG data.",
+    "Input file read error",
+    "W0000 00:00:1795424009.531743    3320 local_rendezvous.cc:412] Local rendezvous is aborting"
+    " with status: OUT_OF_RANGE: End of sequence",
+    "2026-11-21 09:00:01.000000: W tensorflow/core/framework/local_rendezvous.cc:404] Local"
+    " rendezvous is aborting with status: OUT_OF_RANGE: End of sequence",
+    "[chief-0] WARNING: All log messages before absl::InitializeLog() is called are written to"
+    " STDERR",
+    "[worker-0] I0000 00:00:1795423956.525618    1669 port.cc:153] oneDNN custom operations on.",
+    "[worker-0] E0000 00:00:1795423969.911543    1898 base_collective_executor.cc:252]"
+    " BaseCollectiveExecutor::StartAbort UNAVAILABLE: Failed to send RPC to coordination service.",
+    "[worker-0] Additional GRPC error information from remote target /job:chief/replica:0/task:0"
+    " while calling /tensorflow.CoordinationService/Heartbeat:",
+    '[worker-0] :UNKNOWN:Error received from peer  {grpc_status:14, grpc_message:"failed"}',
+]
+OUR_LINES = [
+    "prepared 179/1797 images",
+    "trial 1 succeeded: accuracy=0.84 (step 4) learning_rate=0.013",
+    "[chief-0] epoch 1/10: loss=2.1 accuracy=0.3 val_loss=1.9 val_accuracy=0.4 (0.5s, 3109 img/s)",
+    "[chief-0] trainer: exported model to /x/model/",
+    # a fatal line is why a process died: it stays on screen
+    "[worker-0] F0000 00:00:1795423969.911543    1898 collective_ops.cc:9] Check failed: ok",
+    "ValueError: learning_rate must be > 0",
+]
+
+
+def test_progress_filter_keeps_tensorflow_chatter_in_the_log_only():
+    """The progress output holds none of TensorFlow's start-up lines; the log keeps them all."""
+    assert len(TF_CHATTER) > len(OUR_LINES)
+    body = [line for i, noise in enumerate(TF_CHATTER) for line in (noise, *OUR_LINES[i : i + 1])]
+    text = (
+        "09:00:00.000 - INFO - Executing task \x1b[96m'train-locally'\x1b[0m\n"
+        "09:00:00.001 - INFO - Streamed logs:\n"
+        + "".join(f"    {line}\n" for line in body)
+        + "09:00:10.000 - INFO - Task 'train-locally' finished with status SUCCESS\n"
+    )
+    shown, log = [], io.StringIO()
+    stream = ProgressFilter(log, shown.append)
+    for start in range(0, len(text), 97):  # lines split across writes
+        stream.write(text[start : start + 97])
+
+    assert shown == [
+        "▶ train-locally",
+        *(f"    {line}" for line in OUR_LINES),
+        "✓ train-locally success",
+    ]
+    for marker in (
+        "absl",
+        "oneDNN",
+        "cpu_feature_guard",
+        "rebuild TensorFlow",
+        "rendezvous",
+        "Input file read error",
+        "I0000",
+        "W0000",
+        "E0000",
+        "GRPC",
+        "grpc_status",
+    ):
+        assert not any(marker in line for line in shown), marker
+        assert marker in log.getvalue(), marker
+    assert log.getvalue() == text
+    assert all(run_module.is_tf_noise(line) for line in TF_CHATTER)
+    assert not any(run_module.is_tf_noise(line) for line in OUR_LINES)
 
 
 def test_failure_reason_is_the_last_exception_line(tmp_path):

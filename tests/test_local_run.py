@@ -12,10 +12,11 @@ from pipelines.app.run_summary import summarize
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
-from pipelines.targets.local.run import run_local
+from pipelines.targets.local.run import LOG_FILE, is_tf_noise, run_local
 from trainer import contract
 
 pytestmark = pytest.mark.slow
+PROGRESS: list[str] = []  # what the first run of `two_runs` showed on the terminal
 SECRET_MARKERS = ("private_key", "BEGIN PRIVATE KEY", "access_token", "refresh_token", "ya29.")
 
 
@@ -34,9 +35,21 @@ def two_runs(tmp_path_factory):
         },
         environ={},
     )
-    first = summarize(run_local(settings, echo=lambda line: None))
+    PROGRESS.clear()
+    first = summarize(run_local(settings, echo=PROGRESS.append))
     second = summarize(run_local(settings, echo=lambda line: None))
     return settings, first, second
+
+
+def test_progress_holds_none_of_tensorflows_chatter_while_the_log_keeps_it(two_runs):
+    settings, _, _ = two_runs
+    log = (Path(settings.output) / LOG_FILE).read_text()
+    assert "▶ tune-locally" in PROGRESS and "✓ train-locally success" in PROGRESS
+    assert any("epoch" in line for line in PROGRESS)  # the tasks' own output still shows
+    for marker in ("oneDNN custom operations", "absl::InitializeLog", "I0000 "):
+        assert marker in log, marker  # TensorFlow did print it, into the log file
+        assert not any(marker in line for line in PROGRESS), marker
+    assert not any(is_tf_noise(line) for line in PROGRESS)
 
 
 def test_trials_artifact_holds_the_study(two_runs):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from pipelines.app import native_log
 from pipelines.app.errors import fail, first_line
 from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
 
@@ -42,10 +44,17 @@ def prepare(
     """Prepare a dataset once: decode, resize and shard it for every trial and the final job."""
     from rich.console import Console
 
-    from dataprep.prepare import IO_ERRORS, PreparationError, prepare_dataset
+    # TensorFlow runs in this process: its C++ start-up and per-image chatter (fd 2) goes to
+    # a log file, named after the summary (or in an I/O error) when anything was written to it.
+    log = native_log.new_log_file("hpt-prepare")
+    with native_log.stderr_to_file(log):  # importing TensorFlow prints its start-up lines
+        from dataprep.prepare import IO_ERRORS, PreparationError, prepare_dataset
 
     try:
-        with _progress(Console(stderr=True)) as show:
+        with (
+            native_log.stderr_to_file(log) as terminal,
+            _progress(Console(file=terminal)) as show,
+        ):
             metadata = prepare_dataset(
                 source,
                 output,
@@ -58,11 +67,21 @@ def prepare(
                 overwrite=overwrite,
                 progress=show,
             )
-    except PreparationError as error:
+    except PreparationError as error:  # names the bad value (or the unreadable files) itself
+        log.unlink(missing_ok=True)
         fail(str(error))
-    except IO_ERRORS as error:
-        fail(f"I/O error: {first_line(error)}")
-    Console().print(_dataset_summary(output, metadata))
+    except IO_ERRORS as error:  # TensorFlow may have logged more about it
+        fail(_with_log(f"I/O error: {first_line(error)}", native_log.keep_if_written(log)))
+    console = Console()
+    console.print(_dataset_summary(output, metadata))
+    kept = native_log.keep_if_written(log)
+    if kept:
+        console.print(f"TensorFlow's log: {kept}", style="dim", soft_wrap=True)
+
+
+def _with_log(message: str, log: Path | None) -> str:
+    """The one error line, naming TensorFlow's log when there is one."""
+    return f"{message} (TensorFlow's log: {log})" if log else message
 
 
 @contextlib.contextmanager
@@ -76,7 +95,11 @@ def _progress(console: Console) -> Iterator[Callable[[int, int], None]]:
         yield report_lines(console.print)
         return
     columns = (BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress("Preparing images", *columns, console=console, transient=True) as bar:
+    # Python-level writes to stderr (TensorFlow's warnings) stay out of the bar: to the log.
+    progress = Progress(
+        "Preparing images", *columns, console=console, transient=True, redirect_stderr=False
+    )
+    with progress as bar:
         task = bar.add_task("prepare", total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 

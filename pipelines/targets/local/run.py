@@ -17,12 +17,31 @@ from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
 
 LOG_FILE = "pipeline.log"
-# Component output that is TensorFlow's start-up chatter, kept in the log file only.
-_TF_NOISE = re.compile(
-    r"^(I|W)\d{4} |WARNING: All log messages|oneDNN|cpu_feature_guard|"
-    r"AVX|rebuild TensorFlow|absl::InitializeLog"
-)
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Component output that is TensorFlow's and absl's chatter, kept in the log file only:
+# absl-format lines of level I, W or E (`I0000 00:00:1795.. 15002 port.cc:153] oneDNN ..`,
+# "Local rendezvous is aborting", a replica's gRPC teardown after the chief is gone), the
+# older `2026-01-01 09:00:00.000000: W tensorflow/..` format, and the known start-up lines.
+# Fatal (F) lines stay: they are why a process died. A line may carry a replica's
+# `[chief-0] ` tag, forwarded by the local job executor.
+_TF_NOISE = re.compile(
+    r"^(?:\[[\w-]+\] )?(?:"
+    r"[IWE]\d{4} \d+:\d+:\d+\.\d+ +\d+ [\w.-]+:\d+\]"
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWE] "
+    r"|WARNING: All log messages before absl::InitializeLog"
+    r"|To enable the following instructions: .*rebuild TensorFlow"
+    r"|Additional GRPC error information from remote target"
+    r"|:UNKNOWN:Error received from peer"
+    r"|Input file read error"
+    r")|oneDNN custom operations|cpu_feature_guard|Local rendezvous is aborting"
+)
+
+
+def is_tf_noise(line: str) -> bool:
+    """Whether a line of task output is TensorFlow's or absl's chatter (log file only)."""
+    return bool(_TF_NOISE.search(_ANSI.sub("", line).strip()))
+
+
 _TASK = re.compile(r"'([^']+)'")
 
 
@@ -74,7 +93,7 @@ class ProgressFilter(io.TextIOBase):
             self.state = "outputs"
         elif set(line) == {"-"}:
             self.state = "idle"
-        elif self.state == "logs" and line.strip() and not _TF_NOISE.search(line.strip()):
+        elif self.state == "logs" and line.strip() and not is_tf_noise(line):
             self.echo(f"    {line.strip()}")
 
 
