@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -328,6 +329,12 @@ def test_mermaid_html_and_tree_show_the_same_graph(run_dir):
 
     page = lineage_render.html_page(graph)
     assert '<pre class="mermaid">' in page
+    # offline the Mermaid source is folded under a note; the script unfolds it when it loads
+    folded = page.split('<details id="graph">', 1)[1].split("</details>", 1)[0]
+    assert folded.startswith(f"<summary>{html.escape(lineage_render.OFFLINE_NOTE)}</summary>")
+    assert '<pre class="mermaid">' in folded and "flowchart TD" in folded
+    assert page.index("</details>") < page.index("<h2>Lineage (from the inputs down)</h2>")
+    assert "replaceWith(chart)" in page.split('<script type="module">', 1)[1]
     fallback = page.split("</pre>", 1)[1]  # the list readable without Mermaid
     for node in graph.nodes.values():
         assert node.name.replace("(", "").split()[0] in fallback

@@ -195,24 +195,35 @@ def _html_list(items: Sequence[TreeItem]) -> str:
 
 
 MERMAID_SCRIPT = "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs"
+OFFLINE_NOTE = (
+    "The graph is drawn by Mermaid, loaded from cdn.jsdelivr.net, which this page could not "
+    "reach; the list below holds the same lineage. Mermaid source:"
+)
 
 
 def html_page(graph: LineageGraph) -> str:
     """A standalone page: the Mermaid chart and the same lineage as a nested list.
 
     The chart is drawn when the browser can load Mermaid; the list needs no network.
+    Offline, the chart's Mermaid source stays folded under a note that says so, so the
+    page opens on the title and the list rather than on a screen of Mermaid text.
     """
     title = html.escape(f"Lineage of {graph.title}")
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}}li{{margin:2px 0}}code{{color:#555}}
-pre.mermaid{{background:#fafafa;padding:1em}}</style></head><body>
+pre.mermaid{{background:#fafafa;padding:1em}}summary{{color:#555;cursor:pointer}}</style>
+</head><body>
 <h1>{title}</h1>
 <h2>Graph</h2>
+<details id="graph"><summary>{html.escape(OFFLINE_NOTE)}</summary>
 <pre class="mermaid">
-{html.escape(mermaid(graph))}</pre>
+{html.escape(mermaid(graph))}</pre></details>
 <h2>Lineage (from the inputs down)</h2>
 {_html_list(spanning_tree(graph))}
 <script type="module">import mermaid from "{MERMAID_SCRIPT}";
-mermaid.initialize({{startOnLoad: true}});</script>
+const chart = document.querySelector("#graph pre.mermaid");
+document.getElementById("graph").replaceWith(chart);  // unfolded: no offline note
+mermaid.initialize({{startOnLoad: false}});
+await mermaid.run({{nodes: [chart]}});</script>
 </body></html>
 """

@@ -17,24 +17,42 @@ def _figure_png(fig: Any) -> bytes:
     return buffer.getvalue()
 
 
-def confusion_matrix_png(report: dict[str, Any]) -> bytes:
-    """A confusion-matrix heat map with counts."""
+SHORT_NAME = 3  # class names up to this long stay level under the confusion matrix
+
+
+def count_colors(matrix: list[list[int]]) -> list[list[str]]:
+    """The colour of each count: white on the darker half of the Blues scale, else black."""
+    top = max((max(row) for row in matrix if row), default=0)
+    return [["white" if top and count > top / 2 else "black" for count in row] for row in matrix]
+
+
+def confusion_matrix_figure(report: dict[str, Any]) -> Any:
+    """A confusion-matrix heat map with counts, readable on light and dark cells alike."""
     plt = plotting.pyplot()
 
     names, matrix = report["class_names"], report["confusion_matrix"]
     size = max(3.0, 0.5 * len(names) + 2)
     fig, ax = plt.subplots(figsize=(size, size))
-    ax.imshow(matrix, cmap="Blues")
-    ax.set_xticks(range(len(names)), names, rotation=45, ha="right")
+    ax.imshow(matrix, cmap="Blues", vmin=0)
+    if max((len(str(n)) for n in names), default=0) <= SHORT_NAME:
+        ax.set_xticks(range(len(names)), names)
+    else:
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(len(names)), names)
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
-    for i, row in enumerate(matrix):
-        for j, count in enumerate(row):
-            ax.text(j, i, str(count), ha="center", va="center", fontsize=8)
+    for i, (row, colors) in enumerate(zip(matrix, count_colors(matrix), strict=True)):
+        for j, (count, color) in enumerate(zip(row, colors, strict=True)):
+            ax.text(j, i, str(count), ha="center", va="center", fontsize=8, color=color)
     ax.set_title(f"confusion matrix ({report['split']}, n={report['count']})")
+    return fig
+
+
+def confusion_matrix_png(report: dict[str, Any]) -> bytes:
+    """`confusion_matrix_figure` as PNG bytes."""
+    fig = confusion_matrix_figure(report)
     png = _figure_png(fig)
-    plt.close(fig)
+    plotting.pyplot().close(fig)
     return png
 
 

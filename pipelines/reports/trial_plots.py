@@ -175,18 +175,21 @@ def parameters_figure(
         if labels is not None:  # one position per category
             ax.set_xticks(range(len(labels)), labels)
             ax.set_xlim(-0.5, max(len(labels), 1) - 0.5)
-        elif wants_log_axis(raw):
-            ax.set_xscale("log")
+        else:
+            ax.margins(x=0.08)
+            if wants_log_axis(raw):
+                ax.set_xscale("log")
         ax.scatter([x_of(v) for v in raw], ys, alpha=0.8)
+        ax.margins(y=0.12)  # room for the best trial's star at the top
         if best is not None and name in best[0]:
             x = x_of(best[0][name])
             ax.scatter([x], [best[1]], marker="*", s=200, color="tab:red", label="best")
-            ax.legend(loc="best", fontsize=8)
         ax.set_xlabel(name)
         ax.set_ylabel(metric.metric_id)
     for ax in list(axes.flat)[len(names) :]:
         ax.axis("off")
-    fig.suptitle(f"{metric.metric_id} against each parameter")
+    starred = " (★ best trial)" if best is not None else ""
+    fig.suptitle(f"{metric.metric_id} against each parameter{starred}")
     fig.tight_layout()
     return fig
 
