@@ -58,7 +58,9 @@ def run(
     trial_accelerators: int = typer.Option(
         None, help="Logical devices per trial (MirroredStrategy replicas)."
     ),
-    search_space: Path = typer.Option(None, help="Search-space YAML (default: the seeds')."),
+    search_space: Path = typer.Option(
+        None, help="Search-space preset (default, seeds) or YAML file (default: `default`)."
+    ),
     early_stopping: bool = typer.Option(None, "--early-stopping/--no-early-stopping"),
     trial_threshold: float = typer.Option(None, help="Stop before final training below it."),
     eval_threshold: float = typer.Option(None, help="Register only at or above this accuracy."),
