@@ -1,4 +1,7 @@
-"""`hpt-pipeline submit` and `hpt-pipeline schedule …`: Vertex AI Pipelines runs and schedules.
+"""`hpt-pipeline submit` and `hpt-pipeline schedule …`: runs and schedules on Vertex or Kubeflow.
+
+Vertex AI Pipelines is the default target; `--target kubeflow` sends to Kubeflow
+Pipelines through `kfp.Client` (`pipelines.app.kubeflow_commands`).
 
 Settings come from flags > `--config` YAML > `HPT_*` environment; every bad or
 missing value is a one-line error before anything is compiled or sent.
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.errors import cloud_errors, fail
 from pipelines.app.preflight import check_cloud_run
 from pipelines.settings import Settings, SettingsError, load_settings, parse_labels, require_cloud
@@ -62,7 +66,7 @@ DisplayNameOption = Annotated[
 TemplateOption = Annotated[
     Path | None,
     typer.Option(
-        "--template", dir_okay=False, help="A compiled pipeline; default: compile the vertex one."
+        "--template", dir_okay=False, help="A compiled pipeline; default: compile the --target one."
     ),
 ]
 ParamOption = Annotated[
@@ -75,6 +79,19 @@ DryRunOption = Annotated[
 OutputOption = Annotated[
     Path | None,
     typer.Option("--output", dir_okay=False, help="Where --dry-run writes the JSON (stdout)."),
+]
+TargetOption = Annotated[
+    str,
+    typer.Option("--target", help="vertex (Vertex AI Pipelines) or kubeflow (Kubeflow Pipelines)."),
+]
+HostOption = Annotated[
+    str | None,
+    typer.Option(
+        "--host", help="Kubeflow Pipelines API URL, e.g. http://localhost:8080 (kubeflow)."
+    ),
+]
+NamespaceOption = Annotated[
+    str | None, typer.Option("--namespace", help="Kubernetes namespace of the runs (kubeflow).")
 ]
 
 
@@ -144,7 +161,11 @@ def submit(
     label: LabelOption = None,
     cache: CacheOption = None,
     experiment: Annotated[
-        str | None, typer.Option("--experiment", help="Vertex AI experiment to log the run to.")
+        str | None,
+        typer.Option(
+            "--experiment",
+            help="Vertex AI experiment to log the run to; kubeflow: the KFP experiment (Default).",
+        ),
     ] = None,
     display_name: DisplayNameOption = None,
     config: ConfigOption = None,
@@ -153,11 +174,30 @@ def submit(
     dry_run: DryRunOption = False,
     output: OutputOption = None,
     wait: Annotated[
-        bool, typer.Option("--wait/--no-wait", help="Wait for the run to end.")
+        bool, typer.Option("--wait/--no-wait", help="Wait for the run to end (vertex).")
     ] = False,
+    target: TargetOption = "vertex",
+    host: HostOption = None,
+    namespace: NamespaceOption = None,
 ) -> None:
-    """Submit the pipeline to Vertex AI Pipelines (or --dry-run: write the request)."""
+    """Submit the pipeline to Vertex AI Pipelines or Kubeflow Pipelines (or --dry-run)."""
     with _one_line_errors():
+        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
+            vertex = dict(project=project, region=region, network=network, kms_key=kms_key)
+            settings = kubeflow.run_settings(
+                config,
+                {**vertex, "label": label, "wait": wait},
+                kubeflow_host=host,
+                kubeflow_namespace=namespace,
+                pipeline_root=pipeline_root,
+                kubeflow_service_account=service_account,
+                enable_caching=cache,
+                experiment=experiment,
+                display_name=display_name,
+            )
+            with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:
+                send(kubeflow.run_request, kubeflow.submit, param)
+            return
         settings = _settings(
             config,
             label,
@@ -192,7 +232,7 @@ def submit(
 
 
 schedule_app = typer.Typer(
-    help="Recurring runs on Vertex AI Pipelines (PipelineJobSchedule).",
+    help="Recurring runs: Vertex AI Pipelines schedules, or Kubeflow Pipelines recurring runs.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -204,7 +244,9 @@ def schedule_create(
     cron: Annotated[
         str,
         typer.Option(
-            "--cron", help="5-field cron, optionally prefixed: 'TZ=Europe/Paris 0 3 * * 1'."
+            "--cron",
+            help="5-field cron, optionally prefixed: 'TZ=Europe/Paris 0 3 * * 1' (kubeflow: no "
+            "TZ=; sent as KFP's 6 fields, seconds first: '0 0 3 * * 1').",
         ),
     ],
     start_time: Annotated[
@@ -214,13 +256,17 @@ def schedule_create(
         str | None, typer.Option("--end-time", help="ISO-8601; after --start-time.")
     ] = None,
     max_runs: Annotated[
-        int | None, typer.Option("--max-runs", help="Stop after this many runs.")
+        int | None, typer.Option("--max-runs", help="Stop after this many runs (vertex).")
     ] = None,
     max_concurrent_runs: Annotated[
-        int, typer.Option("--max-concurrent-runs", help="Runs allowed at the same time.")
+        int,
+        typer.Option(
+            "--max-concurrent-runs", help="Runs allowed at the same time (kubeflow: 1-10)."
+        ),
     ] = 1,
     allow_queueing: Annotated[
-        bool, typer.Option("--allow-queueing", help="Queue runs beyond --max-concurrent-runs.")
+        bool,
+        typer.Option("--allow-queueing", help="Queue runs beyond --max-concurrent-runs (vertex)."),
     ] = False,
     project: ProjectOption = None,
     region: RegionOption = None,
@@ -236,9 +282,38 @@ def schedule_create(
     param: ParamOption = None,
     dry_run: DryRunOption = False,
     output: OutputOption = None,
+    target: TargetOption = "vertex",
+    host: HostOption = None,
+    namespace: NamespaceOption = None,
+    experiment: Annotated[
+        str | None, typer.Option("--experiment", help="KFP experiment of the runs (kubeflow).")
+    ] = None,
 ) -> None:
     """Create a schedule of pipeline runs (or --dry-run: write the request)."""
     with _one_line_errors():
+        if kubeflow.is_kubeflow(target, host=host, namespace=namespace, experiment=experiment):
+            vertex = dict(project=project, region=region, network=network, kms_key=kms_key)
+            settings = kubeflow.run_settings(
+                config,
+                {**vertex, "label": label, "max_runs": max_runs, "allow_queueing": allow_queueing},
+                kubeflow_host=host,
+                kubeflow_namespace=namespace,
+                pipeline_root=pipeline_root,
+                kubeflow_service_account=service_account,
+                enable_caching=cache,
+                experiment=experiment,
+                display_name=display_name,
+            )
+            kfp_spec = kubeflow.kfp_client.schedule_spec(
+                cron,
+                settings.display_name,
+                start_time=start_time,
+                end_time=end_time,
+                max_concurrency=max_concurrent_runs,
+            )
+            with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:
+                send(kubeflow.recurring_run_request, kubeflow.schedule_create, kfp_spec, param)
+            return
         settings = _settings(
             config,
             label,
@@ -286,22 +361,35 @@ def schedule_list(
     project: ProjectOption = None,
     region: RegionOption = None,
     config: ConfigOption = None,
+    target: TargetOption = "vertex",
+    host: HostOption = None,
+    namespace: NamespaceOption = None,
 ) -> None:
-    """List the pipeline schedules of the project and region."""
+    """List the pipeline schedules of the project and region (kubeflow: of the namespace)."""
     from rich.console import Console
     from rich.table import Table
 
     with _one_line_errors():
-        settings = _settings(config, None, LOCATION, project=project, region=region)
-        found = vertex_client.list_schedules(
-            settings, vertex_client.credentials(offline=False), filter=filter
-        )
-        rows = [vertex_client.schedule_row(schedule) for schedule in found]
+        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
+            vertex = dict(filter=filter, project=project, region=region)
+            settings = kubeflow.host_settings(config, vertex, host, namespace)
+            where = f"namespace {settings.kubeflow_namespace} at {settings.kubeflow_host}"
+            with kubeflow.api_errors(settings):
+                rows = kubeflow.schedule_rows(settings)
+            title = f"Recurring runs in {where}"
+        else:
+            settings = _settings(config, None, LOCATION, project=project, region=region)
+            found = vertex_client.list_schedules(
+                settings, vertex_client.credentials(offline=False), filter=filter
+            )
+            rows = [vertex_client.schedule_row(schedule) for schedule in found]
+            where = vertex_client.location_path(settings)
+            title = f"Pipeline schedules in {where}"
     if not rows:
-        typer.echo(f"no pipeline schedules in {vertex_client.location_path(settings)}")
+        typer.echo(f"no pipeline schedules in {where}")
         return
-    table = Table(title=f"Pipeline schedules in {vertex_client.location_path(settings)}")
-    for column in ("id", "display_name", "state", "cron", "runs", "next_run"):
+    table = Table(title=title)
+    for column in rows[0]:
         table.add_column(column.replace("_", " "), overflow="fold")
     for row in rows:
         table.add_row(*row.values())
@@ -309,7 +397,10 @@ def schedule_list(
 
 
 ScheduleArgument = Annotated[
-    str, typer.Argument(help="Schedule id or projects/P/locations/L/schedules/ID.")
+    str,
+    typer.Argument(
+        help="Schedule id or projects/P/locations/L/schedules/ID (kubeflow: recurring run id)."
+    ),
 ]
 
 
@@ -319,11 +410,20 @@ def _schedule_action(
     project: str | None,
     region: str | None,
     config: Path | None,
+    kubeflow_flags: tuple[str, str | None, str | None] = ("vertex", None, None),
     *,
     confirm: bool = False,
 ) -> None:
     """Fetch a schedule and pause, resume or delete it (asking first when `confirm`)."""
     with _one_line_errors():
+        target, host, namespace = kubeflow_flags
+        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
+            vertex = dict(project=project, region=region)
+            settings = kubeflow.host_settings(config, vertex, host, namespace)
+            with kubeflow.api_errors(settings):
+                line = kubeflow.schedule_action(action, settings, schedule, confirm=confirm)
+            typer.echo(line)
+            return
         settings = _settings(config, None, LOCATION, project=project, region=region)
         name = vertex_client.schedule_name(settings, schedule)
         found = vertex_client.get_schedule(settings, vertex_client.credentials(offline=False), name)
@@ -341,9 +441,12 @@ def schedule_pause(
     project: ProjectOption = None,
     region: RegionOption = None,
     config: ConfigOption = None,
+    target: TargetOption = "vertex",
+    host: HostOption = None,
+    namespace: NamespaceOption = None,
 ) -> None:
     """Pause a schedule: no new runs until it is resumed."""
-    _schedule_action("pause", schedule, project, region, config)
+    _schedule_action("pause", schedule, project, region, config, (target, host, namespace))
 
 
 @schedule_app.command("resume")
@@ -352,9 +455,12 @@ def schedule_resume(
     project: ProjectOption = None,
     region: RegionOption = None,
     config: ConfigOption = None,
+    target: TargetOption = "vertex",
+    host: HostOption = None,
+    namespace: NamespaceOption = None,
 ) -> None:
     """Resume a paused schedule (missed runs are not started)."""
-    _schedule_action("resume", schedule, project, region, config)
+    _schedule_action("resume", schedule, project, region, config, (target, host, namespace))
 
 
 @schedule_app.command("delete")
@@ -364,6 +470,10 @@ def schedule_delete(
     project: ProjectOption = None,
     region: RegionOption = None,
     config: ConfigOption = None,
+    target: TargetOption = "vertex",
+    host: HostOption = None,
+    namespace: NamespaceOption = None,
 ) -> None:
     """Delete a schedule (its past runs stay)."""
-    _schedule_action("delete", schedule, project, region, config, confirm=not yes)
+    flags = (target, host, namespace)
+    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes)

@@ -24,14 +24,58 @@ def check_cloud_run(settings: Settings) -> None:
         raise SettingsError(
             f"pipeline_root={settings.pipeline_root}: Vertex AI Pipelines needs a gs:// URI"
         )
+    check_images(
+        settings,
+        "build the images (make images PROJECT=…) and set {env} (or {name} in --config), e.g. "
+        f"$(make -s image-uris PROJECT=my-project REGION={settings.region})",
+    )
+    _check_caching_and_study(settings)
+
+
+def check_kubeflow_run(settings: Settings) -> None:
+    """Refuse a Kubeflow Pipelines run or recurring run that could only fail on the cluster.
+
+    * no `kubeflow_host` (the KFP API endpoint; `Settings` already refuses one that is
+      not an http(s) URL);
+    * image URIs still pointing at the placeholder registry (the pods' pulls fail);
+    * `enable_caching=True` and a search space the trainer or the algorithm cannot
+      take, as for Vertex (`check_cloud_run`).
+
+    Raises:
+        SettingsError: One line naming the setting and how to set it.
+    """
+    host = settings.kubeflow_host
+    if not host:
+        raise SettingsError(
+            "kubeflow_host is not set: pass --host URL (the Kubeflow Pipelines API, e.g. "
+            f"http://localhost:8080 after a port-forward), or set {ENV_PREFIX}KUBEFLOW_HOST"
+        )
+    check_images(
+        settings,
+        "push the images to a registry the cluster pulls from and set {env} "
+        "(or {name} in --config)",
+    )
+    _check_caching_and_study(settings)
+
+
+def check_images(settings: Settings, hint: str) -> None:
+    """Refuse image URIs that still point at the placeholder registry.
+
+    Args:
+        settings: The trainer and components images are checked.
+        hint: How to fix it; `{name}` and `{env}` are filled with the setting's names.
+
+    Raises:
+        SettingsError: Naming the image setting and its value.
+    """
     for name in ("trainer_image", "components_image"):
         uri = getattr(settings, name)
         if PLACEHOLDER in uri:
-            raise SettingsError(
-                f"{name}={uri}: a placeholder; build the images (make images PROJECT=…) and "
-                f"set {ENV_PREFIX}{name.upper()} (or {name} in --config), e.g. "
-                f"$(make -s image-uris PROJECT=my-project REGION={settings.region})"
-            )
+            fix = hint.format(name=name, env=f"{ENV_PREFIX}{name.upper()}")
+            raise SettingsError(f"{name}={uri}: a placeholder; {fix}")
+
+
+def _check_caching_and_study(settings: Settings) -> None:
     if settings.enable_caching:
         raise SettingsError(
             "enable_caching=True: it would cache every task, the model lookup and the trial "
