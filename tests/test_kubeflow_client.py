@@ -151,6 +151,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Server:
         ("0 3 * * 1", "0 0 3 * * 1"),
         ("  */15   * * * * ", "0 */15 * * * *"),
         ("0 9 1 */2 *", "0 0 9 1 */2 *"),
+        ("30 6 ? jan,Jul MON-FRI", "0 30 6 ? jan,Jul MON-FRI"),
+        ("0 0 1-15/2 * 0,6", "0 0 0 1-15/2 * 0,6"),
     ],
 )
 def test_five_field_cron_becomes_kfps_six_fields_seconds_first(cron: str, kfp: str) -> None:
@@ -164,6 +166,9 @@ def test_five_field_cron_becomes_kfps_six_fields_seconds_first(cron: str, kfp: s
         ("0 0 3 * * 1", "expected 5 fields"),
         ("61 3 * * 1", "bad minute field '61'"),
         ("0 3 31 2 *", "never fires"),
+        ("0 3 * * 7", "day-of-week field '7' is not in Kubeflow Pipelines' cron syntax"),
+        ("0 3 L * *", "day-of-month field 'L'"),
+        ("0 3 * * 1#2", "day-of-week field '1#2'"),
     ],
 )
 def test_bad_or_zoned_cron_is_one_line(cron: str, message: str) -> None:

@@ -13,9 +13,9 @@ Cron: users give the 5-field expression every target takes
 `cron.Parse` (kubeflow/pipelines `backend/src/apiserver/server/api_converter.go`),
 whose fields are `second minute hour day-of-month month [day-of-week]`: a 5-field
 expression would be read seconds first, so `kfp_cron` prepends `0` (second 0).
-That parser has no `TZ=` prefix: the scheduler's `CRON_SCHEDULE_TIMEZONE`
-applies, so a time zone prefix is refused. `max_concurrency` must be 1..10
-(the same file).
+That parser has no `TZ=` prefix (the scheduler's `CRON_SCHEDULE_TIMEZONE`
+applies), no `L`/`W`/`#` and a day-of-week of 0-6: those are refused here.
+`max_concurrency` must be 1..10 (the same file).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipelines.schedules import split_time_zone, time_window, validate_cron
+from pipelines.schedules import CRON_FIELDS, split_time_zone, time_window, validate_cron
 from pipelines.settings import Settings, SettingsError
 
 if TYPE_CHECKING:
@@ -41,6 +41,12 @@ RECURRING_RUNS_PATH = "/apis/v2beta1/recurringruns"
 EXPERIMENTS_PATH = "/apis/v2beta1/experiments"
 DEFAULT_EXPERIMENT = "Default"  # kfp.Client's experiment when none is named
 MAX_CONCURRENCY = 10  # api_converter.go: "at least 1 and at most 10"
+# robfig/cron v1.2.0 (spec.go, parser.go): numbers or names, `* ? , - /`; no L, W or #.
+_CRON_PART = re.compile(r"^(?:\*|\?|(\w+)(?:-(\w+))?)(?:/\d+)?$")
+_CRON_NAMES = {
+    3: {"jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"},
+    4: {"sun", "mon", "tue", "wed", "thu", "fri", "sat"},
+}
 _UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -72,6 +78,18 @@ def kfp_cron(cron: str) -> str:
             f"cron={cron!r}: Kubeflow Pipelines takes no time zone in the cron (its scheduler "
             "uses CRON_SCHEDULE_TIMEZONE, the cluster's); drop the TZ= prefix"
         )
+    for index, (name, field) in enumerate(zip(CRON_FIELDS, fields.split(" "), strict=True)):
+        for part in field.split(","):
+            match = _CRON_PART.match(part)
+            words = [w for w in match.groups() if w] if match else []
+            known = all(w.isdigit() or w.lower() in _CRON_NAMES.get(index, ()) for w in words)
+            if index == 4:  # robfig's day-of-week is 0-6 (no 7 for Sunday)
+                known = known and all(int(w) <= 6 for w in words if w.isdigit())
+            if not (match and known):
+                raise SettingsError(
+                    f"cron={cron!r}: {name} field {field!r} is not in Kubeflow Pipelines' cron "
+                    "syntax (robfig/cron v1: numbers, names, * ? , - /; day-of-week 0-6)"
+                )
     return f"0 {fields}"
 
 
