@@ -1,0 +1,65 @@
+"""Kubeflow binding of the tuning step: a Katib Experiment, its Trials as the trials artifact.
+
+The Experiment is built from the same study payload as the Vertex HPT job
+(`pipelines.targets.kubeflow.experiment`), checked against Katib's admission rules,
+created (or resumed: a retried task finds it by name), waited on with progress
+lines, and its Trials are written in the schema every target writes.
+"""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def tune_on_katib(
+    study_spec_metrics: list,
+    study_spec_parameters: list,
+    study_spec_algorithm: str,
+    study_spec_measurement_selection_type: str,
+    max_trial_count: int,
+    parallel_trial_count: int,
+    max_failed_trial_count: int,
+    worker_pool_specs: list,
+    base_output_directory: str,
+    namespace: str,
+    display_name: str,
+    experiment_name: str,
+    service_account: str,
+    data_pvc: str,
+    data_mount_path: str,
+    cpu: str,
+    memory: str,
+    early_stopping: bool,
+    timeout_s: int,
+    trials: dsl.Output[dsl.Artifact],
+):
+    """Run the study on Katib and write its trials (source `katib`)."""
+    from pipelines.study import trials_artifact
+    from pipelines.targets.kubeflow import katib_tune
+
+    done, converted = katib_tune.run_katib_study(
+        study_spec_parameters=study_spec_parameters,
+        study_spec_metrics=study_spec_metrics,
+        study_spec_algorithm=study_spec_algorithm,
+        study_spec_measurement_selection_type=study_spec_measurement_selection_type,
+        max_trial_count=max_trial_count,
+        parallel_trial_count=parallel_trial_count,
+        max_failed_trial_count=max_failed_trial_count,
+        worker_pool_specs=worker_pool_specs,
+        base_output_directory=base_output_directory,
+        namespace=namespace,
+        display_name=display_name,
+        experiment_name=experiment_name,
+        service_account=service_account,
+        pvc_name=data_pvc,
+        pvc_mount_path=data_mount_path,
+        cpu=cpu,
+        memory=memory,
+        early_stopping=early_stopping,
+        timeout_s=timeout_s,
+    )
+    meta = done["metadata"]
+    trials_artifact.write(
+        trials, converted, source="katib", study_dir=f"{meta['namespace']}/{meta['name']}"
+    )

@@ -1,0 +1,320 @@
+"""The Katib `Experiment` (kubeflow.org/v1beta1) built from the study payload every target gets.
+
+The same inputs as the Vertex HPT job (`study_spec_parameters`/`study_spec_metrics` as GCPC
+serializes them, trial counts, algorithm, measurement selection, `worker_pool_specs`) are
+parsed back (`search_space.from_study_spec`) and written through `kubeflow_katib_api`'s
+pydantic models; the trial's pod spec through the `kubernetes` client models. The result is
+a dict (camelCase) that round-trips through both (`to_dict`/`from_dict` and
+`ApiClient.sanitize_for_serialization`) unchanged.
+
+Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
+
+* Metrics: Katib's **File collector, JSON format** reads cloudml-hypertune's file as the
+  trainer writes it, so the trainer keeps its one reporting path.
+  `pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go`:
+  each non-empty line must be a JSON object (l.131-138, one bad line fails the read);
+  a metric is taken only when its value is a *string* (`jsonObj[m].(string)`, l.153), which is
+  what hypertune writes (`"accuracy": "0.83"`); `timestamp` may be a float64 (l.213-237);
+  other keys (`global_step`, `trial`, `checkpoint_path`) are ignored. Quirk: the fraction of a
+  float timestamp is read as an integer count of nanoseconds (l.219-230), so sub-second order
+  is garbled; harmless with one report per epoch. No objective line at all → the value
+  `unavailable` (l.180-192) → the Trial is MetricsUnavailable, which Katib counts as failed
+  (`experiment/util/status_util.go` l.191), as the local executor counts a trial without metric.
+  The file is read after the training process exits (`cmd/metricscollector/v1beta1/
+  file-metricscollector/main.go` l.424-431); the path is cloudml-hypertune's default, and
+  `CLOUD_ML_HP_METRIC_FILE` is set to it. The pod webhook mounts an emptyDir at its directory
+  (`pkg/webhook/v1beta1/pod/utils.go` l.230-240) and rewrites the training container to
+  `sh -c "<command and args joined by spaces> && echo completed > <dir>/$$$$.pid"`
+  (`utils.go` l.155-194): every command word must be shell-safe (checked here).
+* Substitution: the trial template is marshalled to JSON text and each
+  `${trialParameters.<name>}` is string-replaced by the assignment's value
+  (`pkg/controller.v1beta1/experiment/manifest/generator.go` l.109-196); `${trialSpec.Name}`
+  references give the Trial's name. Every Experiment parameter must have a trial parameter
+  (l.185-189). The trainer gets `--<id>=${trialParameters.<id>}` appended, exactly as Vertex
+  appends `--<id>=<value>`, and `CLOUD_ML_TRIAL_ID=${trialParameters.trialName}`.
+* Algorithm: `ALGORITHM_UNSPECIFIED` (Vertex's Bayesian optimisation; the local study uses
+  Optuna's TPE) → `tpe` (hyperopt): the same method as the local stand-in, and it handles all
+  four parameter types with `logUniform` (`pkg/suggestion/v1beta1/hyperopt/base_service.py`
+  l.62-144; `bayesianoptimization`/skopt has no log-uniform integer). `GRID_SEARCH` → `grid`
+  (optuna; it refuses `maxTrialCount` above the number of combinations,
+  `pkg/suggestion/v1beta1/optuna/service.py` l.238-251, so the count is capped at the grid
+  size, where Vertex would end too), `RANDOM_SEARCH` → `random`.
+* Scales: `log` → `distribution: logUniform` for double and int (Katib's `FeasibleSpace`
+  field `distribution`, `experiment_types.go` l.235-239); discrete/categorical are lists
+  sampled by choice, so they carry no distribution; `reverse_log` has no Katib distribution
+  and is refused (mapping it to uniform would silently change the search). Conditional
+  parameters are refused: Katib has none.
+* Early stopping → `medianstop` with `min_trials_required=3` (the local rule's `min_trials`)
+  and `start_step=1`: Katib's collector judges the rule once, on the start_step-th metric line
+  it tails (`main.go` l.364-368), and hypertune rewrites the whole file on each report, which
+  the tail may re-read from the start after truncation; the first line is the same either way.
+* `maxFailedTrialCount`: Katib fails the Experiment when failed trials reach it
+  (`status_util.go` l.204-212), Vertex's rule. Vertex's 0 ("the service decides") has no Katib
+  form (0 would fail on the first failure): it becomes `DEFAULT_FAILURE_FLOOR` (3), the local
+  stand-in's floor, capped at `maxTrialCount`.
+* Measurement selection: BEST → metric strategy `max`/`min` by goal (Katib's default,
+  `experiment_defaults.go` l.65-77), LAST → `latest`; `katib_trials` reads the same one.
+* `resumePolicy: FromVolume`: a finished Experiment can be restarted (a larger
+  `maxTrialCount`) only with LongRunning or FromVolume (`validator.go` l.125-131); FromVolume
+  keeps the suggestion's state on a PVC and frees its pod when the Experiment ends, where
+  LongRunning keeps a pod per finished Experiment. Needs a default StorageClass (1 small PVC).
+  A rerun of the same run (same Experiment name) reuses the object (see `components/tune_katib`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study.failure_rules import DEFAULT_FAILURE_FLOOR
+from pipelines.study.options import check_algorithm
+from pipelines.study.search_space import Parameter, SearchSpace, from_study_spec
+from pipelines.targets.kubeflow.trial_template import (
+    JOB_FAILURE,
+    JOB_SUCCESS,
+    METRICS_FILE,
+    PRIMARY_CONTAINER,
+    TRIAL_ID_ENV,
+    TRIAL_NAME_PARAMETER,
+    KatibSpecError,
+    trial_job,
+)
+from trainer.contract import format_value
+
+GROUP = "kubeflow.org"
+VERSION = "v1beta1"
+API_VERSION = f"{GROUP}/{VERSION}"
+EXPERIMENTS = "experiments"
+TRIALS = "trials"
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # consts.LabelExperimentName, on every Trial
+
+ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
+EARLY_STOPPING = "medianstop"
+MEDIANSTOP_SETTINGS = {"min_trials_required": "3", "start_step": "1"}
+RESUME_POLICY = "FromVolume"
+STRATEGIES = {"LAST_MEASUREMENT": "latest"}  # BEST_MEASUREMENT: by goal (below)
+TYPES = {"double": "double", "integer": "int", "discrete": "discrete", "categorical": "categorical"}
+
+SPEC_HASH_ANNOTATION = "hpt-pipeline/spec-sha256"
+EDITABLE = ("maxTrialCount", "parallelTrialCount", "maxFailedTrialCount")  # validator.go l.137-141
+_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def experiment_name(prefix: str, base_output_directory: str) -> str:
+    """A Katib-valid name (≤ 40 chars), the same for the same study folder.
+
+    The study folder is unique per run and task (or the user's stable `study_dir`), so a
+    retried task, or a rerun on the same `study_dir`, finds its Experiment again.
+
+    Args:
+        prefix: Readable start, e.g. the display name (lowercased, other characters → `-`).
+        base_output_directory: The study's output folder.
+    """
+    digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]
+    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    head = re.sub(r"^[^a-z]+", "", head)[:25].rstrip("-") or "hpt"
+    return f"{head}-hpt-{digest}"
+
+
+def _parameter(p: Parameter) -> dict[str, Any]:
+    name = f"parameter {p.parameter_id!r}"
+    if p.conditional or p.parent_values:
+        raise KatibSpecError(
+            f"{name}: conditional parameters are not supported by Katib (kubeflow target); "
+            "flatten the search space"
+        )
+    if p.scale == "reverse_log":
+        raise KatibSpecError(
+            f"{name}: scale reverse_log has no Katib distribution (uniform, logUniform, normal, "
+            "logNormal); use linear or log"
+        )
+    space: dict[str, Any]
+    if p.type in ("double", "integer"):
+        cast = float if p.type == "double" else int
+        space = {"min": format_value(cast(p.min)), "max": format_value(cast(p.max))}  # type: ignore[arg-type]
+        space["distribution"] = "logUniform" if p.scale == "log" else "uniform"
+    else:
+        space = {"list": [format_value(v) for v in p.values]}
+    return {"name": p.parameter_id, "parameterType": TYPES[p.type], "feasibleSpace": space}
+
+
+def _grid_size(space: SearchSpace) -> int:
+    size = 1
+    for p in space.parameters:
+        size *= len(p.feasible_values())
+    return size
+
+
+def build_experiment(
+    *,
+    name: str,
+    namespace: str,
+    study_spec_parameters: Sequence[Mapping[str, Any] | str],
+    study_spec_metrics: Sequence[Mapping[str, Any] | str],
+    study_spec_algorithm: str,
+    study_spec_measurement_selection_type: str,
+    max_trial_count: int,
+    parallel_trial_count: int,
+    max_failed_trial_count: int,
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    cpu: str,
+    memory: str,
+    base_output_directory: str = "",
+    service_account: str = "",
+    pvc_name: str = "",
+    pvc_mount_path: str = "",
+    early_stopping: bool = False,
+    resume_policy: str = RESUME_POLICY,
+) -> dict[str, Any]:
+    """The Experiment as a dict, validated by Katib's models (see the module docstring).
+
+    Raises:
+        KatibSpecError: A study Katib cannot run (conditional parameters, reverse_log,
+            unknown algorithm, more than one replica, an unsafe command word...).
+        SearchSpaceError: A malformed study payload.
+    """
+    if not _NAME.match(name) or len(name) > 40:
+        raise KatibSpecError(
+            f"experiment name {name!r}: expected lower case letters, digits and '-', starting "
+            "with a letter, at most 40 characters (Katib's rule)"
+        )
+    space = from_study_spec(study_spec_parameters, study_spec_metrics)
+    if study_spec_algorithm not in ALGORITHMS:
+        raise KatibSpecError(
+            f"study_spec_algorithm={study_spec_algorithm!r}: "
+            f"expected one of {', '.join(ALGORITHMS)}"
+        )
+    check_algorithm(space, study_spec_algorithm)
+    if any(p.parameter_id == TRIAL_NAME_PARAMETER for p in space.parameters):
+        raise KatibSpecError(f"parameter {TRIAL_NAME_PARAMETER!r}: the name is reserved")
+    parameters = [_parameter(p) for p in space.all_parameters()]
+    max_trials = int(max_trial_count)
+    if study_spec_algorithm == "GRID_SEARCH":
+        max_trials = min(max_trials, _grid_size(space))
+    max_failed = int(max_failed_trial_count) or DEFAULT_FAILURE_FLOOR
+    objective, *additional = space.metrics
+    selection = study_spec_measurement_selection_type
+    job = trial_job(
+        worker_pool_specs,
+        space,
+        cpu=cpu,
+        memory=memory,
+        service_account=service_account,
+        pvc_name=pvc_name,
+        pvc_mount_path=pvc_mount_path,
+        base_output_directory=base_output_directory,
+    )
+    trial_parameters = [
+        {"name": p.parameter_id, "reference": p.parameter_id, "description": f"--{p.parameter_id}"}
+        for p in space.parameters
+    ]
+    trial_parameters.append(
+        {
+            "name": TRIAL_NAME_PARAMETER,
+            "reference": "${trialSpec.Name}",
+            "description": TRIAL_ID_ENV,
+        }
+    )
+    spec: dict[str, Any] = {
+        "maxTrialCount": max_trials,
+        "parallelTrialCount": min(int(parallel_trial_count), max_trials),
+        "maxFailedTrialCount": min(max_failed, max_trials),
+        "resumePolicy": resume_policy,
+        "objective": {
+            "type": objective.goal,
+            "objectiveMetricName": objective.metric_id,
+            "additionalMetricNames": [m.metric_id for m in additional] or None,
+            "metricStrategies": [
+                {"name": m.metric_id, "value": STRATEGIES.get(selection, _by_goal(m.goal))}
+                for m in space.metrics
+            ],
+        },
+        "algorithm": {"algorithmName": ALGORITHMS[study_spec_algorithm]},
+        "parameters": parameters,
+        "metricsCollectorSpec": {
+            "collector": {"kind": "File"},
+            "source": {"fileSystemPath": {"path": METRICS_FILE, "kind": "File", "format": "JSON"}},
+        },
+        "trialTemplate": {
+            "primaryContainerName": PRIMARY_CONTAINER,
+            "successCondition": JOB_SUCCESS,
+            "failureCondition": JOB_FAILURE,
+            "trialParameters": trial_parameters,
+            "trialSpec": job,
+        },
+    }
+    if early_stopping:
+        spec["earlyStopping"] = {
+            "algorithmName": EARLY_STOPPING,
+            "algorithmSettings": [{"name": k, "value": v} for k, v in MEDIANSTOP_SETTINGS.items()],
+        }
+    body = {
+        "apiVersion": API_VERSION,
+        "kind": "Experiment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+    out = round_trip(body)
+    out["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: spec_hash(out)}
+    return round_trip(out)
+
+
+def _by_goal(goal: str) -> str:
+    return "max" if goal == "maximize" else "min"
+
+
+def spec_hash(experiment: Mapping[str, Any]) -> str:
+    """A digest of the spec but its trial counts (the only fields Katib lets an edit change).
+
+    A rerun reuses an Experiment only when the digests agree (`validator.go` l.137-141).
+    """
+    spec = {k: v for k, v in (experiment.get("spec") or {}).items() if k not in EDITABLE}
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _drop_none(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _drop_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_none(v) for v in value]
+    return value
+
+
+def round_trip(experiment: Mapping[str, Any]) -> dict[str, Any]:
+    """The Experiment through `V1beta1Experiment` and the kubernetes `ApiClient`, checked unchanged.
+
+    Raises:
+        KatibSpecError: The models refuse a field or drop one (an unknown or misspelt key).
+    """
+    from kubeflow_katib_api.models import V1beta1Experiment
+    from kubernetes.client import ApiClient
+
+    plain = _drop_none(json.loads(json.dumps(experiment)))
+    try:
+        model = V1beta1Experiment.from_dict(plain)
+    except Exception as err:  # pydantic.ValidationError
+        raise KatibSpecError(f"Experiment: {' '.join(str(err).split())}") from None
+    assert model is not None
+    out: dict[str, Any] = ApiClient().sanitize_for_serialization(model.to_dict())
+    if out != plain:
+        raise KatibSpecError(
+            "Experiment: Katib's models dropped or changed a field: "
+            f"{_first_difference(plain, out)}"
+        )
+    return out
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                return _first_difference(a.get(key), b.get(key), f"{path}.{key}")
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if x != y:
+                return _first_difference(x, y, f"{path}[{i}]")
+    return f"{path or '.'}: {a!r} -> {b!r}"

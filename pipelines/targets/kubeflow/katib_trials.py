@@ -1,0 +1,294 @@
+"""Katib's side of one trial, and Katib Trials as the trials artifact every target writes.
+
+* `render_run_spec`: what Katib's controller makes of the trial template for one Trial
+  (`pkg/controller.v1beta1/experiment/manifest/generator.go` l.109-196): the template as
+  JSON text, every `${trialParameters.<name>}` string-replaced by the assignment of the
+  parameter it references (or the Trial's name for `${trialSpec.Name}`), parsed back.
+* `collect_observation`: what the File collector in JSON format reports for a metrics file
+  (`pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go` l.128-239),
+  folded into a Trial's `status.observation.metrics` (`min`, `max`, `latest`) as the trial
+  controller does (`pkg/controller.v1beta1/trial/trial_controller_util.go` l.192-244).
+* `to_vertex_trials`: Katib `Trial` objects (as the API lists them) → the Vertex Trial
+  JSON schema of `pipelines.study.trials`, which `validate_trial` parses strictly.
+
+States, from the Trial's last True condition (Katib `trial_types.go` l.125-131):
+Succeeded and EarlyStopped → SUCCEEDED (Vertex records a trial stopped early as
+succeeded with what it reported); Failed and MetricsUnavailable (Katib counts both as
+failed, `experiment/util/status_util.go` l.191) → INFEASIBLE with the reason; Killed
+(Katib deleted it; not a failure in Katib's count) → INFEASIBLE marked `cancelled`, as
+the local executor marks a trial its study cancelled; anything else → ACTIVE.
+
+The final measurement takes, per metric, the value the Experiment's `metricStrategies`
+name (`max`/`min` for BEST_MEASUREMENT, `latest` for LAST_MEASUREMENT): the same value
+Katib itself ranks trials by (`status_util.go` `getObjectiveMetricValue`, l.153-185).
+Katib keeps no per-step values on the Trial, so `measurements` is empty. Ids are
+"1", "2"… in creation order, as Vertex numbers trials; `name` keeps the Katib Trial.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study.search_space import SearchSpace
+from pipelines.study.trials import TrialState, make_trial
+from pipelines.targets.kubeflow.katib_rules import META_INDEXED, META_REFERENCE
+from pipelines.targets.kubeflow.waiting import last_true_condition
+
+UNAVAILABLE = "unavailable"  # consts.UnavailableMetricValue
+ZERO_TIME = (-62135596800, 0)  # Go's time.Time{}: 0001-01-01T00:00:00Z
+TRIAL_STATES = {
+    "Succeeded": TrialState.SUCCEEDED,
+    "EarlyStopped": TrialState.SUCCEEDED,
+    "Failed": TrialState.INFEASIBLE,
+    "MetricsUnavailable": TrialState.INFEASIBLE,
+    "Killed": TrialState.INFEASIBLE,
+}
+
+
+class KatibTrialError(ValueError):
+    """A Trial or metrics file Katib would not accept; one line."""
+
+
+def render_run_spec(
+    experiment: Mapping[str, Any],
+    assignments: Mapping[str, str],
+    *,
+    trial_name: str,
+    namespace: str,
+) -> dict[str, Any]:
+    """The trial's run spec (the Job) as Katib's controller renders it for one Trial.
+
+    Args:
+        experiment: The Experiment (camelCase dict).
+        assignments: Parameter name → value, as strings (Katib's `parameterAssignments`).
+        trial_name: The Trial's name (`${trialSpec.Name}`).
+        namespace: The Trial's namespace.
+
+    Raises:
+        KatibTrialError: An assignment is missing or left over, as Katib refuses it.
+    """
+    template = experiment["spec"]["trialTemplate"]
+    text = json.dumps(template["trialSpec"], separators=(",", ":"))
+    values: dict[str, str] = {}
+    used = 0
+    for parameter in template["trialParameters"]:
+        ref = parameter["reference"]
+        meta = META_REFERENCE.search(ref)
+        if not meta:
+            if ref not in assignments:
+                raise KatibTrialError(
+                    f"parameter {ref!r}: no assignment (Katib: {dict(assignments)})"
+                )
+            values[parameter["name"]] = str(assignments[ref])
+            used += 1
+            continue
+        key = meta.group(1)
+        indexed = META_INDEXED.search(key)
+        spec = template["trialSpec"]
+        if key == "Name":
+            values[parameter["name"]] = trial_name
+        elif key == "Namespace":
+            values[parameter["name"]] = namespace
+        elif key == "Kind":
+            values[parameter["name"]] = spec.get("kind", "")
+        elif key == "APIVersion":
+            values[parameter["name"]] = spec.get("apiVersion", "")
+        elif indexed and indexed.group(1) in ("Labels", "Annotations"):
+            field = indexed.group(1).lower()
+            found = ((spec.get("metadata") or {}).get(field) or {}).get(indexed.group(2))
+            if found is None:
+                raise KatibTrialError(f"illegal reference of trial metadata: {ref}")
+            values[parameter["name"]] = found
+        else:
+            raise KatibTrialError(f"illegal reference of trial metadata: {ref}")
+    if used != len(assignments):  # generator.go l.185-189
+        raise KatibTrialError(
+            f"parameter assignments {sorted(assignments)} are not all trial parameters"
+        )
+    for name, value in values.items():
+        text = text.replace("${trialParameters." + name + "}", value)
+    run_spec: dict[str, Any] = json.loads(text)
+    run_spec.setdefault("metadata", {}).update({"name": trial_name, "namespace": namespace})
+    return run_spec
+
+
+def _katib_time(value: Any) -> tuple[int, int]:
+    """A metric line's `timestamp` as Katib reads it: (seconds, nanoseconds).
+
+    file-metricscollector.go l.199-239: an RFC 3339 string as is; a float is printed
+    shortest (`FormatFloat(f, 'f', -1, 64)`) and its fraction digits read as a whole number
+    of nanoseconds (`1700000000.5` → 5 ns); anything else → the zero time.
+    """
+    if isinstance(value, str):
+        try:
+            moment = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return ZERO_TIME
+        return int(moment.timestamp()), moment.microsecond * 1000
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        text = repr(float(value))
+        if "e" in text or "inf" in text or "nan" in text:
+            return ZERO_TIME
+        seconds, _, fraction = text.partition(".")
+        nanos = int(fraction) if fraction and fraction != "0" else 0
+        return int(seconds) + nanos // 10**9, nanos % 10**9
+    return ZERO_TIME
+
+
+def collect_metric_logs(path: str, metric_names: Sequence[str]) -> list[tuple[str, str, Any]]:
+    """The metric logs Katib's File collector (JSON format) reports for a metrics file.
+
+    file-metricscollector.go l.128-197: each non-empty line must be a JSON object; a metric
+    is taken only where its value is a string; when the objective (first name) is in no
+    line, the one log is the objective with the value `unavailable`.
+
+    Returns:
+        (metric name, value string, timestamp as `_katib_time` gives it), in file order.
+
+    Raises:
+        KatibTrialError: A line is not a JSON object (Katib: "failed to parse the json object").
+    """
+    logs: list[tuple[str, str, Any]] = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f.read().split("\n"), start=1):
+            if not line:
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise KatibTrialError(
+                    f"{path}:{number}: failed to parse the json object ({err.msg})"
+                ) from None
+            if not isinstance(record, dict):
+                raise KatibTrialError(f"{path}:{number}: failed to parse the json object")
+            when = _katib_time(record.get("timestamp"))
+            logs += [(m, record[m], when) for m in metric_names if isinstance(record.get(m), str)]
+    if not any(name == metric_names[0] for name, _, _ in logs):
+        return [(metric_names[0], UNAVAILABLE, ZERO_TIME)]
+    return logs
+
+
+def fold_observation(
+    logs: Sequence[tuple[str, str, Any]], metric_names: Sequence[str]
+) -> list[dict[str, str]]:
+    """`status.observation.metrics` from metric logs, as Katib's trial controller folds them.
+
+    trial_controller_util.go l.192-244 (`getMetrics`): one entry per metric strategy,
+    `unavailable` until a value parses as a number; `min`/`max` over the numbers; `latest`
+    the value with the latest timestamp (a tie goes to the later log).
+    """
+    metrics = {
+        n: {"name": n, "min": UNAVAILABLE, "max": UNAVAILABLE, "latest": UNAVAILABLE}
+        for n in metric_names
+    }
+    latest: dict[str, Any] = {}
+    for name, value, when in logs:
+        metric = metrics.get(name)
+        if metric is None:
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if number is not None:
+            if metric["min"] == UNAVAILABLE:
+                metric["min"] = metric["max"] = value
+            elif number < float(metric["min"]):
+                metric["min"] = value
+            elif number > float(metric["max"]):
+                metric["max"] = value
+        if name not in latest or not latest[name] > when:
+            latest[name] = when
+            metric["latest"] = value
+    return list(metrics.values())
+
+
+def collect_observation(path: str, metric_names: Sequence[str]) -> list[dict[str, str]]:
+    """What a Trial's `status.observation.metrics` becomes for this metrics file."""
+    return fold_observation(collect_metric_logs(path, metric_names), metric_names)
+
+
+def metric_strategies(experiment: Mapping[str, Any]) -> dict[str, str]:
+    """Metric name → `min`/`max`/`latest`, as the Experiment (defaulted by Katib) sets them."""
+    objective = (experiment.get("spec") or {}).get("objective") or {}
+    strategies = {s["name"]: s["value"] for s in objective.get("metricStrategies") or []}
+    kind = "max" if objective.get("type") == "maximize" else "min"
+    for name in [
+        objective.get("objectiveMetricName"),
+        *(objective.get("additionalMetricNames") or []),
+    ]:
+        if name:
+            strategies.setdefault(name, kind)
+    return strategies
+
+
+def _reason(trial: Mapping[str, Any], cond: Mapping[str, Any] | None) -> str:
+    if cond is None:
+        return ""
+    text = " ".join(f"{cond.get('reason', '')}: {cond.get('message', '')}".split()).strip(": ")
+    return f"Katib trial {trial['metadata']['name']} {cond['type']}" + (
+        f" ({text})" if text else ""
+    )
+
+
+def to_vertex_trial(
+    trial: Mapping[str, Any], trial_id: str, space: SearchSpace, strategies: Mapping[str, str]
+) -> dict[str, Any]:
+    """One Katib Trial as a Vertex Trial (see the module docstring)."""
+    cond = last_true_condition(trial)
+    kind = cond.get("type") if cond else None
+    state = TRIAL_STATES.get(str(kind), TrialState.ACTIVE)
+    by_id = {p.parameter_id: p for p in space.all_parameters()}
+    assigned = {
+        a["name"]: a["value"] for a in (trial.get("spec") or {}).get("parameterAssignments") or []
+    }
+    parameters = {}
+    for name, value in assigned.items():
+        if name not in by_id:
+            raise KatibTrialError(
+                f"trial {trial['metadata']['name']}: parameter {name!r} is not in the search space"
+            )
+        parameters[name] = by_id[name].cast(value)
+    status = trial.get("status") or {}
+    metrics = []
+    for metric in (status.get("observation") or {}).get("metrics") or []:
+        strategy = strategies.get(metric.get("name"), "latest")
+        value = metric.get(strategy)
+        if value is None or value == UNAVAILABLE:
+            continue
+        try:
+            metrics.append({"metricId": metric["name"], "value": float(value)})
+        except ValueError:
+            continue
+    if kind == "Succeeded" and not any(
+        m["metricId"] == space.metrics[0].metric_id for m in metrics
+    ):
+        state = TrialState.INFEASIBLE  # Katib would say MetricsUnavailable; never rank it
+    local = {"cancelled": True} if kind == "Killed" else None
+    vertex = make_trial(
+        trial_id,
+        parameters,
+        state=state,
+        final_measurement={"metrics": metrics} if metrics else None,
+        start_time=status.get("startTime"),
+        end_time=status.get("completionTime"),
+        infeasible_reason=_reason(trial, cond) if state == TrialState.INFEASIBLE else "",
+        local=local,
+    )
+    meta = trial["metadata"]
+    vertex["name"] = f"namespaces/{meta.get('namespace', '')}/trials/{meta['name']}"
+    return vertex
+
+
+def to_vertex_trials(
+    trials: Sequence[Mapping[str, Any]], space: SearchSpace, strategies: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Katib Trials → Vertex Trials, numbered "1", "2"… in creation order (then name)."""
+    ordered = sorted(
+        trials,
+        key=lambda t: (str(t["metadata"].get("creationTimestamp", "")), t["metadata"]["name"]),
+    )
+    return [to_vertex_trial(t, str(i), space, strategies) for i, t in enumerate(ordered, start=1)]

@@ -1,0 +1,227 @@
+"""Run the study as a Katib Experiment: create (or resume) it, wait with progress, read its Trials.
+
+`run_katib_study` is what the `tune_on_katib` component does, with the Kubernetes API
+injectable so tests replace the API calls, never this logic.
+
+Resuming: the Experiment's name follows from the study folder (`experiment.experiment_name`),
+so a retried task, or a rerun on the same `study_dir`, finds the Experiment it started and
+waits on it instead of starting another. It is reused only when its spec digest (the spec
+but the trial counts) matches; when only the counts differ they are patched, the one edit
+Katib allows (`validator.go` l.137-141), and a finished Experiment restarts when the new
+`maxTrialCount` exceeds its trials (`resumePolicy: FromVolume`, l.125-136).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pipelines.study.search_space import from_study_spec
+from pipelines.targets.kubeflow import experiment as katib
+from pipelines.targets.kubeflow import kube
+from pipelines.targets.kubeflow.katib_rules import check_experiment
+from pipelines.targets.kubeflow.katib_trials import metric_strategies, to_vertex_trials
+from pipelines.targets.kubeflow.waiting import KubeflowJobError, last_true_condition, wait_for
+
+DEFAULT_TIMEOUT_S = 7 * 24 * 3600
+DEFAULT_POLL_S = 30.0
+WHERE = dict(group=katib.GROUP, version=katib.VERSION, plural=katib.EXPERIMENTS)
+_DONE = ("trialsSucceeded", "trialsFailed", "trialsKilled", "trialsEarlyStopped")
+
+
+def progress_line(obj: Mapping[str, Any]) -> str:
+    """`Experiment ns/name: Running, 3/10 trials done (2 succeeded, 1 failed), 2 running; best …`.
+
+    "Done" counts as Katib's `completedTrialsCount` does (`status_util.go` l.189-190).
+    """
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    cond = last_true_condition(obj)
+    done = sum(int(status.get(k) or 0) for k in (*_DONE, "trialMetricsUnavailable"))
+    parts = [
+        f"{int(status.get(k) or 0)} {label}"
+        for k, label in (
+            ("trialsSucceeded", "succeeded"),
+            ("trialsEarlyStopped", "early stopped"),
+            ("trialsFailed", "failed"),
+            ("trialMetricsUnavailable", "without metric"),
+            ("trialsKilled", "killed"),
+        )
+        if status.get(k)
+    ]
+    line = (
+        f"Experiment {meta.get('namespace')}/{meta.get('name')}: "
+        f"{cond.get('type') if cond else 'Pending'}, {done}/{spec.get('maxTrialCount', '?')} "
+        f"trials done ({', '.join(parts) or 'none yet'}), "
+        f"{int(status.get('trialsRunning') or 0)} running"
+    )
+    best = status.get("currentOptimalTrial") or {}
+    objective = (spec.get("objective") or {}).get("objectiveMetricName")
+    strategies = metric_strategies(obj)
+    for metric in (best.get("observation") or {}).get("metrics") or []:
+        if metric.get("name") == objective:
+            line += f"; best {objective}={metric.get(strategies.get(objective, 'latest'))}"
+    return line
+
+
+def _resume(api: Any, found: dict[str, Any], body: Mapping[str, Any], echo: Any) -> dict[str, Any]:
+    meta = found["metadata"]
+    ours = body["metadata"]["annotations"][katib.SPEC_HASH_ANNOTATION]
+    theirs = (meta.get("annotations") or {}).get(katib.SPEC_HASH_ANNOTATION)
+    where = f"Experiment {meta['namespace']}/{meta['name']}"
+    if theirs != ours:
+        raise KubeflowJobError(
+            f"{where} exists with another spec (digest {str(theirs)[:12]}, this run "
+            f"{ours[:12]}): delete it (`kubectl delete experiment -n {meta['namespace']} "
+            f"{meta['name']}`) or use another study folder"
+        )
+    changes = {
+        k: body["spec"][k] for k in katib.EDITABLE if found["spec"].get(k) != body["spec"].get(k)
+    }
+    trials = int((found.get("status") or {}).get("trials") or 0)
+    if changes and changes.get("maxTrialCount", trials + 1) <= trials:
+        echo(f"{where}: already has {trials} trials, keeping it as it is")
+        return found
+    if changes:
+        shown = ", ".join(f"{k} {found['spec'].get(k)} → {v}" for k, v in changes.items())
+        echo(f"{where}: resuming with {shown}")
+        return api.patch_namespaced_custom_object(  # type: ignore[no-any-return]
+            WHERE["group"],
+            WHERE["version"],
+            meta["namespace"],
+            WHERE["plural"],
+            meta["name"],
+            {"spec": changes},
+        )
+    echo(f"{where}: exists, waiting on it")
+    return found
+
+
+def run_katib_study(
+    *,
+    study_spec_parameters: Sequence[Mapping[str, Any] | str],
+    study_spec_metrics: Sequence[Mapping[str, Any] | str],
+    study_spec_algorithm: str,
+    study_spec_measurement_selection_type: str,
+    max_trial_count: int,
+    parallel_trial_count: int,
+    max_failed_trial_count: int,
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    base_output_directory: str,
+    namespace: str,
+    display_name: str,
+    cpu: str,
+    memory: str,
+    experiment_name: str = "",
+    service_account: str = "",
+    pvc_name: str = "",
+    pvc_mount_path: str = "",
+    early_stopping: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    poll_s: float | None = None,
+    api: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    echo: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Create (or resume) the Experiment, wait until it ends, and return it with its trials.
+
+    Args:
+        study_spec_parameters: The study payload, as for Vertex (`study_inputs`).
+        study_spec_metrics: Idem.
+        study_spec_algorithm: Idem (Vertex's names).
+        study_spec_measurement_selection_type: Idem.
+        max_trial_count: Idem.
+        parallel_trial_count: Idem.
+        max_failed_trial_count: Idem.
+        worker_pool_specs: The trial's one pool.
+        base_output_directory: The study folder (names the Experiment; trials' AIP_* dirs).
+        namespace: Where the Experiment runs.
+        display_name: Start of the Experiment's name.
+        cpu: Each trial pod's CPU request and limit.
+        memory: Each trial pod's memory request and limit.
+        experiment_name: Overrides the derived name.
+        service_account: The trial pods' service account ("" for the default).
+        pvc_name: A PVC mounted in every trial pod ("" for none).
+        pvc_mount_path: Where it is mounted.
+        early_stopping: Katib's median stopping rule.
+        timeout_s: Longest wait.
+        poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
+        api: A `CustomObjectsApi`; default `kube.custom_objects_api()`.
+        clock: Monotonic clock (tests).
+        sleep: Sleep (tests).
+        echo: Where progress lines go.
+
+    Returns:
+        (the finished Experiment, its Trials as Vertex Trial JSON).
+
+    Raises:
+        KubeflowJobError: Not created, failed (Katib's reason) or timed out; one line.
+        KatibSpecError, KatibRuleError: A study Katib cannot run or would refuse.
+    """
+    from kubernetes.client import ApiException
+
+    name = experiment_name or katib.experiment_name(display_name, base_output_directory)
+    body = katib.build_experiment(
+        name=name,
+        namespace=namespace,
+        study_spec_parameters=study_spec_parameters,
+        study_spec_metrics=study_spec_metrics,
+        study_spec_algorithm=study_spec_algorithm,
+        study_spec_measurement_selection_type=study_spec_measurement_selection_type,
+        max_trial_count=max_trial_count,
+        parallel_trial_count=parallel_trial_count,
+        max_failed_trial_count=max_failed_trial_count,
+        worker_pool_specs=worker_pool_specs,
+        cpu=cpu,
+        memory=memory,
+        base_output_directory=base_output_directory,
+        service_account=service_account,
+        pvc_name=pvc_name,
+        pvc_mount_path=pvc_mount_path,
+        early_stopping=early_stopping,
+    )
+    check_experiment(body)
+    api = api if api is not None else kube.custom_objects_api()
+    try:
+        found, created = kube.create_or_get(api, body=body, **WHERE)
+        if created:
+            echo(f"Experiment {namespace}/{name}: created")
+        else:
+            _resume(api, found, body, echo)
+    except ApiException as err:
+        raise KubeflowJobError(
+            f"Experiment {namespace}/{name}: not created ({kube.api_error_line(err)})"
+        ) from None
+    last: list[str] = []
+
+    def on_status(obj: dict[str, Any]) -> None:
+        line = progress_line(obj)
+        if not last or last[-1] != line:
+            last.append(line)
+            echo(line)
+
+    def get() -> dict[str, Any]:
+        return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
+            WHERE["group"], WHERE["version"], namespace, WHERE["plural"], name
+        )
+
+    done = wait_for(
+        get,
+        timeout_s=timeout_s,
+        poll_s=poll_s or DEFAULT_POLL_S,
+        clock=clock,
+        sleep=sleep,
+        on_status=on_status,
+    )
+    listed = api.list_namespaced_custom_object(
+        katib.GROUP,
+        katib.VERSION,
+        namespace,
+        katib.TRIALS,
+        label_selector=f"{katib.EXPERIMENT_LABEL}={name}",
+    )
+    space = from_study_spec(study_spec_parameters, study_spec_metrics)
+    trials = to_vertex_trials(listed.get("items") or [], space, metric_strategies(done))
+    echo(f"Experiment {namespace}/{name}: {len(trials)} trials read")
+    return done, trials

@@ -1,0 +1,162 @@
+"""The trial template of the Katib Experiment: a `batch/v1` Job running the trial's pool.
+
+Built with the `kubernetes` client models from `worker_pool_specs[0]` (image, command,
+args; one replica), with `--<id>=${trialParameters.<id>}` appended exactly as Vertex
+appends `--<id>=<value>`, the hypertune metric file and trial id in the environment,
+`AIP_*` directories per trial as Vertex sets them, pod resources (cpu/memory, and
+`nvidia.com/gpu` for NVIDIA accelerators), the service account and an optional PVC.
+
+Katib's pod webhook rewrites the primary container to `sh -c "<command and args joined
+by spaces> && echo completed > <dir>/$$$$.pid"` (`pkg/webhook/v1beta1/pod/utils.go`
+l.155-194) and mounts an emptyDir at the metrics file's directory (l.230-240): every
+command word must be shell-safe, which is checked here, and the command must be explicit
+(`getContainerCommand` would otherwise look the image's entrypoint up in its registry).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study.search_space import SearchSpace
+from trainer.contract import format_value
+
+METRICS_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default path
+METRICS_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+TRIAL_ID_ENV = "CLOUD_ML_TRIAL_ID"
+PRIMARY_CONTAINER = "training-container"
+TRIAL_NAME_PARAMETER = "trialName"  # a trial parameter bound to ${trialSpec.Name}
+GPU_RESOURCE = "nvidia.com/gpu"
+# experiments/v1beta1/constants.go: the defaults Katib sets for a batch/v1 Job trial.
+JOB_SUCCESS = 'status.conditions.#(type=="Complete")#|#(status=="True")#'
+JOB_FAILURE = 'status.conditions.#(type=="Failed")#|#(status=="True")#'
+_SHELL_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")  # shlex.quote leaves these unquoted
+
+
+class KatibSpecError(ValueError):
+    """A study Katib cannot run as given; one line naming the value."""
+
+
+def placeholder(name: str) -> str:
+    """`${trialParameters.<name>}`, what Katib replaces with the trial's value."""
+    return "${trialParameters." + name + "}"
+
+
+def _shell_safe(word: str, what: str) -> None:
+    if not _SHELL_SAFE.match(word):
+        raise KatibSpecError(
+            f"{what} {word!r}: Katib's pod webhook runs the trial command through `sh -c` with "
+            "words joined by spaces; use words without spaces or shell characters"
+        )
+
+
+def _resources(machine: Mapping[str, Any], cpu: str, memory: str) -> dict[str, dict[str, str]]:
+    amounts = {"cpu": cpu, "memory": memory}
+    count = int(float(machine.get("accelerator_count") or 0))
+    kind = str(machine.get("accelerator_type") or "")
+    if count > 0 and kind:
+        if not kind.startswith("NVIDIA_"):
+            raise KatibSpecError(
+                f"accelerator_type={kind!r}: the kubeflow target requests NVIDIA GPUs "
+                f"({GPU_RESOURCE}) only"
+            )
+        amounts[GPU_RESOURCE] = str(count)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def trial_job(
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    space: SearchSpace,
+    *,
+    cpu: str,
+    memory: str,
+    service_account: str = "",
+    pvc_name: str = "",
+    pvc_mount_path: str = "",
+    base_output_directory: str = "",
+) -> dict[str, Any]:
+    """The trial's `batch/v1` Job: the trial pool's container with `--<id>=${trialParameters.<id>}`.
+
+    Built with the `kubernetes` client models and serialized by its `ApiClient`.
+    """
+    from kubernetes import client
+
+    pools = [json.loads(p) if isinstance(p, str) else dict(p) for p in worker_pool_specs]
+    replicas = sum(int(float(p.get("replica_count", 1))) for p in pools)
+    if not pools or replicas != 1:
+        raise KatibSpecError(
+            f"worker_pool_specs: {replicas} replicas; a Katib trial here runs one pod "
+            "(trial_worker_pool_specs gives one)"
+        )
+    container_spec = pools[0].get("container_spec") or {}
+    image = container_spec.get("image_uri")
+    command = [str(c) for c in container_spec.get("command") or []]
+    if not image or not command:
+        raise KatibSpecError(
+            "worker_pool_specs[0].container_spec: needs image_uri and command (the pod webhook "
+            "wraps the command; it cannot run an image's entrypoint unresolved)"
+        )
+    args = [str(a) for a in container_spec.get("args") or []]
+    for word in [*command, *args]:
+        _shell_safe(word, "trial command word")
+    for p in space.all_parameters():
+        for value in p.values:
+            _shell_safe(format_value(value), f"parameter {p.parameter_id!r} value")
+    args += [f"--{p.parameter_id}={placeholder(p.parameter_id)}" for p in space.parameters]
+    trial = placeholder(TRIAL_NAME_PARAMETER)
+    env = [
+        client.V1EnvVar(name=METRICS_FILE_ENV, value=METRICS_FILE),
+        client.V1EnvVar(name=TRIAL_ID_ENV, value=trial),
+    ]
+    if base_output_directory:  # Vertex's per-trial AIP_* directories: <base>/<trial>/...
+        root = f"{base_output_directory.rstrip('/')}/{trial}"
+        for key, leaf in (
+            ("AIP_MODEL_DIR", "model"),
+            ("AIP_CHECKPOINT_DIR", "checkpoints"),
+            ("AIP_TENSORBOARD_LOG_DIR", "logs"),
+        ):
+            env.append(client.V1EnvVar(name=key, value=f"{root}/{leaf}/"))
+    mounts, volumes = None, None
+    if pvc_name:
+        if not pvc_mount_path.startswith("/"):
+            raise KatibSpecError(f"pvc_mount_path={pvc_mount_path!r}: expected an absolute path")
+        mounts = [client.V1VolumeMount(name="data", mount_path=pvc_mount_path)]
+        volumes = [
+            client.V1Volume(
+                name="data",
+                persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
+                    claim_name=pvc_name
+                ),
+            )
+        ]
+    container = client.V1Container(
+        name=PRIMARY_CONTAINER,
+        image=image,
+        command=command,
+        args=args,
+        env=env,
+        resources=client.V1ResourceRequirements(
+            **_resources(pools[0].get("machine_spec") or {}, cpu, memory)
+        ),
+        volume_mounts=mounts,
+    )
+    job = client.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        spec=client.V1JobSpec(
+            backoff_limit=0,  # a failed trial is failed, as on Vertex
+            template=client.V1PodTemplateSpec(
+                # Istio's sidecar would keep the Job's pod running (Kubeflow profiles inject it).
+                metadata=client.V1ObjectMeta(annotations={"sidecar.istio.io/inject": "false"}),
+                spec=client.V1PodSpec(
+                    containers=[container],
+                    restart_policy="Never",
+                    service_account_name=service_account or None,
+                    volumes=volumes,
+                ),
+            ),
+        ),
+    )
+    return client.ApiClient().sanitize_for_serialization(job)  # type: ignore[no-any-return]
