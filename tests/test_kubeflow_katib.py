@@ -935,6 +935,10 @@ def test_a_rerun_resumes_the_same_experiment(tmp_path: Path) -> None:
         )
     ]
 
+    failed = FakeCustomObjects([FAILED], [], existing={**existing, "status": FAILED})
+    with pytest.raises(KubeflowJobError, match=r"existed before this task: `kubectl delete"):
+        run(tmp_path, failed)
+
     other = FakeCustomObjects([SUCCEEDED], KATIB_TRIALS, existing=existing)
     with pytest.raises(KubeflowJobError, match="exists with another spec"):
         run(tmp_path, other, study_spec_algorithm="RANDOM_SEARCH")
@@ -996,7 +1000,10 @@ def test_katib_experiment_through_the_local_executors(tmp_path: Path) -> None:
     """Trainer (fake, same hypertune calls), trial template and File collector fit together."""
     exp = build(
         worker_pool_specs=as_kfp_renders(
-            pools(command=["python", "tests/fake_trainer.py"], args=["--epochs=3"])
+            pools(
+                command=["python", "tests/fake_trainer.py"],
+                args=["--epochs=3", f"--ledger={tmp_path / 'ledger.jsonl'}"],
+            )
         ),
         study_spec_measurement_selection_type="BEST_MEASUREMENT",
     )
@@ -1009,6 +1016,13 @@ def test_katib_experiment_through_the_local_executors(tmp_path: Path) -> None:
         run_trial_locally(exp, a, f"hpt-study-{i}", tmp_path) for i, a in enumerate(suggested)
     ]
     assert trials[0]["status"]["env"]["CLOUD_ML_TRIAL_ID"] == "hpt-study-0"
+    # What the trainer process saw: the substituted flags, its trial name, the metrics file.
+    seen = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [r["trial"] for r in seen] == ["hpt-study-0", "hpt-study-1"]
+    assert seen[1]["params"] == {"learning_rate": 0.004, "momentum": 0.75, "num_units": 64}
+    assert seen[1]["env"]["CLOUD_ML_HP_METRIC_FILE"] == str(
+        tmp_path / "hpt-study-1" / "hypertune" / "output.metrics"
+    )
     converted = katib_trials.to_vertex_trials(
         trials, default_search_space(), katib_trials.metric_strategies(exp)
     )
@@ -1046,3 +1060,39 @@ def test_render_refuses_assignments_katib_would_refuse() -> None:
         "--momentum=0.9",
         "--num_units=128",
     ]
+
+
+@pytest.mark.slow
+def test_the_real_trainer_through_the_katib_trial_template(
+    synthetic_data: str, tmp_path: Path
+) -> None:
+    """The real trainer's hypertune file, read as Katib's File collector (JSON) reads it."""
+    from trainer.task import DEFAULT_METRIC_FILE
+
+    assert DEFAULT_METRIC_FILE == katib.METRICS_FILE  # one reporting path, its default place
+    study_dir = str(tmp_path / "study")
+    exp = build(
+        worker_pool_specs=as_kfp_renders(
+            pools(args=[f"--data={synthetic_data}", "--epochs=2", "--batch_size=16"])
+        ),
+        base_output_directory=study_dir,
+    )
+    check_experiment(exp)
+    assigned = {"learning_rate": "0.02", "momentum": "0.8", "num_units": "64"}
+    trial = run_trial_locally(exp, assigned, "hpt-study-real", tmp_path)
+    (converted,) = katib_trials.to_vertex_trials(
+        [trial], default_search_space(), katib_trials.metric_strategies(exp)
+    )
+    trials_lib.validate_trial(converted)
+    reported = [
+        json.loads(line)
+        for line in (tmp_path / "hpt-study-real" / "hypertune" / "output.metrics")
+        .read_text()
+        .splitlines()
+    ]
+    assert [r["global_step"] for r in reported] == ["1", "2"]
+    assert all(isinstance(r["accuracy"], str) for r in reported)  # what Katib takes
+    best = max(float(r["accuracy"]) for r in reported)
+    assert trials_lib.final_metric(converted, "accuracy") == best
+    # Vertex's per-trial folders, named by the Katib trial: the trial's model card is there.
+    assert (Path(study_dir) / "hpt-study-real" / "model" / "model.json").exists()

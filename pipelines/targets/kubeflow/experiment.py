@@ -25,7 +25,10 @@ Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
   `CLOUD_ML_HP_METRIC_FILE` is set to it. The pod webhook mounts an emptyDir at its directory
   (`pkg/webhook/v1beta1/pod/utils.go` l.230-240) and rewrites the training container to
   `sh -c "<command and args joined by spaces> && echo completed > <dir>/$$$$.pid"`
-  (`utils.go` l.155-194): every command word must be shell-safe (checked here).
+  (`utils.go` l.155-194): every command word must be shell-safe (checked here). The pod
+  webhook only acts in namespaces labelled `katib.kubeflow.org/metrics-collector-injection:
+  enabled` (`manifests/v1beta1/components/webhook/webhooks.yaml` l.62): without it no
+  metric is collected and every trial ends MetricsUnavailable.
 * Substitution: the trial template is marshalled to JSON text and each
   `${trialParameters.<name>}` is string-replaced by the assignment's value
   (`pkg/controller.v1beta1/experiment/manifest/generator.go` l.109-196); `${trialSpec.Name}`
@@ -33,9 +36,11 @@ Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
   (l.185-189). The trainer gets `--<id>=${trialParameters.<id>}` appended, exactly as Vertex
   appends `--<id>=<value>`, and `CLOUD_ML_TRIAL_ID=${trialParameters.trialName}`.
 * Algorithm: `ALGORITHM_UNSPECIFIED` (Vertex's Bayesian optimisation; the local study uses
-  Optuna's TPE) → `tpe` (hyperopt): the same method as the local stand-in, and it handles all
-  four parameter types with `logUniform` (`pkg/suggestion/v1beta1/hyperopt/base_service.py`
-  l.62-144; `bayesianoptimization`/skopt has no log-uniform integer). `GRID_SEARCH` → `grid`
+  Optuna's TPE) → `tpe` (hyperopt): the same method as the local stand-in, honouring
+  `uniform`/`logUniform` for doubles and ints (`pkg/suggestion/v1beta1/hyperopt/
+  base_service.py` l.62-144). Not `bayesianoptimization`: skopt ignores `distribution`, every
+  double is searched log-uniform and every int uniform (`pkg/suggestion/v1beta1/skopt/
+  base_service.py` l.58-78), which would change the space. `GRID_SEARCH` → `grid`
   (optuna; it refuses `maxTrialCount` above the number of combinations,
   `pkg/suggestion/v1beta1/optuna/service.py` l.238-251, so the count is capped at the grid
   size, where Vertex would end too), `RANDOM_SEARCH` → `random`.
@@ -58,7 +63,8 @@ Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
   `maxTrialCount`) only with LongRunning or FromVolume (`validator.go` l.125-131); FromVolume
   keeps the suggestion's state on a PVC and frees its pod when the Experiment ends, where
   LongRunning keeps a pod per finished Experiment. Needs a default StorageClass (1 small PVC).
-  A rerun of the same run (same Experiment name) reuses the object (see `components/tune_katib`).
+  A retried task, or a rerun on the same study folder (same Experiment name), reuses the
+  object (`katib_tune`).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ field paths and messages, so a bad Experiment is refused in one line without a c
 Line numbers refer to that file unless another is named. Three run-time rules that the
 webhook does not check but Katib enforces later are added, marked "run time".
 
+The name rule's regex is unanchored at its end in Go (`MatchString`, l.84), so the webhook
+only sees the first letter; the whole name is checked here, since Katib names the
+suggestion's Deployment and Service after it (Kubernetes refuses other names there).
+
 Not modelled: the edit rules for an existing Experiment (l.117-143; only its trial counts
 may change) and the Job-to-batch/v1 conversion patch check (l.440-485: our trial Job is
 built with the `kubernetes` models, so it converts).

@@ -206,14 +206,22 @@ def run_katib_study(
             WHERE["group"], WHERE["version"], namespace, WHERE["plural"], name
         )
 
-    done = wait_for(
-        get,
-        timeout_s=timeout_s,
-        poll_s=poll_s or DEFAULT_POLL_S,
-        clock=clock,
-        sleep=sleep,
-        on_status=on_status,
-    )
+    try:
+        done = wait_for(
+            get,
+            timeout_s=timeout_s,
+            poll_s=poll_s or DEFAULT_POLL_S,
+            clock=clock,
+            sleep=sleep,
+            on_status=on_status,
+        )
+    except KubeflowJobError as err:
+        if created:
+            raise
+        raise KubeflowJobError(
+            f"{err} (the Experiment existed before this task: `kubectl delete experiment -n "
+            f"{namespace} {name}` to start afresh)"
+        ) from None
     listed = api.list_namespaced_custom_object(
         katib.GROUP,
         katib.VERSION,
