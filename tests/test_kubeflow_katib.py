@@ -316,6 +316,28 @@ def test_built_experiments_pass_the_webhook_rules() -> None:
     check_experiment(build(mixed_space(), early_stopping=True, pvc_name="d", pvc_mount_path="/d"))
 
 
+def test_grid_experiments_respect_the_grid_services_rules() -> None:
+    space = SearchSpace(
+        parameters=(
+            Parameter("num_units", "integer", min=1, max=3),
+            Parameter("batch_size", "discrete", values=(32, 64)),
+        )
+    )
+    grid = build(space, study_spec_algorithm="GRID_SEARCH", max_trial_count=6.0)
+    check_experiment(grid)
+    grid["spec"]["maxTrialCount"] = 7
+    with pytest.raises(KatibRuleError, match=r"maxTrialCount=7: grid: .* combinations: 6"):
+        check_experiment(grid)
+    grid["spec"]["maxTrialCount"] = 6
+    grid["spec"]["parameters"][0] = {
+        "name": "num_units",
+        "parameterType": "double",
+        "feasibleSpace": {"min": "1", "max": "3"},
+    }
+    with pytest.raises(KatibRuleError, match="grid: parameter num_units step is nil"):
+        check_experiment(grid)
+
+
 def _set(path: str, value: Any) -> Any:
     def change(exp: dict[str, Any]) -> None:
         keys = path.split(".")

@@ -4,8 +4,9 @@ Katib's CRDs carry no schema: the rules live in its validating webhook,
 `pkg/webhook/v1beta1/experiment/validator/validator.go` (`ValidateExperiment`, l.81-181,
 github.com/kubeflow/katib). They are restated here, in the webhook's order and with its
 field paths and messages, so a bad Experiment is refused in one line without a cluster.
-Line numbers refer to that file unless another is named. Three run-time rules that the
-webhook does not check but Katib enforces later are added, marked "run time".
+Line numbers refer to that file unless another is named. Rules the webhook does not
+check but Katib enforces later are added, marked "run time": every parameter has a trial
+parameter, the primary container exists, medianstop's settings, grid's combinations.
 
 The name rule's regex is unanchored at its end in Go (`MatchString`, l.84), so the webhook
 only sees the first letter; the whole name is checked here, since Katib names the
@@ -396,6 +397,8 @@ def _check_run_time(spec: Mapping[str, Any]) -> None:
             primary,
             f"no such container in the trial Job (run time), containers: {containers}",
         )
+    if (spec.get("algorithm") or {}).get("algorithmName") == "grid":
+        _check_grid(spec)
     early = spec.get("earlyStopping") or {}
     for setting in early.get("algorithmSettings") or []:
         # earlystopping/v1beta1/medianstop/service.py l.93-118.
@@ -413,3 +416,36 @@ def _check_run_time(spec: Mapping[str, Any]) -> None:
                 value,
                 f"must be an integer >= {minimum}",
             )
+
+
+def _check_grid(spec: Mapping[str, Any]) -> None:
+    """The grid service's own check (run time), `pkg/suggestion/v1beta1/optuna/service.py`.
+
+    l.238-251 with `internal/search_space.py` l.49-74: a double needs a step; maxTrialCount
+    must not exceed the number of combinations.
+    """
+    size = 1
+    for i, p in enumerate(spec.get("parameters") or []):
+        space = p.get("feasibleSpace") or {}
+        if p.get("parameterType") == "int":
+            size *= len(
+                range(int(space["min"]), int(space["max"]) + 1, int(space.get("step") or 1))
+            )
+        elif p.get("parameterType") == "double":
+            if not space.get("step"):
+                _fail(
+                    f"spec.parameters[{i}].feasibleSpace.step",
+                    None,
+                    f"grid: parameter {p.get('name')} step is nil (run time: every double needs "
+                    "a step for grid search)",
+                )
+            low, high, gap = (float(space[k]) for k in ("min", "max", "step"))
+            size *= int((high - low) / gap + 1e-9) + 1
+        else:
+            size *= len(space.get("list") or [])
+    if int(spec.get("maxTrialCount") or 0) > size:
+        _fail(
+            "spec.maxTrialCount",
+            spec.get("maxTrialCount"),
+            f"grid: Max Trial Count > all possible search combinations: {size} (run time)",
+        )
