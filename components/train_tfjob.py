@@ -26,8 +26,9 @@ def train_with_tfjob(
     timeout_s: int,
     model: dsl.Output[dsl.Model],
 ) -> str:
-    """Create (or reuse) the TFJob, wait for it, describe the chief's export; return its URI."""
+    """Create (or reuse) the TFJob, wait for it, describe the chief's export; return where it is."""
     from pipelines.jobs import model_artifact
+    from pipelines.jobs.trainer_args import artifact_location
     from pipelines.targets.kubeflow import final_job
 
     job = final_job.run_final_job(
@@ -44,4 +45,4 @@ def train_with_tfjob(
     )
     meta = job["metadata"]
     model_artifact.describe(model, base_output_directory, job=f"{meta['namespace']}/{meta['name']}")
-    return model.uri
+    return artifact_location(model)

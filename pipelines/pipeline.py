@@ -130,7 +130,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             study_dir=study_dir,
             shared_root=shared_root,
         ).set_display_name("Build trial job spec")
-        trials = binding.tune(op, p, dataset, trial_spec)
+        trials = binding.tune(op, p, s, dataset, trial_spec)
         best = op(select_best_trial)(
             trials=trials,
             metric_tag=metric_tag,
@@ -153,7 +153,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             worker_count=replicas,
             shared_root=shared_root,
         ).set_display_name("Build final job spec")
-        model, model_uri = binding.train_final(op, p, final_spec)
+        model, model_uri = binding.train_final(op, p, s, final_spec)
         evaluation = op(evaluate_model)(
             model=model,
             dataset=dataset,

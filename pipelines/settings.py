@@ -114,6 +114,7 @@ class Settings:
     kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
+    kubeflow_timeout_s: int = 24 * 3600  # how long the tune and train steps wait for Katib/TFJob
     # Local
     output: str = "runs/latest"
     registry: str = "runs/registry"
@@ -199,6 +200,7 @@ def _check(s: Settings) -> None:
         "a PersistentVolumeClaim name (lowercase letters, digits, -)",
     )
     need(s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
+    need(s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")
     need(
         s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
         "model_registry_url",

@@ -109,6 +109,7 @@ FORBIDDEN = [
     ("components", "pipelines.app", "components are below the CLI"),
     ("components", "pipelines.targets.local.binding", "components are below the bindings"),
     ("components", "pipelines.targets.vertex.binding", "components are below the bindings"),
+    ("components", "pipelines.targets.kubeflow.binding", "components are below the bindings"),
     ("pipelines.study", "pipelines.targets", "the study is target-neutral"),
     ("pipelines.study", "pipelines.app", "the study is below the CLI"),
     ("pipelines.study", "components", "the study is below the components"),

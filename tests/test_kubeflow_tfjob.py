@@ -495,7 +495,9 @@ def test_the_component_describes_the_chiefs_export(
         timeout_s=60,
         model=model,
     )
-    assert uri == model.uri == f"{base}/model"
+    # A shared-volume path: the minio:// artifact keeps its URI and records where the model is.
+    assert model.uri == "minio://bucket/model"
+    assert uri == model.metadata["location"] == f"{base}/model"
     assert model.metadata["replicas"] == 3
     assert model.metadata["training_job"] == f"{NAMESPACE}/{tfjob.tfjob_name('hpt-pipeline', base)}"
     pod = api.body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]

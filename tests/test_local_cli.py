@@ -159,8 +159,8 @@ def test_run_refuses_bad_input_before_any_work(tmp_path):
 
 def test_compile_refuses_an_unknown_target(tmp_path):
     _one_line_error(
-        ["compile", "--target", "kubeflow", "--output", str(tmp_path / "p.yaml")],
-        "--target=kubeflow",
+        ["compile", "--target", "sagemaker", "--output", str(tmp_path / "p.yaml")],
+        "--target=sagemaker",
     )
 
 

@@ -31,11 +31,15 @@ SECRET_MARKERS = (
 
 
 def compiled(tmp_path: Path, target: str, settings: Settings | None = None) -> dict:
+    """The compiled spec; a kfp-kubernetes platform spec (second document) under `platforms`."""
     path = compile_pipeline(target, settings or Settings(), tmp_path / f"{target}.yaml")
-    return yaml.safe_load(Path(path).read_text())
+    spec, *platform = yaml.safe_load_all(Path(path).read_text())
+    for doc in platform:
+        spec.update(doc or {})
+    return spec
 
 
-@pytest.mark.parametrize("target", ["local", "vertex"])
+@pytest.mark.parametrize("target", ["local", "vertex", "kubeflow"])
 def test_golden_spec(tmp_path, target):
     """`make golden` (UPDATE_GOLDEN=1) regenerates these after an intended change."""
     text = normalize_spec(
@@ -48,12 +52,18 @@ def test_golden_spec(tmp_path, target):
     assert text == golden.read_text(), f"{golden.name} differs: run `make golden` if intended"
 
 
-@pytest.mark.parametrize("target", ["local", "vertex"])
+@pytest.mark.parametrize("target", ["local", "vertex", "kubeflow"])
 def test_spec_parses_strictly_as_pipeline_spec(tmp_path, target):
-    spec = compiled(tmp_path, target)
+    settings = Settings(data_pvc="hpt-data") if target == "kubeflow" else Settings()
+    spec = compiled(tmp_path, target, settings)
+    platforms = spec.pop("platforms", None)
     message = json_format.ParseDict(
         spec, pipeline_spec_pb2.PipelineSpec(), ignore_unknown_fields=False
     )
+    if target == "kubeflow":  # the PVC mounts: kfp-kubernetes' platform spec, strictly
+        json_format.ParseDict(
+            {"platforms": platforms}, pipeline_spec_pb2.PlatformSpec(), ignore_unknown_fields=False
+        )
     assert message.pipeline_info.name == "hpt-pipeline"
     assert set(message.root.dag.tasks) >= {
         "prepare-dataset",
@@ -269,7 +279,7 @@ def test_compiled_specs_hold_no_credentials(tmp_path):
         service_account="trainer@my-project.iam.gserviceaccount.com",
         kms_key="projects/p/locations/us-central1/keyRings/r/cryptoKeys/k",
     )
-    for target in ("local", "vertex"):
+    for target in ("local", "vertex", "kubeflow"):
         text = Path(compile_pipeline(target, settings, tmp_path / f"{target}.yaml")).read_text()
         assert not [m for m in SECRET_MARKERS if m in text]
         if target == "vertex":  # passed through as given, never anything more
@@ -297,8 +307,8 @@ def test_compiling_never_imports_tensorflow(tmp_path):
 
 
 def test_unknown_target_is_refused():
-    with pytest.raises(ValueError, match="target='kubeflow'"):
-        build_pipeline("kubeflow", Settings())
+    with pytest.raises(ValueError, match="target='sagemaker'"):
+        build_pipeline("sagemaker", Settings())
 
 
 # Tasks that read or change state outside the run: a cached result would replay an old
@@ -321,6 +331,12 @@ READS_OUTSIDE_STATE = {
         "comp-model-upload-2",
         "comp-model-evaluation-import",
     },
+    "kubeflow": {
+        "comp-prepare-dataset",
+        "comp-tune-on-katib",
+        "comp-train-with-tfjob",
+        "comp-register-on-kubeflow",
+    },
 }
 
 
@@ -341,7 +357,7 @@ def cached_tasks(spec: dict) -> dict[str, bool]:
     return found
 
 
-@pytest.mark.parametrize("target", ["local", "vertex"])
+@pytest.mark.parametrize("target", ["local", "vertex", "kubeflow"])
 def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
     spec = compiled(tmp_path, target)
     caching = cached_tasks(spec)
@@ -356,3 +372,49 @@ def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
         "comp-model-from-job",
         "comp-importer",
     }
+
+
+def test_kubeflow_spec_binds_katib_and_the_tfjob_to_the_same_payloads(tmp_path):
+    spec = compiled(tmp_path, "kubeflow", Settings(kubeflow_namespace="team-a"))
+    tasks = spec["root"]["dag"]["tasks"]
+    tune = tasks["tune-on-katib"]["inputs"]["parameters"]
+    assert tune["study_spec_parameters"] == {"componentInputParameter": "study_spec_parameters"}
+    assert tune["worker_pool_specs"]["taskOutputParameter"]["producerTask"] == "trial-job-spec"
+    assert tune["early_stopping"] == {"componentInputParameter": "early_stopping"}
+    assert tune["namespace"]["runtimeValue"]["constant"] == "team-a"
+    train = tasks["train-with-tfjob"]["inputs"]["parameters"]
+    assert train["worker_pool_specs"]["taskOutputParameter"]["producerTask"] == "final-job-spec"
+    assert "hyperparameter-tuning-job" not in tasks and "tune-on-vertex" not in tasks
+    register = spec["components"]["comp-condition-1"]["dag"]["tasks"]["register-on-kubeflow"]
+    assert register["inputs"]["artifacts"]["evaluation"]["componentInputArtifact"]
+
+
+def test_kubeflow_mounts_the_data_pvc_on_every_step_that_touches_the_data(tmp_path):
+    settings = Settings(data_pvc="hpt-data", data_mount_path="/mnt/hpt")
+    spec = compiled(tmp_path, "kubeflow", settings)
+    root = spec["root"]["inputDefinitions"]["parameters"]
+    assert root["shared_root"]["defaultValue"] == "/mnt/hpt"
+    k8s = spec["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    mounted = {
+        name
+        for name, config in k8s.items()
+        if config.get("pvcMount")
+        == [
+            {
+                "constant": "hpt-data",
+                "mountPath": "/mnt/hpt",
+                "pvcNameParameter": {"runtimeValue": {"constant": "hpt-data"}},
+            }
+        ]
+        or any(m.get("mountPath") == "/mnt/hpt" for m in config.get("pvcMount", []))
+    }
+    assert {"exec-prepare-dataset", "exec-evaluate-model", "exec-train-with-tfjob"} <= mounted
+    tune = spec["root"]["dag"]["tasks"]["tune-on-katib"]["inputs"]["parameters"]
+    assert tune["data_pvc"]["runtimeValue"]["constant"] == "hpt-data"  # trial pods mount it
+
+
+def test_a_data_pvc_is_refused_for_targets_that_cannot_mount_it(tmp_path):
+    from pipelines.settings import SettingsError
+
+    with pytest.raises(SettingsError, match="data_pvc=hpt-data: a PersistentVolumeClaim is for"):
+        compiled(tmp_path, "vertex", Settings(data_pvc="hpt-data"))

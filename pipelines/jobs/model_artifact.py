@@ -5,6 +5,8 @@ from __future__ import annotations
 import posixpath
 from typing import Any
 
+from pipelines.jobs.trainer_args import LOCATION_KEY
+
 MODEL_SUBDIR = "model"  # Vertex's AIP_MODEL_DIR = <base_output_directory>/model/
 
 
@@ -26,7 +28,10 @@ def describe(model: Any, base_output_directory: str, job: str | None = None) -> 
         card = read_model_card(model_dir)
     except Exception as err:  # tf.errors.NotFoundError and friends
         raise FileNotFoundError(f"{model_dir}: no exported model (model.json missing)") from err
-    model.uri = model_dir
+    if "://" in model_dir or "://" not in str(model.uri):
+        model.uri = model_dir
+    else:  # a shared-volume path: an object-store artifact keeps its URI, records where it is
+        model.metadata[LOCATION_KEY] = model_dir
     model.metadata.update(
         {
             "framework": "tensorflow",

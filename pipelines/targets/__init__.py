@@ -1,4 +1,4 @@
-"""Targets: one package per executor of the same pipeline (`local`, `vertex`).
+"""Targets: one package per executor of the same pipeline (`local`, `vertex`, `kubeflow`).
 
 A target's `binding` module says what runs its tune, train_final and register
 steps; its other modules are the clients it needs (runs, schedules, lookups).
@@ -10,7 +10,7 @@ import importlib
 
 from pipelines.targets.base import Binding
 
-TARGETS = ("local", "vertex")
+TARGETS = ("local", "vertex", "kubeflow")
 
 
 def binding_for(target: str) -> Binding:

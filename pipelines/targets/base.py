@@ -12,10 +12,11 @@ class Binding:
     """What executes the tune, train_final and register steps for one target.
 
     Each is called inside the pipeline function with the component wrapper `op`
-    (it sets the components image) and the pipeline's parameter channels `p`:
+    (it sets the components image), the pipeline's parameter channels `p` and the
+    compile-time `settings`:
 
-    * `tune(op, p, dataset, trial_spec) -> trials artifact`
-    * `train_final(op, p, final_spec) -> (model artifact, model URI or None)`
+    * `tune(op, p, settings, dataset, trial_spec) -> trials artifact`
+    * `train_final(op, p, settings, final_spec) -> (model artifact, model URI or None)`
     * `register(op, p, settings, *, model, model_uri, evaluation, trials, dataset,
       best_trial_id) -> registered model`
     * `mount_data(task, settings)`: what a step that reads or writes the dataset or the

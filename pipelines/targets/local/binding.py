@@ -15,7 +15,7 @@ from pipelines.settings import Settings
 from pipelines.targets.base import Binding, study_inputs
 
 
-def _local_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
+def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
     task = op(tune_locally)(
         dataset=dataset,
         **study_inputs(p, spec),
@@ -26,7 +26,7 @@ def _local_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
     return task.outputs["trials"]
 
 
-def _local_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
+def _local_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
     task = op(train_locally)(
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],

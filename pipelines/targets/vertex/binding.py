@@ -31,7 +31,7 @@ with warnings.catch_warnings():  # GCPC's preview package warns about kfp's futu
     )
 
 
-def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
+def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
     study = op(tune_on_vertex)(
         display_name=p.study_display_name,
         project=PROJECT_ID_PLACEHOLDER,
@@ -52,7 +52,7 @@ def _vertex_tune(op: Callable, p: Any, dataset: Any, spec: Any) -> Any:
     return fetched.set_display_name("Fetch trials").outputs["trials"]
 
 
-def _vertex_train(op: Callable, p: Any, spec: Any) -> tuple[Any, Any]:
+def _vertex_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
     job = CustomTrainingJobOp(
         display_name=p.final_display_name,
         worker_pool_specs=spec.outputs["worker_pool_specs"],

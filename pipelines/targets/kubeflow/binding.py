@@ -1,0 +1,103 @@
+"""The `kubeflow` target: Katib tunes, a TFJob retrains, the model is a KFP Model artifact.
+
+For open-source Kubeflow (Kubeflow Pipelines 2.x, Katib, the Training Operator).
+The tune step creates a Katib Experiment from the same study payload the other
+targets run (`components/tune_katib.py`), the final job is a TFJob built from the
+same `worker_pool_specs` (`components/train_tfjob.py`), and registration records
+the model with its evaluation (`components/register_kubeflow.py`; Kubeflow Model
+Registry too when `model_registry_url` is set). Cluster settings (namespace,
+service account, pod resources, the optional data PVC) are compile-time values.
+With `data_pvc`, every step that reads or writes the dataset or the model mounts
+the PVC with kfp-kubernetes, and so do the trial and replica pods.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from kfp import dsl
+
+from components.register_kubeflow import register_on_kubeflow
+from components.train_tfjob import train_with_tfjob
+from components.tune_katib import tune_on_katib
+from pipelines.settings import Settings
+from pipelines.targets.base import Binding, study_inputs
+
+
+def _cluster(settings: Settings) -> dict[str, Any]:
+    """Where and how the Katib trials and TFJob replicas run."""
+    return dict(
+        namespace=settings.kubeflow_namespace,
+        service_account=settings.kubeflow_service_account or "",
+        data_pvc=settings.data_pvc or "",
+        data_mount_path=settings.data_mount_path,
+        cpu=settings.kubeflow_cpu,
+        memory=settings.kubeflow_memory,
+        timeout_s=settings.kubeflow_timeout_s,
+    )
+
+
+def _mount_data(task: Any, settings: Settings) -> Any:
+    """Mount the data PVC (when set) in a step that reads or writes datasets or models."""
+    if settings.data_pvc:
+        from kfp import kubernetes
+
+        kubernetes.mount_pvc(task, pvc_name=settings.data_pvc, mount_path=settings.data_mount_path)
+    return task
+
+
+def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
+    task = op(tune_on_katib)(
+        **study_inputs(p, spec),
+        display_name=p.study_display_name,
+        experiment_name="",  # derived from the study folder: a rerun resumes the Experiment
+        early_stopping=p.early_stopping,
+        **_cluster(settings),
+    ).set_display_name("Tune (Katib Experiment)")
+    task.set_caching_options(False)  # creates and reads cluster objects
+    return task.outputs["trials"]
+
+
+def _kubeflow_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
+    task = op(train_with_tfjob)(
+        worker_pool_specs=spec.outputs["worker_pool_specs"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        display_name=p.final_display_name,
+        **_cluster(settings),
+    ).set_display_name("Train final model (TFJob: chief + workers)")
+    task.set_caching_options(False)  # a training job: never replayed
+    _mount_data(task, settings)  # reads the chief's model card
+    return task.outputs["model"], task.outputs["Output"]
+
+
+def _kubeflow_register(
+    op: Callable,
+    p: Any,
+    settings: Settings,
+    *,
+    model: Any,
+    model_uri: Any,
+    evaluation: Any,
+    trials: Any,
+    dataset: Any,
+    best_trial_id: Any,
+) -> Any:
+    task = op(register_on_kubeflow)(
+        model=model,
+        evaluation=evaluation,
+        trials=trials,
+        dataset=dataset,
+        best_trial_id=best_trial_id,
+        model_name=p.model_display_name,
+        model_registry_url=settings.model_registry_url or "",
+        run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+    ).set_display_name("Register model (KFP Model + Model Registry)")
+    task.set_caching_options(False)  # may write to Model Registry
+    return task.outputs["registered"]
+
+
+BINDING = Binding(
+    tune=_kubeflow_tune,
+    train_final=_kubeflow_train,
+    register=_kubeflow_register,
+    mount_data=_mount_data,
+)
