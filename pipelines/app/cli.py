@@ -1,4 +1,4 @@
-"""`hpt-pipeline`: prepare data, run the pipeline locally, compile, submit and schedule on Vertex.
+"""`hpt-pipeline`: prepare data, run locally, compile, submit and schedule on Vertex or Kubeflow.
 
 This module only assembles the commands; each lives in the `pipelines.app`
 module named for what it works on. It must stay fast to import: no TensorFlow
@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import typer
 
-from pipelines.app import cloud_commands, data_commands, local_commands, report_commands
+from pipelines.app import (
+    cloud_commands,
+    data_commands,
+    kubeflow_commands,
+    local_commands,
+    report_commands,
+)
 
 app = typer.Typer(
     name="hpt-pipeline",
@@ -26,6 +32,7 @@ app.command("trials")(report_commands.trials)
 app.command("lineage")(report_commands.lineage)
 app.command("submit")(cloud_commands.submit)
 app.add_typer(cloud_commands.schedule_app, name="schedule")
+app.command("manifests")(kubeflow_commands.manifests_command)
 
 
 def main() -> None:

@@ -248,3 +248,32 @@ def schedule_action(
         )
     getattr(client, ACTIONS[action])(run_id)
     return f"{action}d recurring run {run_id}"
+
+
+def manifests_command(
+    output: Path = typer.Option(..., "--output", help="Folder to write the YAML files into."),
+    target: str = typer.Option("kubeflow", "--target", help="kubeflow (the only one with CRDs)."),
+    namespace: str = typer.Option(None, "--namespace", help="Where the objects are created."),
+    config: Path = typer.Option(None, "--config", help="YAML settings file."),
+) -> None:
+    """Write the Katib Experiment, an example TFJob and the RBAC as YAML, for review.
+
+    Check them against the cluster with `kubectl apply --dry-run=server -f DIR`.
+    """
+    from pipelines.study.search_space import SearchSpaceError
+    from pipelines.targets.kubeflow import manifests
+
+    if target != "kubeflow":
+        fail(f"--target={target}: manifests are for kubeflow (Vertex takes no CRDs)")
+    try:
+        settings = load_settings(config=config, overrides={"kubeflow_namespace": namespace})
+        written = manifests.write(settings, output)
+    except (SettingsError, SearchSpaceError, ValueError) as err:
+        fail(first_line(err))
+    for path in written:
+        typer.echo(f"wrote {path}")
+    label = ", ".join(f"{k}={v}" for k, v in manifests.NAMESPACE_LABEL.items())
+    typer.echo(
+        f"check: kubectl apply --dry-run=server -f {output} "
+        f"(the namespace needs the label {label} for Katib to collect metrics)"
+    )

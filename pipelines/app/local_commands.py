@@ -114,7 +114,7 @@ def run(
 
 
 def compile_command(
-    target: str = typer.Option("local", help="local | vertex"),
+    target: str = typer.Option("local", help="local | vertex | kubeflow"),
     output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
     config: Path = typer.Option(None, help="YAML settings file."),
 ) -> None:

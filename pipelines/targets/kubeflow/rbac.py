@@ -13,6 +13,8 @@ from typing import Any
 
 RBAC_API = "rbac.authorization.k8s.io/v1"
 JOB_VERBS = ["create", "get", "list", "watch", "delete"]
+# A rerun resumes a finished Experiment by raising its trial counts (resumePolicy FromVolume).
+EXPERIMENT_VERBS = [*JOB_VERBS, "patch"]
 READ_VERBS = ["get", "list", "watch"]
 DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"  # the KFP run's account on a standalone install
 
@@ -20,7 +22,7 @@ DEFAULT_SERVICE_ACCOUNT = "pipeline-runner"  # the KFP run's account on a standa
 def rules() -> list[dict[str, Any]]:
     """What the components do: Katib and TFJob objects in full, pods and logs read-only."""
     return [
-        {"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": JOB_VERBS},
+        {"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": EXPERIMENT_VERBS},
         {"apiGroups": ["kubeflow.org"], "resources": ["trials"], "verbs": JOB_VERBS},
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS},
         {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": READ_VERBS},

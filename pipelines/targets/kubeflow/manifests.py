@@ -1,0 +1,114 @@
+"""What the kubeflow target creates, as YAML to review: the Katib Experiment, a TFJob, the RBAC.
+
+`hpt-pipeline manifests --target kubeflow --output DIR` writes them from the settings
+with the same builders the pipeline's steps use, so `kubectl apply --dry-run=server -f
+DIR` checks them against the cluster's CRDs and admission webhooks before a run. The
+dataset and output locations are only known at run time: the files use the data
+volume's mount (`data_mount_path`) or `pipeline_root`, under `example/` folders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipelines.jobs import trainer_args, worker_pools
+from pipelines.settings import Settings
+from pipelines.study.search_space import SearchSpace, load_search_space
+from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob
+from trainer.contract import flag
+
+FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")
+NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
+
+
+def _root(settings: Settings) -> str:
+    return settings.data_mount_path if settings.data_pvc else (settings.pipeline_root or "/data")
+
+
+def _args(settings: Settings) -> list[str]:
+    return [
+        flag("data", f"{_root(settings)}/example/dataset"),
+        flag("epochs", settings.epochs),
+        flag("batch_size", settings.batch_size),
+        flag("metric_tag", settings.metric_tag),
+        flag("precision", settings.precision),
+        flag("seed", settings.seed),
+    ]
+
+
+def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -> dict[str, Any]:
+    pools = worker_pools.trial_worker_pool_specs(
+        image_uri=settings.trainer_image,
+        command=trainer_args.TRAINER_COMMAND,
+        args=_args(settings),
+        accelerator_type=accelerator if accelerators else None,
+        accelerator_count=accelerators,
+    )
+    return {**pools[0], "replica_count": count}
+
+
+def build(settings: Settings, space: SearchSpace | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The documents of each file, built and checked as the pipeline's steps do."""
+    space = space or load_search_space(settings.search_space)
+    from pipelines.study.search_space import Metric
+
+    space = SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
+    cluster = dict(
+        namespace=settings.kubeflow_namespace,
+        cpu=settings.kubeflow_cpu,
+        memory=settings.kubeflow_memory,
+        service_account=settings.kubeflow_service_account or "",
+    )
+    study_dir = f"{_root(settings)}/example/study"
+    trial = _pool(settings, 1, settings.trial_accelerator_count, settings.trial_accelerator_type)
+    exp = experiment.build_experiment(
+        name=experiment.experiment_name(f"{settings.display_name}-study", study_dir),
+        study_spec_parameters=space.to_study_spec_parameters(),
+        study_spec_metrics=space.to_study_spec_metrics(),
+        study_spec_algorithm=settings.algorithm,
+        study_spec_measurement_selection_type=settings.measurement_selection,
+        max_trial_count=settings.max_trials,
+        parallel_trial_count=settings.parallel_trials,
+        max_failed_trial_count=settings.max_failed_trials,
+        worker_pool_specs=[trial],
+        base_output_directory=study_dir,
+        pvc_name=settings.data_pvc or "",
+        pvc_mount_path=settings.data_mount_path if settings.data_pvc else "",
+        early_stopping=settings.early_stopping,
+        **cluster,
+    )
+    katib_rules.check_experiment(exp)
+    chief = _pool(settings, 1, settings.final_accelerator_count, settings.final_accelerator_type)
+    pools = [chief] + ([{**chief, "replica_count": settings.replicas}] if settings.replicas else [])
+    final_dir = f"{_root(settings)}/example/final"
+    job = tfjob.to_manifest(
+        tfjob.build_tfjob(
+            tfjob.tfjob_name(f"{settings.display_name}-final", final_dir),
+            settings.kubeflow_namespace,
+            pools,
+            final_dir,
+            cpu=settings.kubeflow_cpu,
+            memory=settings.kubeflow_memory,
+            service_account=settings.kubeflow_service_account,
+            data_pvc=settings.data_pvc,
+            data_mount_path=settings.data_mount_path,
+        )
+    )
+    tfjob.validate_tfjob(job)
+    access = rbac.manifests(settings.kubeflow_namespace, settings.kubeflow_service_account)
+    return {"experiment.yaml": [exp], "tfjob.yaml": [job], "rbac.yaml": access}
+
+
+def write(settings: Settings, output: str | Path) -> list[Path]:
+    """Write the files into `output` (created); returns their paths."""
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, docs in build(settings).items():
+        path = folder / name
+        path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        written.append(path)
+    return written
