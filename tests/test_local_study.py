@@ -437,3 +437,13 @@ def test_bad_counts_are_refused(tmp_path):
             parallel_trial_count=1,
             base_output_directory="gs://bucket/hpt",
         )
+
+
+def test_the_same_seed_proposes_the_same_trials_and_another_seed_does_not(tmp_path):
+    def proposals(folder: str, seed: int) -> list[dict]:
+        trials = study(tmp_path / folder, "--epochs=1", seed=seed, parallel_trial_count=1)
+        return [tl.trial_parameters(t) for t in trials]
+
+    first = proposals("a", 7)
+    assert proposals("b", 7) == first
+    assert proposals("c", 8) != first
