@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from pipelines.app import kubeflow_commands as kubeflow
+from pipelines.app.compiled import check_output, compiled_template
 from pipelines.app.errors import cloud_errors, fail
 from pipelines.app.preflight import check_cloud_run
 from pipelines.settings import Settings, SettingsError, load_settings, parse_labels, require_cloud
@@ -118,23 +118,46 @@ def _settings(
     return settings
 
 
-@contextlib.contextmanager
-def _template(template: Path | None, settings: Settings) -> Iterator[Path]:
-    """The given compiled pipeline, or the vertex target compiled into a temporary file."""
-    if template is not None:
-        yield template
-        return
-    from pipelines.compiler import compile_pipeline
+def _run_settings(
+    target: str,
+    config: Path | None,
+    label: list[str] | None,
+    *,
+    host: str | None,
+    namespace: str | None,
+    vertex_only: dict[str, Any],
+    kubeflow_only: dict[str, Any],
+    project: str | None,
+    region: str | None,
+    network: str | None,
+    kms_key: str | None,
+    service_account: str | None,
+    **shared: Any,
+) -> Settings:
+    """Settings of a run or a schedule on `target`, preflighted for it.
 
-    with tempfile.TemporaryDirectory(prefix="hpt-pipeline-") as tmp:
-        yield Path(compile_pipeline("vertex", settings, str(Path(tmp) / "pipeline.yaml")))
+    `shared` are the Settings fields both targets take (pipeline_root, enable_caching,
+    display_name, ...); a flag of the other target that is set is refused in one line.
+    """
+    vertex = dict(project=project, region=region, network=network, kms_key=kms_key)
+    if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **kubeflow_only):
+        return kubeflow.run_settings(
+            config,
+            {**vertex, "label": label, **vertex_only},
+            kubeflow_host=host,
+            kubeflow_namespace=namespace,
+            kubeflow_service_account=service_account,
+            **kubeflow_only,
+            **shared,
+        )
+    return _settings(config, label, CLOUD, service_account=service_account, **vertex, **shared)
 
 
 def _job(
     settings: Settings, template: Path | None, params: list[str] | None, *, offline: bool
 ) -> aiplatform.PipelineJob:
     """The pipeline job for the settings, template and `--param` values."""
-    with _template(template, settings) as path:
+    with compiled_template(template, settings, "vertex") as path:
         values = vertex_client.parameter_values(vertex_client.read_template(path), params or [])
         credentials = vertex_client.credentials(offline=offline)
         return vertex_client.build_job(settings, path, values, credentials=credentials)
@@ -182,38 +205,29 @@ def submit(
 ) -> None:
     """Submit the pipeline to Vertex AI Pipelines or Kubeflow Pipelines (or --dry-run)."""
     with _one_line_errors():
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
-            vertex = dict(project=project, region=region, network=network, kms_key=kms_key)
-            settings = kubeflow.run_settings(
-                config,
-                {**vertex, "label": label, "wait": wait},
-                kubeflow_host=host,
-                kubeflow_namespace=namespace,
-                pipeline_root=pipeline_root,
-                kubeflow_service_account=service_account,
-                enable_caching=cache,
-                experiment=experiment,
-                display_name=display_name,
-            )
-            with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:
-                send(kubeflow.run_request, kubeflow.submit, param)
-            return
-        settings = _settings(
+        check_output(output, dry_run)
+        settings = _run_settings(
+            target,
             config,
             label,
-            CLOUD,
+            host=host,
+            namespace=namespace,
+            vertex_only={"wait": wait},
+            kubeflow_only={},
             project=project,
             region=region,
-            pipeline_root=pipeline_root,
-            service_account=service_account,
             network=network,
             kms_key=kms_key,
+            service_account=service_account,
+            pipeline_root=pipeline_root,
             enable_caching=cache,
             experiment=experiment,
             display_name=display_name,
         )
-        if output is not None and not dry_run:
-            raise SettingsError(f"--output={output}: only used with --dry-run")
+        if target == "kubeflow":
+            with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:
+                send(kubeflow.run_request, kubeflow.submit, param)
+            return
         job = _job(settings, template, param, offline=dry_run)
         if dry_run:
             where = _write_request(vertex_client.job_request(job), output)
@@ -291,19 +305,25 @@ def schedule_create(
 ) -> None:
     """Create a schedule of pipeline runs (or --dry-run: write the request)."""
     with _one_line_errors():
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace, experiment=experiment):
-            vertex = dict(project=project, region=region, network=network, kms_key=kms_key)
-            settings = kubeflow.run_settings(
-                config,
-                {**vertex, "label": label, "max_runs": max_runs, "allow_queueing": allow_queueing},
-                kubeflow_host=host,
-                kubeflow_namespace=namespace,
-                pipeline_root=pipeline_root,
-                kubeflow_service_account=service_account,
-                enable_caching=cache,
-                experiment=experiment,
-                display_name=display_name,
-            )
+        check_output(output, dry_run)
+        settings = _run_settings(
+            target,
+            config,
+            label,
+            host=host,
+            namespace=namespace,
+            vertex_only={"max_runs": max_runs, "allow_queueing": allow_queueing},
+            kubeflow_only={"experiment": experiment},
+            project=project,
+            region=region,
+            network=network,
+            kms_key=kms_key,
+            service_account=service_account,
+            pipeline_root=pipeline_root,
+            enable_caching=cache,
+            display_name=display_name,
+        )
+        if target == "kubeflow":
             kfp_spec = kubeflow.kfp_client.schedule_spec(
                 cron,
                 settings.display_name,
@@ -314,19 +334,6 @@ def schedule_create(
             with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:
                 send(kubeflow.recurring_run_request, kubeflow.schedule_create, kfp_spec, param)
             return
-        settings = _settings(
-            config,
-            label,
-            CLOUD,
-            project=project,
-            region=region,
-            pipeline_root=pipeline_root,
-            service_account=service_account,
-            network=network,
-            kms_key=kms_key,
-            enable_caching=cache,
-            display_name=display_name,
-        )
         spec = vertex_client.schedule_spec(
             cron,
             settings.display_name,
@@ -336,8 +343,6 @@ def schedule_create(
             max_concurrent_run_count=max_concurrent_runs,
             allow_queueing=allow_queueing,
         )
-        if output is not None and not dry_run:
-            raise SettingsError(f"--output={output}: only used with --dry-run")
         job = _job(settings, template, param, offline=dry_run)
         if dry_run:
             schedule = vertex_client.build_schedule(job, spec, settings)

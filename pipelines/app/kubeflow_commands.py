@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from pipelines.app.compiled import compiled_template
 from pipelines.app.errors import fail, first_line
 from pipelines.app.preflight import check_kubeflow_run
 from pipelines.settings import Settings, SettingsError, load_settings
@@ -101,14 +101,10 @@ def sender(
     """Yield `send(request, create, *args)`, the pipeline compiled (or the template given).
 
     `send` writes `request(settings, path, *args)`'s document with `write` for
-    --dry-run, else prints the line `create(settings, path, *args)` returns.
-
-    Raises:
-        SettingsError: `--output` without `--dry-run`.
+    --dry-run, else prints the line `create(settings, path, *args)` returns (the
+    commands refuse `--output` without `--dry-run` before calling it).
     """
-    if output is not None and not dry_run:
-        raise SettingsError(f"--output={output}: only used with --dry-run")
-    with api_errors(settings), template_file(template, settings) as path:
+    with api_errors(settings), compiled_template(template, settings, "kubeflow") as path:
 
         def send(request: Callable[..., Any], create: Callable[..., str], *args: Any) -> None:
             if not dry_run:
@@ -144,18 +140,6 @@ def api_errors(settings: Settings) -> Iterator[None]:
             f"kubeflow_host={settings.kubeflow_host}: cannot reach the Kubeflow Pipelines API "
             f"({first_line(reason) if isinstance(reason, BaseException) else reason})"
         )
-
-
-@contextlib.contextmanager
-def template_file(template: Path | None, settings: Settings) -> Iterator[Path]:
-    """The given compiled pipeline, or the kubeflow target compiled into a temporary file."""
-    if template is not None:
-        yield template
-        return
-    from pipelines.compiler import compile_pipeline
-
-    with tempfile.TemporaryDirectory(prefix="hpt-pipeline-") as tmp:
-        yield Path(compile_pipeline("kubeflow", settings, str(Path(tmp) / "pipeline.yaml")))
 
 
 def _values(path: Path, params: list[str] | None) -> dict[str, Any]:
