@@ -1,6 +1,6 @@
 """The study's options in Vertex's names: search algorithms and measurement selections."""
 
-from typing import Any
+from pipelines.study.search_space import SearchSpace, SearchSpaceError
 
 # HyperparameterTuningJob study_spec.algorithm: ALGORITHM_UNSPECIFIED is Vertex's
 # Bayesian optimisation (the local study: Optuna TPE).
@@ -9,7 +9,7 @@ ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
 
 
-def check_algorithm(space: Any, algorithm: str) -> None:
+def check_algorithm(space: SearchSpace, algorithm: str) -> None:
     """Refuse a search the algorithm cannot do, before anything runs.
 
     Grid search needs a finite set of values for every parameter: a double has none.
@@ -17,8 +17,6 @@ def check_algorithm(space: Any, algorithm: str) -> None:
     Raises:
         SearchSpaceError: One line naming the parameter.
     """
-    from pipelines.study.search_space import SearchSpaceError
-
     if algorithm != "GRID_SEARCH":
         return
     for p in space.all_parameters():
