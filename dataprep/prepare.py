@@ -31,11 +31,6 @@ __all__ = ["IO_ERRORS", "PreparationError", "prepare_dataset", "report_lines"]
 # Storage errors preparation can meet (permissions, a missing bucket): callers show one line.
 IO_ERRORS = (OSError, tf.errors.OpError)
 
-DEFAULT_IMAGE_SIZE = PREPARATION.image_size
-DEFAULT_VALIDATION_FRACTION = PREPARATION.validation_fraction
-DEFAULT_TEST_FRACTION = PREPARATION.test_fraction
-DEFAULT_SEED = PREPARATION.seed
-DEFAULT_MAX_BAD_FRACTION = PREPARATION.max_bad_fraction
 DEFAULT_NUM_SHARDS = 8
 CHANNELS = (1, 3)
 # Splits larger than num_shards × this get more shards.
@@ -52,12 +47,12 @@ def prepare_dataset(
     source: str,
     output: str,
     *,
-    image_size: int = DEFAULT_IMAGE_SIZE,
-    validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
-    test_fraction: float = DEFAULT_TEST_FRACTION,
-    seed: int = DEFAULT_SEED,
+    image_size: int = PREPARATION.image_size,
+    validation_fraction: float = PREPARATION.validation_fraction,
+    test_fraction: float = PREPARATION.test_fraction,
+    seed: int = PREPARATION.seed,
     channels: int = PREPARATION.channels,
-    max_bad_fraction: float = DEFAULT_MAX_BAD_FRACTION,
+    max_bad_fraction: float = PREPARATION.max_bad_fraction,
     num_shards: int = DEFAULT_NUM_SHARDS,
     overwrite: bool = False,
     progress: Progress | None = None,
