@@ -18,21 +18,13 @@ from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
 from pipelines.settings import Settings, SettingsError
-from pipelines.study.options import check_algorithm
-from pipelines.study.search_space import Metric, SearchSpace, load_search_space
+from pipelines.study.settings_space import study_space
 from pipelines.targets import binding_for
 
 PIPELINE_DESCRIPTION = (
     "Prepare an image dataset, tune a distributed TensorFlow CNN (MirroredStrategy trials), "
     "retrain the best configuration with MultiWorkerMirroredStrategy, evaluate and register it."
 )
-
-
-def study_space(settings: Settings) -> SearchSpace:
-    """The search space from settings, optimising the settings' metric (one place: settings)."""
-    space = load_search_space(settings.search_space)
-    check_algorithm(space, settings.algorithm)
-    return SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
 
 
 def build_pipeline(target: str, settings: Settings) -> Any:

@@ -27,14 +27,14 @@ def check_source(source: str) -> None:
 
 
 def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
-    from pipelines.study.options import check_algorithm
-    from pipelines.study.search_space import SearchSpaceError, load_search_space
+    from pipelines.study.search_space import SearchSpaceError
+    from pipelines.study.settings_space import study_space
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults)
         check_source(settings.source)
         # A bad space, or one the algorithm cannot search, fails here, before any work.
-        check_algorithm(load_search_space(settings.search_space), settings.algorithm)
+        study_space(settings)
     except (SettingsError, SearchSpaceError) as err:
         fail(str(err))
     return settings

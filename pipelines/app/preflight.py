@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
-from pipelines.study.options import check_algorithm
-from pipelines.study.search_space import SearchSpaceError, load_search_space
+from pipelines.study.search_space import SearchSpaceError
+from pipelines.study.settings_space import study_space
 
 PLACEHOLDER = "/your-project/"
 
@@ -83,6 +83,6 @@ def _check_caching_and_study(settings: Settings) -> None:
             "compiled caching applies) or pass --no-cache"
         )
     try:
-        check_algorithm(load_search_space(settings.search_space), settings.algorithm)
+        study_space(settings)
     except SearchSpaceError as err:
         raise SettingsError(str(err)) from None

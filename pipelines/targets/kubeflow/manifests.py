@@ -16,7 +16,7 @@ import yaml
 
 from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
-from pipelines.study.search_space import SearchSpace, load_search_space
+from pipelines.study.settings_space import study_space
 from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob
 from trainer.contract import flag
 
@@ -50,12 +50,9 @@ def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -
     return {**pools[0], "replica_count": count}
 
 
-def build(settings: Settings, space: SearchSpace | None = None) -> dict[str, list[dict[str, Any]]]:
+def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     """The documents of each file, built and checked as the pipeline's steps do."""
-    space = space or load_search_space(settings.search_space)
-    from pipelines.study.search_space import Metric
-
-    space = SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
+    space = study_space(settings)
     cluster = dict(
         namespace=settings.kubeflow_namespace,
         cpu=settings.kubeflow_cpu,
