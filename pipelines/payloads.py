@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+
+def payload_items(items: Sequence[Mapping[str, Any] | str]) -> list[dict[str, Any]]:
+    """List payload items as dicts: kfp may hand list items over as JSON strings."""
+    return [json.loads(i) if isinstance(i, str) else dict(i) for i in items]
 
 
 class PayloadError(ValueError):

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.jobs import local_job
+from pipelines.payloads import payload_items
 from pipelines.study import failure_rules, progress_lines, trial_runner
 from pipelines.study import trials as trials_lib
 from pipelines.study.measurements import (
@@ -454,10 +455,6 @@ def _parse_time(value: str) -> float:
     return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
-def _load_list(items: Sequence[Mapping[str, Any] | str]) -> list[dict[str, Any]]:
-    return [json.loads(i) if isinstance(i, str) else dict(i) for i in items]
-
-
 def run_study(
     *,
     worker_pool_specs: Sequence[Mapping[str, Any] | str],
@@ -517,7 +514,7 @@ def run_study(
     for name, (value, least) in counts.items():
         if value < least:
             raise StudyError(f"{name}={value}: expected >= {least}")
-    parameters, metrics = _load_list(study_spec_parameters), _load_list(study_spec_metrics)
+    parameters, metrics = payload_items(study_spec_parameters), payload_items(study_spec_metrics)
     validate_study_spec(
         parameters, metrics, study_spec_algorithm, study_spec_measurement_selection_type
     )
@@ -527,7 +524,7 @@ def run_study(
         if study_spec_measurement_selection_type == "LAST_MEASUREMENT"
         else "BEST_MEASUREMENT"
     )
-    pools = _load_list(worker_pool_specs)
+    pools = payload_items(worker_pool_specs)
     validate_worker_pool_specs(pools)
     space = from_study_spec(parameters, metrics)
     if isinstance(early_stopping, bool):

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.payloads import payload_items
 from trainer.contract import GOALS, HYPERPARAMETERS
 
 PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
@@ -425,11 +426,6 @@ def _aiplatform_spec(p: Parameter, parent_values: Sequence[Value] | None = None)
     return hpt.CategoricalParameterSpec(values=[str(v) for v in p.values], **common)
 
 
-def _load_items(items: Sequence[Mapping[str, Any] | str]) -> list[Mapping[str, Any]]:
-    """Payload items as dicts (kfp may hand list items over as JSON strings)."""
-    return [json.loads(i) if isinstance(i, str) else i for i in items]
-
-
 def parse_study_spec_parameters(
     study_spec_parameters: Sequence[Mapping[str, Any] | str],
 ) -> tuple[Parameter, ...]:
@@ -437,7 +433,7 @@ def parse_study_spec_parameters(
     from google.cloud.aiplatform_v1.types import StudySpec
 
     out = []
-    for item in _load_items(study_spec_parameters):
+    for item in payload_items(study_spec_parameters):
         try:
             spec = StudySpec.ParameterSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
         except Exception as err:  # json_format.ParseError and friends
@@ -496,7 +492,7 @@ def parse_study_spec_metrics(
     from google.cloud.aiplatform_v1.types import StudySpec
 
     out = []
-    for item in _load_items(study_spec_metrics):
+    for item in payload_items(study_spec_metrics):
         try:
             spec = StudySpec.MetricSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
         except Exception as err:

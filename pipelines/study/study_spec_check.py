@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipelines.payloads import PayloadError, strict_parse
+from pipelines.payloads import PayloadError, payload_items, strict_parse
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 
 MEASUREMENT_SELECTION_TYPES = (*MEASUREMENT_SELECTIONS, "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED")
@@ -40,8 +39,8 @@ def validate_study_spec(
             f"study_spec_measurement_selection_type={measurement_selection!r}: expected one of "
             f"{', '.join(MEASUREMENT_SELECTION_TYPES)}"
         )
-    load = [json.loads(p) if isinstance(p, str) else p for p in parameters]
-    load_metrics = [json.loads(m) if isinstance(m, str) else m for m in metrics]
+    load = payload_items(parameters)
+    load_metrics = payload_items(metrics)
     if not load:
         raise PayloadError("study_spec_parameters: empty, expected at least one parameter")
     if not load_metrics:

@@ -15,11 +15,11 @@ command word must be shell-safe, which is checked here, and the command must be 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.payloads import payload_items
 from pipelines.study.search_space import SearchSpace
 from trainer.contract import format_value
 
@@ -83,7 +83,7 @@ def trial_job(
     """
     from kubernetes import client
 
-    pools = [json.loads(p) if isinstance(p, str) else dict(p) for p in worker_pool_specs]
+    pools = payload_items(worker_pool_specs)
     replicas = sum(int(float(p.get("replica_count", 1))) for p in pools)
     if not pools or replicas != 1:
         raise KatibSpecError(

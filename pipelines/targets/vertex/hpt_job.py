@@ -24,6 +24,8 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pipelines.payloads import payload_items
+
 JOB_TYPE = "HyperparameterTuningJob"
 # Vertex's median rule on steps (epochs), not on elapsed time: Optuna's MedianPruner locally.
 MEDIAN_STOPPING = {"median_automated_stopping_spec": {"use_elapsed_duration": False}}
@@ -38,10 +40,6 @@ def integral_floats_to_int(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [integral_floats_to_int(v) for v in value]
     return value
-
-
-def _items(values: Sequence[Any]) -> list[Any]:
-    return [json.loads(v) if isinstance(v, str) else v for v in values]
 
 
 def hpt_job_payload(
@@ -66,8 +64,8 @@ def hpt_job_payload(
     Empty strings stay in (the launcher strips them, as for the GCPC op).
     """
     study_spec: dict[str, Any] = {
-        "metrics": _items(study_spec_metrics),
-        "parameters": _items(study_spec_parameters),
+        "metrics": payload_items(study_spec_metrics),
+        "parameters": payload_items(study_spec_parameters),
         "algorithm": study_spec_algorithm,
         "measurement_selection_type": study_spec_measurement_selection_type,
     }
@@ -80,7 +78,7 @@ def hpt_job_payload(
         "parallel_trial_count": parallel_trial_count,
         "max_failed_trial_count": max_failed_trial_count,
         "trial_job_spec": {
-            "worker_pool_specs": _items(worker_pool_specs),
+            "worker_pool_specs": payload_items(worker_pool_specs),
             "service_account": service_account,
             "network": network,
             "base_output_directory": {"output_uri_prefix": base_output_directory},
