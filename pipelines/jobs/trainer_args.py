@@ -42,18 +42,23 @@ def shared_location(artifact: Any, shared_root: str) -> str:
     return location
 
 
-def trainer_args(
-    dataset: Any, *, epochs: int, batch_size: int, metric_tag: str, precision: str, seed: int
+def trainer_flags(
+    data: str, *, epochs: int, batch_size: int, metric_tag: str, precision: str, seed: int
 ) -> list[str]:
-    """Fixed trainer flags shared by every trial and the final job."""
+    """Fixed trainer flags shared by every trial and the final job, for data at `data`."""
     return [
-        flag("data", artifact_location(dataset)),
+        flag("data", data),
         flag("epochs", int(epochs)),
         flag("batch_size", int(batch_size)),
         flag("metric_tag", metric_tag),
         flag("precision", precision),
         flag("seed", int(seed)),
     ]
+
+
+def trainer_args(dataset: Any, **fixed: Any) -> list[str]:
+    """`trainer_flags` for a dataset artifact (read where `artifact_location` says)."""
+    return trainer_flags(artifact_location(dataset), **fixed)
 
 
 def parameter_args(parameters: Mapping[str, Any]) -> list[str]:

@@ -18,7 +18,6 @@ from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
 from pipelines.study.settings_space import study_space
 from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob
-from trainer.contract import flag
 
 FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")
 NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
@@ -29,14 +28,14 @@ def _root(settings: Settings) -> str:
 
 
 def _args(settings: Settings) -> list[str]:
-    return [
-        flag("data", f"{_root(settings)}/example/dataset"),
-        flag("epochs", settings.epochs),
-        flag("batch_size", settings.batch_size),
-        flag("metric_tag", settings.metric_tag),
-        flag("precision", settings.precision),
-        flag("seed", settings.seed),
-    ]
+    return trainer_args.trainer_flags(
+        f"{_root(settings)}/example/dataset",
+        epochs=settings.epochs,
+        batch_size=settings.batch_size,
+        metric_tag=settings.metric_tag,
+        precision=settings.precision,
+        seed=settings.seed,
+    )
 
 
 def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -> dict[str, Any]:
