@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.images import project_packages
 from tests.conftest import ROOT
 
-PACKAGES = ("trainer", "dataprep", "components", "pipelines")
+PACKAGES = tuple(project_packages())  # the one list of what ships
 
 
 def module_name(path: Path) -> str:
