@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipelines.study.search_space import from_study_spec
+from pipelines.study.spec_reader import from_study_spec
 from pipelines.targets.kubeflow import experiment as katib
 from pipelines.targets.kubeflow import kube
 from pipelines.targets.kubeflow.katib_rules import check_experiment
