@@ -5,8 +5,8 @@ import io
 from typer.testing import CliRunner
 
 from pipelines.app import cli
-from pipelines.targets.local import run as run_module
-from pipelines.targets.local.run import ProgressFilter, failure_reason
+from pipelines.app import local_run as run_module
+from pipelines.app.local_run import ProgressFilter, failure_reason
 
 RUNNER = CliRunner()
 

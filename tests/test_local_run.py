@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipelines.app.local_run import LOG_FILE, is_tf_noise, run_local
 from pipelines.app.run_summary import summarize
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
-from pipelines.targets.local.run import LOG_FILE, is_tf_noise, run_local
 from trainer import contract
 
 pytestmark = pytest.mark.slow

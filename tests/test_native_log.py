@@ -110,9 +110,10 @@ def test_prepare_keeps_tensorflows_chatter_off_the_terminal(tmp_path):
     logs = list(tmp_path.glob("hpt-prepare-*.log"))
     assert len(logs) == 1 and f"TensorFlow's log: {logs[0]}" in done.stdout
     log = logs[0].read_text()
-    for marker in ("oneDNN custom operations", "absl::InitializeLog", "Local rendezvous"):
+    for marker in ("absl::InitializeLog", "Local rendezvous"):
         assert marker in log, marker
-        assert marker not in screen, marker
+    for marker in ("oneDNN custom operations", "absl::InitializeLog", "Local rendezvous"):
+        assert marker not in screen, marker  # oneDNN's line: only on CPUs where it is enabled
     assert not any(line[:1] in "IWE" and line[1:5].isdigit() for line in screen.splitlines())
 
     # too many bad images: one error line naming them, no TensorFlow line, no log left behind

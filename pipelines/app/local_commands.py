@@ -27,8 +27,8 @@ def check_source(source: str) -> None:
 
 
 def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
+    from pipelines.settings_space import study_space
     from pipelines.study.search_space import SearchSpaceError
-    from pipelines.study.settings_space import study_space
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults)
@@ -94,8 +94,7 @@ def run(
     )
     from rich.console import Console
 
-    from pipelines.app import run_summary
-    from pipelines.targets.local import run as local_run
+    from pipelines.app import local_run, run_summary
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     console.print(
@@ -120,7 +119,7 @@ def compile_command(
 ) -> None:
     """Compile the pipeline for a target into a pipeline spec (YAML)."""
     from pipelines.compiler import compile_pipeline
-    from pipelines.targets import TARGETS
+    from pipelines.wiring import TARGETS
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")

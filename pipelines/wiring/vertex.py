@@ -22,7 +22,7 @@ from components.find_model import find_parent_model
 from components.train_final import model_from_job
 from components.tune_vertex import tune_on_vertex
 from pipelines.settings import Settings
-from pipelines.targets.base import Binding, study_inputs
+from pipelines.wiring.base import Binding, study_inputs
 
 with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
     warnings.simplefilter("ignore", FutureWarning)
