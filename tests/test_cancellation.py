@@ -181,6 +181,27 @@ def test_every_lightweight_component_execs_python() -> None:
         )
 
 
+@pytest.mark.parametrize("target", ["vertex", "kubeflow", "local"])
+def test_every_compiled_step_signals_python_directly(tmp_path: Path, target: str) -> None:
+    """Ours exec Python; GCPC's (the custom job, the model upload) start `python3 -u -m`."""
+    path = compile_pipeline(target, Settings(), tmp_path / f"{target}.yaml")
+    executors = yaml.safe_load(Path(path).read_text())["deploymentSpec"]["executors"]
+    starts = {}
+    for name, executor in executors.items():
+        if "container" not in executor:
+            continue  # the importer: no container of ours
+        command = executor["container"]["command"]
+        if command[:2] == ["sh", "-ec"]:
+            last = command[2].rstrip().splitlines()[-1]
+            starts[name] = "exec" if last.startswith(base.EXEC_START) else last
+        else:
+            starts[name] = " ".join(command[:3])
+    assert set(starts.values()) <= {"exec", "python3 -u -m"}, starts
+    if target == "vertex":
+        assert starts["exec-custom-training-job"] == "python3 -u -m"
+        assert starts["exec-tune-on-vertex"] == "exec"
+
+
 def test_cancelling_the_vertex_tune_step_cancels_the_hpt_job(tmp_path: Path) -> None:
     container = compiled_executor(tmp_path, "vertex", "exec-tune-on-vertex")
     proc, record = vertex_tune(tmp_path, container)
