@@ -6,7 +6,9 @@ of the vertex target builds the same payload here (GCPC's template, field for
 field) plus `study_spec.median_automated_stopping_spec` when early stopping is on,
 and hands it to GCPC's launcher (`create_hyperparameter_tuning_job`), which
 creates the job, writes `gcp_resources`, polls it and cancels it when the run is
-cancelled, exactly as the GCPC op does.
+cancelled, exactly as the GCPC op does: the cancel request is sent on SIGTERM,
+which reaches this step's Python because its shell `exec`s Python
+(`components.base.exec_python`; GCPC's ops start `python3` directly).
 
 Two launcher behaviours are modelled because they would otherwise bite:
 
