@@ -41,6 +41,7 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
         early_stopping=p.early_stopping,
+        labels=p.labels,  # the most expensive job of the run: cost reports need them
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
     fetched = op(fetch_trials)(
