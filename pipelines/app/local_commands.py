@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from pipelines import scratch
 from pipelines.app.errors import fail
 from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, load_settings
 
@@ -109,7 +110,7 @@ def run(
     except RuntimeError as err:  # kfp.local: a task failed
         log = Path(settings.output) / local_run.LOG_FILE
         reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
-        fail(f"{reason} (full log: {log})")
+        fail(f"{reason} (full log: {log}{scratch.notes(err)})")
     run_summary.show(console, result)
 
 
