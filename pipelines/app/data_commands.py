@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from pipelines import scratch
-from pipelines.app import native_log
+from pipelines.app import formats, native_log
 from pipelines.app.errors import fail, first_line
 from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
 
@@ -80,8 +80,7 @@ def prepare(
             message = f"I/O error: {first_line(error)}{scratch.notes(error)}"
             fail(_with_log(message, native_log.keep_if_written(log)))
         raise
-    console = Console()
-    console.print(_dataset_summary(output, metadata))
+    console = formats.print_table(_dataset_summary(output, metadata))
     kept = native_log.keep_if_written(log)
     if kept:
         console.print(f"TensorFlow's log: {kept}", style="dim", soft_wrap=True)
