@@ -79,7 +79,7 @@ def test_one_accelerator_sets_no_logical_devices_and_trial_env_lands_under_trial
         specs,
         str(tmp_path),
         trial_id="7",
-        extra_env={"CLOUD_ML_TRIAL_ID": "7"},
+        extra_env={"CLOUD_ML_TRIAL_ID": "7", "CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "m")},
         echo=None,
     )
     (record,) = ledger(book)
