@@ -28,7 +28,8 @@ def private_system_tmp(tmp_path_factory: pytest.TempPathFactory):
 
     `TMPDIR`, `TEMP`, `TMP` and `tempfile.tempdir` point at `<basetemp>/system-tmp`
     for the whole session (subprocesses inherit them), so nothing a test starts
-    writes to the system's temporary folder through them. At the end the suite
+    writes to the system's temporary folder through them (each test then gets its own,
+    `own_tmp`; what is left here came from outside any test's folder). At the end the suite
     fails when that folder holds anything (a local run or job that left files
     outside its own output) or when `/tmp/hypertune` was written (a trainer run
     without its own `CLOUD_ML_HP_METRIC_FILE`). On a machine shared with other
@@ -59,6 +60,20 @@ def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     from tests.synthetic import write_dataset
 
     return write_dataset(str(tmp_path_factory.mktemp("synthetic")))
+
+
+@pytest.fixture(autouse=True)
+def own_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's temporary files (TensorFlow run in the test or in what it starts) in its own.
+
+    A test's in-process TensorFlow and the trainer runs it starts write autograph files
+    to the temporary folder: a folder of the test's own, not the session's checked one.
+    """
+    folder = tmp_path_factory.mktemp("tmp")
+    for name in TMP_VARIABLES:
+        monkeypatch.setenv(name, str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
 
 
 def run_env(**extra: str) -> dict[str, str]:
