@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from pipelines import scratch
 from pipelines.app.errors import fail
 from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, load_settings
 
@@ -108,7 +109,7 @@ def run(
     except RuntimeError as err:  # kfp.local: a task failed
         log = Path(settings.output) / local_run.LOG_FILE
         reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
-        fail(f"{reason} (full log: {log})")
+        fail(f"{reason} (full log: {log}{scratch.notes(err)})")
     run_summary.show(console, result)
 
 
@@ -133,28 +134,44 @@ def compile_command(
 
 def models(
     registry: str = typer.Option("runs/registry", help="Local model registry folder."),
+    format: str = typer.Option(
+        "table", "--format", help="table | csv | json (the registry's model cards)."
+    ),
 ) -> None:
     """List the models in the local registry (newest version last)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from pipelines.app import formats
     from pipelines.targets.local import registry as registry_lib
 
+    formats.check_format(format)
     cards = registry_lib.list_models(registry)
-    if not cards:
+    if format == "json":
+        typer.echo(formats.json_text(cards), nl=False)
+        return
+    if not cards and format == "table":
         typer.echo(f"no models registered in {registry}")
         return
-    table = Table(title=f"models in {registry}")
-    for column in ("model", "version", "registered", "accuracy", "best trial", "path"):
-        table.add_column(column)
+    columns = ("model", "version", "registered", "accuracy", "best trial", "path")
+    rows = []
     for card in cards:
         accuracy = card.get("metrics", {}).get("accuracy")
-        table.add_row(
-            card["name"],
-            f"v{card['version']}",
-            card["registered_at"][:19],
-            f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
-            str(card.get("lineage", {}).get("best_trial_id", "-")),
-            card["path"],
+        rows.append(
+            (
+                card["name"],
+                f"v{card['version']}",
+                card["registered_at"][:19],
+                f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
+                str(card.get("lineage", {}).get("best_trial_id", "-")),
+                card["path"],
+            )
         )
-    Console().print(table)
+    if format == "csv":
+        typer.echo(formats.csv_text(columns, rows), nl=False)
+        return
+    table = Table(title=f"models in {registry}")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    formats.print_table(table)
