@@ -43,6 +43,9 @@ def two_runs(tmp_path_factory):
         for name in ("TMPDIR", "TEMP", "TMP"):
             mp.setenv(name, str(private))
         mp.setattr(tempfile, "tempdir", str(private))
+        # TensorFlow's info lines on every host (at the run's default level 2, an AVX2 host
+        # prints none), so that where they go is seen: the log, never the terminal.
+        mp.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
         first = summarize(run_local(settings, echo=PROGRESS.append))
         second = summarize(run_local(settings, echo=lambda line: None))
     LEFT_IN_TMP[:] = sorted(p.name for p in private.iterdir())
