@@ -50,12 +50,13 @@ from typing import Any
 
 from pipelines.jobs import local_job
 from pipelines.payloads import payload_items
-from pipelines.study import failure_rules, progress_lines, trial_runner
+from pipelines.study import failure_rules, optuna_study, progress_lines, trial_runner
 from pipelines.study import trials as trials_lib
 from pipelines.study.measurements import (
     best_trial,
 )
-from pipelines.study.sampler import distribution, grid_points, make_sampler, suggest, to_internal
+from pipelines.study.optuna_study import EarlyStopping
+from pipelines.study.sampler import grid_points, suggest
 from pipelines.study.search_space import SearchSpace, SearchSpaceError
 from pipelines.study.spec_reader import from_study_spec
 from pipelines.study.trials import TrialState
@@ -66,19 +67,6 @@ METRIC_FILE = trial_runner.METRIC_FILE
 
 class StudyError(RuntimeError):
     """The study cannot start, or stopped under the failure rules (message says why)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class EarlyStopping:
-    """The median stopping rule (Optuna `MedianPruner`).
-
-    Attributes:
-        min_trials: Completed trials needed before any trial can be stopped.
-        warmup_steps: Steps (epochs) below this are never judged.
-    """
-
-    min_trials: int = 3
-    warmup_steps: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,12 +81,6 @@ class StudyProgress:
     running: int
     best: dict[str, Any] | None
     last: dict[str, Any] | None
-
-
-# --- the search space in Optuna's terms ----------------------------------------------------------
-
-
-# --- the study -----------------------------------------------------------------------------------
 
 
 def _local(trial: Mapping[str, Any]) -> dict[str, Any]:
@@ -150,7 +132,16 @@ class _LocalStudy:
         self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(base, STUDY_FILE)
         self._load()
-        self.optuna = self._make_optuna_study(seed)
+        if early_stopping and len(space.metrics) > 1:
+            raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
+        self.optuna = optuna_study.make_optuna_study(
+            space,
+            self._ordered(),
+            algorithm=algorithm,
+            seed=seed,
+            max_trial_count=max_trial_count,
+            early_stopping=early_stopping,
+        )
         self.view = progress_lines.ProgressView(
             enabled=show_progress, metric=space.metrics[0].metric_id
         )
@@ -217,59 +208,10 @@ class _LocalStudy:
     # --- optuna ------------------------------------------------------------------------------
 
     def _internal(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: to_internal(self.params_by_id[k], v) for k, v in params.items()}
+        return optuna_study.internal_params(params, self.params_by_id)
 
     def _params(self, trial: Mapping[str, Any]) -> dict[str, Any]:
-        raw = trials_lib.trial_parameters(trial)
-        return {k: self.params_by_id[k].cast(v) for k, v in raw.items() if k in self.params_by_id}
-
-    def _make_optuna_study(self, seed: int | None) -> Any:
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
-        pruner: Any = optuna.pruners.NopPruner()
-        if self.early_stopping:
-            if len(self.space.metrics) > 1:
-                raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
-            pruner = optuna.pruners.MedianPruner(
-                n_startup_trials=self.early_stopping.min_trials,
-                n_warmup_steps=self.early_stopping.warmup_steps,
-            )
-        # A resumed study must not replay the first run's random sequence.
-        effective_seed = None if seed is None else seed + len(self.trials)
-        study = optuna.create_study(
-            directions=[str(m.goal) for m in self.space.metrics],  # type: ignore[misc]
-            sampler=make_sampler(self.algorithm, effective_seed, self.max_trial_count),
-            pruner=pruner,
-        )
-        for t in self._ordered():  # replay finished trials so the sampler learns from them
-            state = trials_lib.trial_state(t)
-            if state not in (TrialState.SUCCEEDED, TrialState.INFEASIBLE):
-                continue
-            params = self._internal(self._params(t))
-            distributions = {k: distribution(self.params_by_id[k]) for k in params}
-            intermediate = {
-                int(m.get("stepCount", 0)): v
-                for m in t.get("measurements", [])
-                if (v := trials_lib.measurement_metrics(m).get(self.metric_ids[0])) is not None
-            }
-            values = [trials_lib.final_metric(t, m) for m in self.metric_ids]
-            if _local(t).get("earlyStopped"):
-                frozen_state, frozen_values = optuna.trial.TrialState.PRUNED, None
-            elif state == TrialState.SUCCEEDED and all(v is not None for v in values):
-                frozen_state, frozen_values = optuna.trial.TrialState.COMPLETE, values
-            else:
-                frozen_state, frozen_values = optuna.trial.TrialState.FAIL, None
-            study.add_trial(
-                optuna.trial.create_trial(
-                    state=frozen_state,
-                    values=frozen_values,  # type: ignore[arg-type]
-                    params=params,
-                    distributions=distributions,
-                    intermediate_values=intermediate,
-                )
-            )
-        return study
+        return optuna_study.trial_params(trial, self.params_by_id)
 
     # --- the loop ----------------------------------------------------------------------------
 

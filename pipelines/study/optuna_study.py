@@ -1,0 +1,103 @@
+"""The local study in Optuna's terms: its sampler, its pruner, and what it learns on resume.
+
+A resumed study replays its finished trials (read from the trials artifact, in the
+Vertex Trial schema) into a fresh Optuna study, so the sampler learns from them and
+the median rule compares against them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study import trials as trials_lib
+from pipelines.study.sampler import distribution, make_sampler, to_internal
+from pipelines.study.search_space import Parameter, SearchSpace
+from pipelines.study.trials import TrialState
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyStopping:
+    """The median stopping rule (Optuna `MedianPruner`).
+
+    Attributes:
+        min_trials: Completed trials needed before any trial can be stopped.
+        warmup_steps: Steps (epochs) below this are never judged.
+    """
+
+    min_trials: int = 3
+    warmup_steps: int = 1
+
+
+def trial_params(trial: Mapping[str, Any], params_by_id: Mapping[str, Parameter]) -> dict[str, Any]:
+    """A trial's parameters, each in its parameter's type (payload numbers may be floats)."""
+    raw = trials_lib.trial_parameters(trial)
+    return {k: params_by_id[k].cast(v) for k, v in raw.items() if k in params_by_id}
+
+
+def internal_params(
+    params: Mapping[str, Any], params_by_id: Mapping[str, Parameter]
+) -> dict[str, Any]:
+    """Parameter values as the sampler sees them (`sampler.to_internal`)."""
+    return {k: to_internal(params_by_id[k], v) for k, v in params.items()}
+
+
+def make_optuna_study(
+    space: SearchSpace,
+    trials: Sequence[Mapping[str, Any]],
+    *,
+    algorithm: str,
+    seed: int | None,
+    max_trial_count: int,
+    early_stopping: EarlyStopping | None,
+) -> Any:
+    """An Optuna study for `space` that has learnt from the study's `trials` so far.
+
+    Finished trials (succeeded, failed, early-stopped) are replayed; others are skipped.
+    """
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pruner: Any = optuna.pruners.NopPruner()
+    if early_stopping:
+        pruner = optuna.pruners.MedianPruner(
+            n_startup_trials=early_stopping.min_trials,
+            n_warmup_steps=early_stopping.warmup_steps,
+        )
+    # A resumed study must not replay the first run's random sequence.
+    effective_seed = None if seed is None else seed + len(trials)
+    study = optuna.create_study(
+        directions=[str(m.goal) for m in space.metrics],  # type: ignore[misc]
+        sampler=make_sampler(algorithm, effective_seed, max_trial_count),
+        pruner=pruner,
+    )
+    params_by_id = {p.parameter_id: p for p in space.all_parameters()}
+    metric_ids = [m.metric_id for m in space.metrics]
+    for t in trials:  # replay finished trials so the sampler learns from them
+        state = trials_lib.trial_state(t)
+        if state not in (TrialState.SUCCEEDED, TrialState.INFEASIBLE):
+            continue
+        params = internal_params(trial_params(t, params_by_id), params_by_id)
+        intermediate = {
+            int(m.get("stepCount", 0)): v
+            for m in t.get("measurements", [])
+            if (v := trials_lib.measurement_metrics(m).get(metric_ids[0])) is not None
+        }
+        values = [trials_lib.final_metric(t, m) for m in metric_ids]
+        if (t.get(trials_lib.LOCAL_KEY) or {}).get("earlyStopped"):
+            frozen_state, frozen_values = optuna.trial.TrialState.PRUNED, None
+        elif state == TrialState.SUCCEEDED and all(v is not None for v in values):
+            frozen_state, frozen_values = optuna.trial.TrialState.COMPLETE, values
+        else:
+            frozen_state, frozen_values = optuna.trial.TrialState.FAIL, None
+        study.add_trial(
+            optuna.trial.create_trial(
+                state=frozen_state,
+                values=frozen_values,  # type: ignore[arg-type]
+                params=params,
+                distributions={k: distribution(params_by_id[k]) for k in params},
+                intermediate_values=intermediate,
+            )
+        )
+    return study
