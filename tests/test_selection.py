@@ -59,3 +59,17 @@ def test_threshold_stops_with_a_clear_message():
 def test_no_usable_trial():
     with pytest.raises(SelectionError, match="no succeeded trial reported the metric 'auc'"):
         select_best_trial(TRIALS, metric_id="auc")
+
+
+def test_every_ranking_breaks_a_tie_the_same_way():
+    """The study's best (progress line, study.json), the trials table and the selection agree:
+    trial 2 ties trial 4 at 0.95 and 64 units is the cheaper configuration."""
+    from pipelines.reports.trial_report import trial_rows
+    from pipelines.study.measurements import best_trial
+    from pipelines.study.search_space import Metric
+
+    selected = select_best_trial(TRIALS, metric_id="accuracy", goal="maximize").trial_id
+    assert selected == "4"
+    assert best_trial(TRIALS, Metric("accuracy", "maximize"))["id"] == selected
+    rows = trial_rows(TRIALS, Metric("accuracy", "maximize"))
+    assert [r.trial_id for r in rows if r.state == "SUCCEEDED"][:2] == ["4", "2"]

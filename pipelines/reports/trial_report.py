@@ -22,6 +22,7 @@ from pipelines.reports import trial_plots
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import trials as trials_lib
 from pipelines.study.search_space import GOALS, Metric
+from pipelines.study.selection import rank_key
 from pipelines.study.spec_reader import parse_study_spec_metrics, parse_study_spec_parameters
 
 REPORT_DIR = "trial-report"
@@ -299,10 +300,9 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
         )
         for t in trials
     ]
-    sign = -1.0 if metric.goal == "maximize" else 1.0
-    scored = sorted(
+    scored = sorted(  # best first, ties broken as the best trial's selection breaks them
         (r for r in rows if r.metric is not None),
-        key=lambda r: (sign * r.metric, trial_plots.id_key(r.trial_id)),  # type: ignore[operator]
+        key=lambda r: rank_key(r.trial_id, r.metric, r.parameters, goal=metric.goal),  # type: ignore[arg-type]
     )
     unscored = sorted(
         (r for r in rows if r.metric is None), key=lambda r: trial_plots.id_key(r.trial_id)

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipelines.study import trials as trials_lib
 from pipelines.study.search_space import Metric
+from pipelines.study.selection import rank_key
 from pipelines.study.trials import TrialState
 
 
@@ -77,7 +78,10 @@ def select_measurement(
 
 
 def best_trial(trials: Sequence[Mapping[str, Any]], metric: Metric) -> dict[str, Any] | None:
-    """The succeeded trial with the best final `metric` (None when there is none)."""
+    """The succeeded trial with the best final `metric`, ties as selection breaks them.
+
+    None when there is none.
+    """
     scored = [
         (value, t)
         for t in trials
@@ -86,5 +90,10 @@ def best_trial(trials: Sequence[Mapping[str, Any]], metric: Metric) -> dict[str,
     ]
     if not scored:
         return None
-    pick = max if metric.goal == "maximize" else min
-    return dict(pick(scored, key=lambda vt: vt[0])[1])
+    _, best = min(
+        scored,
+        key=lambda vt: rank_key(
+            vt[1]["id"], vt[0], trials_lib.trial_parameters(vt[1]), goal=metric.goal
+        ),
+    )
+    return dict(best)

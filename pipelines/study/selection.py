@@ -35,6 +35,29 @@ def _cost(params: Mapping[str, Any], cost_parameters: Sequence[str]) -> tuple[fl
     )
 
 
+def rank_key(
+    trial_id: str,
+    value: float,
+    params: Mapping[str, Any],
+    *,
+    goal: str,
+    cost_parameters: Sequence[str] = DEFAULT_COST_PARAMETERS,
+) -> tuple[Any, ...]:
+    """The selection order as a sort key (smallest first): every ranking of trials uses it.
+
+    The metric (rounded to 6 digits, so near-equal values tie), then the cheaper
+    configuration (smaller `cost_parameters`), then the earlier trial.
+    """
+    sign = -1.0 if goal == "maximize" else 1.0
+    tid = str(trial_id)
+    return (
+        sign * round(value, _TIE_DIGITS),
+        _cost(params, cost_parameters),
+        int(tid) if tid.isdigit() else math.inf,
+        tid,
+    )
+
+
 def select_best_trial(
     trials: Iterable[Mapping[str, Any]],
     *,
@@ -54,7 +77,6 @@ def select_best_trial(
     """
     if goal not in ("maximize", "minimize"):
         raise SelectionError(f"goal={goal!r}: expected maximize or minimize")
-    sign = -1.0 if goal == "maximize" else 1.0
     candidates = []
     for trial in trials:
         metrics = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
@@ -62,11 +84,8 @@ def select_best_trial(
         if not succeeded or metric_id not in metrics:
             continue
         params = trials_lib.trial_parameters(trial)
-        key = (
-            sign * round(metrics[metric_id], _TIE_DIGITS),
-            _cost(params, cost_parameters),
-            int(trial["id"]) if str(trial["id"]).isdigit() else math.inf,
-            str(trial["id"]),
+        key = rank_key(
+            trial["id"], metrics[metric_id], params, goal=goal, cost_parameters=cost_parameters
         )
         candidates.append((key, trial, params, metrics[metric_id]))
     if not candidates:
