@@ -42,6 +42,10 @@ images-build: images-base ## Build both images here with buildah (cached layers)
 	$(BUD) -f images/trainer/Dockerfile -t $(LOCAL_TRAINER_IMAGE) .
 	$(BUILDAH) images
 
+IMAGES_WORK    ?= $(IMAGES_STORE)/check
+
 images-check: $(STAMP) images-build ## Build the images, run every compiled step + a trial from them
-	$(PY) -m tests.image_steps --buildah "$(BUILDAH)" \
-	    --components $(LOCAL_COMPONENTS_IMAGE) --trainer $(LOCAL_TRAINER_IMAGE) $(IMAGES_CHECK_ARGS)
+	rm -rf $(IMAGES_WORK)
+	HPT_IMAGES_CHECK=1 HPT_IMAGES_WORK=$(IMAGES_WORK) HPT_IMAGES_CHECK_ARGS='--buildah "$(BUILDAH)" --components $(LOCAL_COMPONENTS_IMAGE) --trainer $(LOCAL_TRAINER_IMAGE) $(IMAGES_CHECK_ARGS)' \
+	    $(PY) -m pytest -s -p no:cacheprovider -m images tests/test_image_steps.py
+	$(BUILDAH) images
