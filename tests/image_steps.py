@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -69,7 +70,7 @@ class Image:
         self.env = dict(e.split("=", 1) for e in config.get("Env", []))
         self.workdir = config.get("WorkingDir") or "/"
         self.entrypoint = config.get("Entrypoint") or []
-        self.size = info.get("ImageSize") or 0
+        self.size = self._out("images", "--format", "{{.Size}}", name).strip()
         self.container = self._out("from", "--pull-never", name).strip()
 
     def _out(self, *args: str) -> str:
@@ -225,8 +226,8 @@ def outcome(proc: subprocess.CompletedProcess, out_dir: Path) -> str:
         return "ran to completion (no executor output)"
     reached = [m for m in API_MARKERS if m in text]
     if reached and not any(m in text for m in BAD_MARKERS):
-        errors = [line for line in text.splitlines() if line[:1].isalpha() and ":" in line]
-        raised = errors[-1].split(":", 1)[0].rsplit(".", 1)[-1] if errors else reached[0]
+        raised_lines = re.findall(r"^((?:\w+\.)+\w*(?:Error|Exception)):", text, re.M)
+        raised = raised_lines[-1].rsplit(".", 1)[-1] if raised_lines else reached[0]
         return f"reached the API call ({raised})"
     last = [line for line in text.splitlines() if line.strip()][-1:] or ["?"]
     return f"FAILED: {last[0][:160]}"
@@ -268,6 +269,37 @@ def run_steps(
             )
             print(f"{target:9} {task:22} {rows[-1]['outcome']}  ({seconds:.0f} s)", flush=True)
     return rows
+
+
+# What GCPC's launcher code (our tune-on-vertex and the GCPC ops' runners) imports at run time.
+LAUNCHER_IMPORTS = (
+    "google.auth",
+    "google.cloud.aiplatform",
+    "google.cloud.aiplatform_v1",
+    "google_cloud_pipeline_components.container.v1.gcp_launcher.job_remote_runner",
+    "google_cloud_pipeline_components.container.v1.hyperparameter_tuning_job.remote_runner",
+    "kfp.dsl.executor_main",
+)
+SIZES = (
+    "import importlib.metadata as md, json, os\n"
+    "rows = []\n"
+    "for d in md.distributions():\n"
+    "    size = sum(os.path.getsize(p.locate()) for p in d.files or () if p.locate().is_file())\n"
+    "    rows.append((d.metadata['Name'], d.version, size))\n"
+    "print(json.dumps(sorted(rows, key=lambda r: -r[2])))\n"
+)
+
+
+def dependencies(image: Image, imports: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The image's installed distributions with their sizes; `imports` imported as its USER."""
+    proc = image.run(["python", "-c", SIZES], [])
+    found = image.run(["python", "-c", "import importlib,sys; [importlib.import_module(m) "
+                       "for m in sys.argv[1:]]; print('ok')", *imports], [])  # fmt: skip
+    return {
+        "distributions": json.loads(proc.stdout) if proc.returncode == 0 else proc.stderr,
+        "imports": "ok" if found.stdout.strip() == "ok" else found.stderr[-800:],
+        "size": image.size,
+    }
 
 
 def run_trial(image: Image, work: Path, run_dir: Path, binds: list[str]) -> dict[str, Any]:
@@ -352,12 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {}
     components = Image(args.buildah, args.components)
     try:
+        report["components_dependencies"] = dependencies(components, LAUNCHER_IMPORTS)
         report["steps"] = run_steps(components, work, run_dir, model, overrides, binds)
     finally:
         components.remove()
     if not args.skip_trainer:
         trainer = Image(args.buildah, args.trainer)
         try:
+            report["trainer_dependencies"] = dependencies(trainer, ("hypertune", "tensorflow"))
             report["trial"] = run_trial(trainer, work, run_dir, binds)
         finally:
             trainer.remove()
