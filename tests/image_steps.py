@@ -229,7 +229,9 @@ def outcome(proc: subprocess.CompletedProcess, out_dir: Path) -> str:
         raised_lines = re.findall(r"^((?:\w+\.)+\w*(?:Error|Exception)):", text, re.M)
         raised = raised_lines[-1].rsplit(".", 1)[-1] if raised_lines else reached[0]
         return f"reached the API call ({raised})"
-    last = [line for line in text.splitlines() if line.strip()][-1:] or ["?"]
+    raised = re.findall(r"^(\w[\w.]*(?:Error|Exception)\b.*)$", text, re.M)
+    raised = [line for line in raised if not line.startswith("Error: exit status")]
+    last = raised[-1:] or [line for line in text.splitlines() if line.strip()][-1:] or ["?"]
     return f"FAILED: {last[0][:160]}"
 
 
