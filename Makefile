@@ -31,7 +31,7 @@ test: $(STAMP) ## Run the test suite
 lint: $(STAMP) ## ruff + mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy $$($(PY) -m pipelines.images packages --mypy)
 
 golden: $(STAMP) ## Regenerate the golden compiled specs (tests/golden) after an intended change
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_pipeline_spec.py -k golden

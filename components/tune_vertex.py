@@ -28,9 +28,13 @@ def tune_on_vertex(
     network: str,
     encryption_spec_key_name: str,
     early_stopping: bool,
+    labels: dict,
     gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
 ):
-    """Create the HPT job, write `gcp_resources`, wait for it (cancelled with the run)."""
+    """Create the HPT job (with the run's labels), write `gcp_resources`, wait for it.
+
+    The job is cancelled with the run: SIGTERM reaches this process (`exec_python`).
+    """
     from pipelines.targets.vertex import hpt_job
 
     payload = hpt_job.hpt_job_payload(
@@ -48,6 +52,7 @@ def tune_on_vertex(
         network=network,
         encryption_spec_key_name=encryption_spec_key_name,
         early_stopping=early_stopping,
+        labels=labels,
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse
     hpt_job.run_hpt_job(payload, project=project, location=location, gcp_resources=gcp_resources)

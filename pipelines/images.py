@@ -1,7 +1,7 @@
 """Container image settings: image URIs, the serving container, and what each image installs.
 
-Standard library only, and runnable as a plain script: the Dockerfiles run
-`python images.py requirements ...` on a bare Python base image, so the
+Standard library only (and setuptools for package discovery), runnable as a plain script:
+the Dockerfiles run `python images.py requirements ...` on a bare Python base image, so the
 versions an image installs come from the pins in `pyproject.toml` and nowhere
 else. `python -m pipelines.images uris --registry ... --tag ...` prints the URIs
 as the environment variables the pipeline settings read.
@@ -99,20 +99,46 @@ def requirements(
     return deps + [r for name in chosen for r in extras[name]]
 
 
+def project_packages(pyproject: Path | str = PYPROJECT) -> list[str]:
+    """The top-level packages the project ships, as pip's build finds them.
+
+    The one list of what ships: `[tool.setuptools.packages.find]` in pyproject.toml,
+    resolved by setuptools' own discovery. The components image installs the project
+    with pip, mypy checks these packages and the tests import them from the image's
+    layout, so adding a package there is the only edit it needs.
+    """
+    from setuptools import find_packages  # the build backend's own discovery
+
+    path = Path(pyproject)
+    find = tomllib.loads(path.read_text())["tool"]["setuptools"]["packages"]["find"]
+    found = find_packages(
+        where=str(path.parent / find.get("where", ["."])[0]),
+        include=find.get("include", ("*",)),
+        exclude=find.get("exclude", ()),
+    )
+    return sorted(name for name in found if "." not in name)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
-    """`requirements --extra E [--only N ...]` or `uris [--registry R] [--tag T]`."""
+    """`requirements --extra E [--only N ...]`, `packages [--mypy]` or `uris [--registry R]`."""
     parser = argparse.ArgumentParser(prog="images", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     req = sub.add_parser("requirements", help="print an image's requirement lines")
     req.add_argument("--extra", required=True, action="append")
     req.add_argument("--only", nargs="*", default=())
     req.add_argument("--pyproject", default=str(PYPROJECT))
+    packages = sub.add_parser("packages", help="print the project's top-level packages")
+    packages.add_argument("--mypy", action="store_true", help="as mypy's `-p NAME` arguments")
+    packages.add_argument("--pyproject", default=str(PYPROJECT))
     uris = sub.add_parser("uris", help="print the image URIs as NAME=URI lines")
     uris.add_argument("--registry", default=DEFAULT_REGISTRY)
     uris.add_argument("--tag", default=DEFAULT_TAG)
     args = parser.parse_args(argv)
     if args.command == "requirements":
         print("\n".join(requirements(args.extra, args.only, args.pyproject)))
+    elif args.command == "packages":
+        names = project_packages(args.pyproject)
+        print(" ".join(f"-p {name}" for name in names) if args.mypy else "\n".join(names))
     else:
         for name, uri in image_uris(args.registry, args.tag).items():
             print(f"{ENV_VARS[name]}={uri}")

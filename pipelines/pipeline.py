@@ -18,8 +18,8 @@ from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
 from pipelines.settings import Settings, SettingsError
-from pipelines.study.settings_space import study_space
-from pipelines.targets import binding_for
+from pipelines.settings_space import study_space
+from pipelines.wiring import binding_for
 
 PIPELINE_DESCRIPTION = (
     "Prepare an image dataset, tune a distributed TensorFlow CNN (MirroredStrategy trials), "

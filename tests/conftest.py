@@ -3,11 +3,55 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# Paths written by code that ignores TMPDIR: cloudml-hypertune's default metric file.
+WATCHED = (Path("/tmp/hypertune"), Path("/tmp/hypertune/output.metrics"))
+TMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_system_tmp(tmp_path_factory: pytest.TempPathFactory):
+    """The session's temporary folder: private, and checked for leaks at the end.
+
+    `TMPDIR`, `TEMP`, `TMP` and `tempfile.tempdir` point at `<basetemp>/system-tmp`
+    for the whole session (subprocesses inherit them), so nothing a test starts
+    writes to the system's temporary folder through them (each test then gets its own,
+    `own_tmp`; what is left here came from outside any test's folder). At the end the suite
+    fails when that folder holds anything (a local run or job that left files
+    outside its own output) or when `/tmp/hypertune` was written (a trainer run
+    without its own `CLOUD_ML_HP_METRIC_FILE`). On a machine shared with other
+    suites, another suite's write to `/tmp/hypertune` trips it too.
+    """
+    private = tmp_path_factory.mktemp("system-tmp", numbered=False)
+    before = {p: _stamp(p) for p in WATCHED}
+    saved = {name: os.environ.get(name) for name in TMP_VARIABLES}
+    saved_tempdir = tempfile.tempdir
+    os.environ.update({name: str(private) for name in TMP_VARIABLES})
+    tempfile.tempdir = str(private)
+    yield private
+    tempfile.tempdir = saved_tempdir
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    problems = [f"{p} was written" for p in WATCHED if _stamp(p) != before[p]]
+    problems += [f"{p} left in the temporary folder" for p in sorted(private.iterdir())]
+    if problems:
+        pytest.fail("written outside the tests' own folders: " + "; ".join(problems[:20]))
 
 
 @pytest.fixture(scope="session")
@@ -16,6 +60,20 @@ def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     from tests.synthetic import write_dataset
 
     return write_dataset(str(tmp_path_factory.mktemp("synthetic")))
+
+
+@pytest.fixture(autouse=True)
+def own_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's temporary files (TensorFlow run in the test or in what it starts) in its own.
+
+    A test's in-process TensorFlow and the trainer runs it starts write autograph files
+    to the temporary folder: a folder of the test's own, not the session's checked one.
+    """
+    folder = tmp_path_factory.mktemp("tmp")
+    for name in TMP_VARIABLES:
+        monkeypatch.setenv(name, str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
 
 
 def run_env(**extra: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ Control flags:
     --metric_tag=T      hypertune tag (default accuracy)
     --decay_after=E     after epoch E the metric falls (an over-training curve)
     --fail_at=E         exit 3 at epoch E (0: right after start-up)
+    --tmp_file          leave a file in the temporary folder, as TensorFlow's autograph does
     --hang_at=E         sleep forever at epoch E (0: right after start-up)
     --silent            print nothing (with --hang_at=0: a replica that never joins)
     --ignore_sigterm    ignore SIGTERM, like MultiWorkerMirroredStrategy processes
@@ -27,6 +28,7 @@ import math
 import os
 import signal
 import sys
+import tempfile
 import time
 
 CONTROL_FLAGS = {
@@ -42,6 +44,7 @@ CONTROL_FLAGS = {
     "fail_trials",
     "no_report",
     "ledger",
+    "tmp_file",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -52,6 +55,7 @@ ENV_KEYS = (
     "CLUSTER_SPEC",
     "TF_CONFIG",
     "HPT_LOGICAL_DEVICES",
+    "TMPDIR",
 )
 
 
@@ -111,8 +115,14 @@ def main(argv: list[str]) -> int:
     hang_at = control.get("hang_at") if targeted else None
     say(f"fake_trainer: {task} trial={trial or '-'} params={json.dumps(params, sort_keys=True)}")
 
+    if control.get("tmp_file"):  # as TensorFlow's autograph does
+        with tempfile.NamedTemporaryFile("w", prefix="fake_autograph", delete=False) as f:
+            f.write("# generated\n")
     reporter = None
-    if not control.get("no_report"):
+    # As the real trainer: report only when tuning asks for it (else hypertune's
+    # default /tmp/hypertune would be written).
+    tuning = os.environ.get("CLOUD_ML_TRIAL_ID") or os.environ.get("CLOUD_ML_HP_METRIC_FILE")
+    if tuning and not control.get("no_report"):
         import hypertune
 
         reporter = hypertune.HyperTune()

@@ -24,10 +24,19 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from pipelines import images
+from tests.image_layout import (
+    component_modules,
+    components_imports,
+    components_layout,
+    copy_build_context,
+    dockerignore_rules,
+    ignored,
+    import_from_layout,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILES = {name: ROOT / "images" / name / "Dockerfile" for name in images.IMAGES}
-CODE_DIRS = ("trainer", "components", "pipelines")
+CODE_DIRS = tuple(images.project_packages())  # the one list of what ships
 IMAGE_EXTRA = {"trainer": "gpu", "components": "cpu"}
 
 
@@ -300,7 +309,8 @@ def test_user_is_chosen_and_dependencies_come_before_code(name):
     code_copies = [
         k
         for k, i in enumerate(ins)
-        if i.cmd == "COPY" and any(src.rstrip("/") in CODE_DIRS for src in i.args.split()[:-1])
+        if i.cmd == "COPY"
+        and any(src.rstrip("/") in CODE_DIRS + (".",) for src in i.args.split()[:-1])
     ]
     dep_copies = [k for k, i in enumerate(ins) if i.cmd == "COPY" and k < install]
     assert code_copies and min(code_copies) > install
@@ -323,20 +333,94 @@ def test_copied_paths_exist_and_reach_the_build_context(name):
     for src, _ in _copied(name):
         assert (ROOT / src).exists(), src
         assert not ignored(src.rstrip("/"), rules), f"{src} is excluded by .dockerignore"
+        if src.rstrip("/") == ".":
+            continue  # the whole context: what reaches it is checked below, package by package
         for path in (ROOT / src).rglob("*.py") if (ROOT / src).is_dir() else []:
             rel = path.relative_to(ROOT).as_posix()
             if "__pycache__" not in rel:
                 assert not ignored(rel, rules), rel
 
 
-def test_components_image_holds_every_project_package():
-    env = {}
-    for ins in parse_dockerfile(DOCKERFILES["components"].read_text()):
-        if ins.cmd == "ENV":
-            env.update(dict(kv.split("=", 1) for kv in shlex.split(ins.args) if "=" in kv))
-    dests = {src.rstrip("/"): dst for src, dst in _copied("components")}
+def test_every_project_package_reaches_the_build_context():
+    rules = dockerignore_rules()
     for package in CODE_DIRS:
-        assert dests.get(package) == f"{env['PYTHONPATH']}/{package}/"
+        for path in (ROOT / package).rglob("*"):
+            rel = path.relative_to(ROOT).as_posix()
+            if path.is_file() and "__pycache__" not in rel:
+                assert not ignored(rel, rules), f"{rel} is kept out of the build context"
+
+
+def test_components_image_installs_the_project_with_pip():
+    """The code step is `COPY . <dir>` then `pip install --no-deps <dir>`: the image holds
+    what pyproject's package discovery finds, which `components_layout` reproduces."""
+    ins = parse_dockerfile(DOCKERFILES["components"].read_text())
+    copies = [i.args.split() for i in ins if i.cmd == "COPY"]
+    assert copies[-1][0] == "." and len(copies[-1]) == 2, copies[-1]
+    src = copies[-1][1]
+    installs = [i.args for i in ins if i.cmd == "RUN" and f"pip install --no-deps {src}" in i.args]
+    assert installs, f"no `pip install --no-deps {src}` after `COPY . {src}`"
+    assert not any(i.cmd == "ENV" and "PYTHONPATH" in i.args for i in ins), "PYTHONPATH shadows"
+
+
+def test_package_list_is_pyprojects_discovery():
+    assert set(CODE_DIRS) == {"trainer", "dataprep", "components", "pipelines"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "pipelines" / "images.py"), "packages", "--mypy"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == [word for name in sorted(CODE_DIRS) for word in ("-p", name)]
+    makefile = (ROOT / "Makefile").read_text()
+    assert "mypy $$($(PY) -m pipelines.images packages --mypy)" in makefile
+    assert "packages" not in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+
+
+@pytest.fixture(scope="module")
+def layout(tmp_path_factory):
+    """The components image's code, installed from a copy of the build context."""
+    work = tmp_path_factory.mktemp("components-layout")
+    return components_layout(work)
+
+
+def test_every_component_module_imports_from_the_image_layout(layout, tmp_path):
+    """The modules, and every module their bodies import when the step runs."""
+    modules = component_modules(layout)
+    assert "components.prepare_dataset" in modules and len(modules) >= 10
+    body_imports = components_imports(layout)
+    assert {"dataprep.prepare", "pipelines.targets.vertex.hpt_job"} <= set(body_imports)
+    results = import_from_layout(layout, modules + body_imports, cwd=tmp_path)
+    failed = {name: r["error"] for name, r in results.items() if not r["ok"]}
+    assert not failed, failed
+    for name, result in results.items():
+        if name.split(".")[0] in CODE_DIRS:
+            assert Path(result["file"]).is_relative_to(layout), (name, result["file"])
+
+
+def test_the_image_layout_holds_the_search_space_presets(layout, tmp_path):
+    """The presets are package data: `search_space` reads them beside its own file."""
+    results = import_from_layout(layout, ["pipelines.study.search_space"], cwd=tmp_path)
+    module_file = Path(results["pipelines.study.search_space"]["file"])
+    assert module_file.parent == layout / "pipelines" / "study"
+    presets = sorted(p.name for p in (layout / "pipelines" / "study" / "presets").glob("*.yaml"))
+    assert presets == sorted(p.name for p in (ROOT / "pipelines/study/presets").glob("*.yaml"))
+    assert "default.yaml" in presets
+
+
+def test_a_package_missing_from_discovery_breaks_the_layout_import(tmp_path):
+    """Demonstrates the check: drop `dataprep` from pyproject's discovery, and the
+    prepare component (which imports dataprep) no longer imports from the image."""
+    context = copy_build_context(tmp_path / "context")
+    pyproject = context / "pyproject.toml"
+    text = pyproject.read_text()
+    assert '"dataprep*", ' in text
+    pyproject.write_text(text.replace('"dataprep*", ', ""))
+    site = components_layout(tmp_path, context)
+    assert not (site / "dataprep").exists()
+    results = import_from_layout(site, components_imports(site), cwd=tmp_path)
+    assert not results["dataprep.prepare"]["ok"]
+    assert "No module named 'dataprep'" in results["dataprep.prepare"]["error"]
+    assert all(r["ok"] for name, r in results.items() if not name.startswith("dataprep"))
 
 
 @pytest.mark.parametrize("name", images.IMAGES)
@@ -421,52 +505,6 @@ def test_trainer_image_provides_everything_trainer_task_imports():
 
 
 # ----------------------------------------------------------------------- .dockerignore
-
-
-def dockerignore_rules() -> list[tuple[bool, re.Pattern]]:
-    """(negated, regex) per .dockerignore line, in order."""
-    rules = []
-    for raw in (ROOT / ".dockerignore").read_text().splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        negated = line.startswith("!")
-        pattern = line.lstrip("!").strip("/")
-        regex = ""
-        i = 0
-        while i < len(pattern):
-            if pattern.startswith("**/", i):
-                regex += "(?:.*/)?"
-                i += 3
-            elif pattern.startswith("**", i):
-                regex += ".*"
-                i += 2
-            elif pattern[i] == "*":
-                regex += "[^/]*"
-                i += 1
-            elif pattern[i] == "?":
-                regex += "[^/]"
-                i += 1
-            elif pattern[i] == "[":
-                end = pattern.index("]", i)
-                regex += pattern[i : end + 1]
-                i = end + 1
-            else:
-                regex += re.escape(pattern[i])
-                i += 1
-        rules.append((negated, re.compile(regex + r"\Z")))
-    return rules
-
-
-def ignored(path: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
-    """Docker's rule: the last pattern matching the path or one of its parents decides."""
-    parts = path.split("/")
-    candidates = ["/".join(parts[: k + 1]) for k in range(len(parts))]
-    result = False
-    for negated, regex in rules:
-        if any(regex.match(c) for c in candidates):
-            result = not negated
-    return result
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,13 @@
 """The local commands' fast paths: bad input refused before any work, progress filtering, models."""
 
 import io
+import json
 
 from typer.testing import CliRunner
 
 from pipelines.app import cli
-from pipelines.targets.local import run as run_module
-from pipelines.targets.local.run import ProgressFilter, failure_reason
+from pipelines.app import local_run as run_module
+from pipelines.app.local_run import ProgressFilter, failure_reason
 
 RUNNER = CliRunner()
 
@@ -180,3 +181,22 @@ def test_models_lists_the_registry(tmp_path):
     assert "hpt-cnn" in result.output and "v1" in result.output and "0.8750" in result.output
     empty = RUNNER.invoke(cli.app, ["models", "--registry", str(tmp_path / "none")])
     assert "no models registered" in empty.output
+    as_json = RUNNER.invoke(
+        cli.app, ["models", "--registry", str(tmp_path / "reg"), "--format", "json"]
+    )
+    (card,) = json.loads(as_json.stdout)
+    assert (
+        card["name"] == "hpt-cnn" and card["version"] == 1 and card["metrics"]["accuracy"] == 0.875
+    )
+    as_csv = RUNNER.invoke(
+        cli.app, ["models", "--registry", str(tmp_path / "reg"), "--format", "csv"]
+    )
+    assert as_csv.stdout.splitlines()[0] == "model,version,registered,accuracy,best trial,path"
+    assert as_csv.stdout.splitlines()[1].startswith("hpt-cnn,v1,")
+    none = RUNNER.invoke(
+        cli.app, ["models", "--registry", str(tmp_path / "none"), "--format", "json"]
+    )
+    assert json.loads(none.stdout) == []
+    _one_line_error(
+        ["models", "--format", "yaml"], "--format=yaml: expected one of table, csv, json"
+    )

@@ -79,7 +79,7 @@ def test_one_accelerator_sets_no_logical_devices_and_trial_env_lands_under_trial
         specs,
         str(tmp_path),
         trial_id="7",
-        extra_env={"CLOUD_ML_TRIAL_ID": "7"},
+        extra_env={"CLOUD_ML_TRIAL_ID": "7", "CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "m")},
         echo=None,
     )
     (record,) = ledger(book)
@@ -121,6 +121,28 @@ def test_a_crashing_worker_stops_the_job_fast_and_is_named(tmp_path):
     assert "failing at epoch 2" in err.value.log_tail
     assert not any(pid_alive(r.process.pid) for r in job.replicas)
     assert job.replicas[0].returncode == -9  # the chief needed SIGKILL
+
+
+def test_replicas_write_temporary_files_under_the_job_removed_when_it_succeeds(tmp_path):
+    book = tmp_path / "ledger.jsonl"
+    run_custom_job(
+        fake_job("--epochs=1", "--tmp_file", f"--ledger={book}"), str(tmp_path), echo=None
+    )
+    local = tmp_path / "local"
+    assert sorted(r["env"]["TMPDIR"] for r in ledger(book)) == [
+        str(local / "tmp" / "chief-0"),
+        str(local / "tmp" / "worker-0"),
+    ]
+    assert not (local / "tmp").exists()  # the job ended well: its temporary files are gone
+
+
+def test_a_failed_job_keeps_its_temporary_files_and_names_them(tmp_path):
+    specs = fake_job("--epochs=3", "--tmp_file", "--fail_at=2", "--task=chief", workers=0)
+    with pytest.raises(CustomJobError) as err:
+        run_custom_job(specs, str(tmp_path), echo=None)
+    kept = tmp_path / "local" / "tmp"
+    assert f"temporary files kept in {kept}" in str(err.value).splitlines()[0]
+    assert [p.name[:14] for p in (kept / "chief-0").iterdir()] == ["fake_autograph"]
 
 
 def test_a_replica_that_never_joins_hits_the_startup_deadline(tmp_path):

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pipelines.app.local_run import LOG_FILE, is_tf_noise, run_local
 from pipelines.app.run_summary import summarize
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
-from pipelines.targets.local.run import LOG_FILE, is_tf_noise, run_local
 from trainer import contract
 
 pytestmark = pytest.mark.slow
@@ -36,9 +37,32 @@ def two_runs(tmp_path_factory):
         environ={},
     )
     PROGRESS.clear()
-    first = summarize(run_local(settings, echo=PROGRESS.append))
-    second = summarize(run_local(settings, echo=lambda line: None))
+    private = root / "system-tmp"  # the runs' TMPDIR: must stay empty
+    private.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("TMPDIR", "TEMP", "TMP"):
+            mp.setenv(name, str(private))
+        mp.setattr(tempfile, "tempdir", str(private))
+        first = summarize(run_local(settings, echo=PROGRESS.append))
+        second = summarize(run_local(settings, echo=lambda line: None))
+    LEFT_IN_TMP[:] = sorted(p.name for p in private.iterdir())
     return settings, first, second
+
+
+LEFT_IN_TMP: list[str] = []
+
+
+def test_a_run_leaves_nothing_in_the_temporary_folder_or_its_output(two_runs):
+    settings, _, _ = two_runs
+    assert LEFT_IN_TMP == []
+    assert not (Path(settings.output) / "tmp").exists()  # the run's own temporary folder
+    assert not list(Path(settings.output, "study").glob("*/local/tmp"))  # the trials'
+
+
+def test_the_first_trials_cover_every_num_units_value(two_runs):
+    _, first, _ = two_runs
+    units = [trials.trial_parameters(t)["num_units"] for t in trials.read_trials(first["trials"])]
+    assert sorted(units) == [64, 128, 256]  # 3 trials, 3 values
 
 
 def test_progress_holds_none_of_tensorflows_chatter_while_the_log_keeps_it(two_runs):
@@ -46,9 +70,10 @@ def test_progress_holds_none_of_tensorflows_chatter_while_the_log_keeps_it(two_r
     log = (Path(settings.output) / LOG_FILE).read_text()
     assert "▶ tune-locally" in PROGRESS and "✓ train-locally success" in PROGRESS
     assert any("epoch" in line for line in PROGRESS)  # the tasks' own output still shows
-    for marker in ("oneDNN custom operations", "absl::InitializeLog", "I0000 "):
+    for marker in ("absl::InitializeLog", "I0000 "):
         assert marker in log, marker  # TensorFlow did print it, into the log file
-        assert not any(marker in line for line in PROGRESS), marker
+    for marker in ("oneDNN custom operations", "absl::InitializeLog", "I0000 "):
+        assert not any(marker in line for line in PROGRESS), marker  # oneDNN's: some CPUs only
     assert not any(is_tf_noise(line) for line in PROGRESS)
 
 
@@ -336,3 +361,21 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     assert model.display_name == settings.model_display_name
     assert model.artifact_uri == first["model"]
     assert model.container_spec.image_uri == settings.serving_image
+
+
+def test_trials_and_models_as_json_from_the_command_line(two_runs):
+    from typer.testing import CliRunner
+
+    from pipelines.app.cli import app
+
+    settings, first, _ = two_runs
+    result = CliRunner().invoke(app, ["trials", settings.output, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [t["id"] for t in data["trials"]][0] == first["best_trial_id"]
+    assert {t["row"]["parameters"]["num_units"] for t in data["trials"]} == {64, 128, 256}
+    result = CliRunner().invoke(
+        app, ["models", "--registry", settings.registry, "--format", "json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert [card["version"] for card in json.loads(result.stdout)] == [1, 2]

@@ -66,15 +66,14 @@ def test_a_stand_in_stderr_is_the_terminal_and_fd_2_is_restored(tmp_path, monkey
     assert log.read_bytes() == NATIVE
 
 
-def test_an_empty_log_is_removed(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr("tempfile.tempdir", None)
-    empty = native_log.new_log_file("hpt-x")
-    assert empty.parent == tmp_path and empty.name.startswith("hpt-x-")
+def test_an_empty_log_is_removed(tmp_path):
+    empty = native_log.new_log_file(tmp_path / "logs" / "x.log")
+    assert empty.exists() and empty.read_bytes() == b""
     assert native_log.keep_if_written(empty) is None and not empty.exists()
-    written = native_log.new_log_file("hpt-x")
+    written = native_log.new_log_file(tmp_path / "logs" / "x.log")
     written.write_text("W0000 something\n")
     assert native_log.keep_if_written(written) == written
+    assert native_log.new_log_file(written).read_bytes() == b""  # a new run, a new log
 
 
 def test_prepare_keeps_tensorflows_chatter_off_the_terminal(tmp_path):
@@ -89,7 +88,9 @@ def test_prepare_keeps_tensorflows_chatter_off_the_terminal(tmp_path):
     whole = (source / "a" / "0.jpg").read_bytes()
     (source / "a" / "0.jpg").write_bytes(whole[: len(whole) // 2])  # truncated JPEG
     (source / "b" / "bad.jpg").write_bytes(b"not an image")
-    env = run_env(TMPDIR=str(tmp_path))
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
+    env = run_env(TMPDIR=str(private_tmp))
     env.pop("TF_CPP_MIN_LOG_LEVEL")  # as a user's shell has it
 
     def prepare(*args: str) -> subprocess.CompletedProcess:
@@ -107,12 +108,14 @@ def test_prepare_keeps_tensorflows_chatter_off_the_terminal(tmp_path):
     assert done.returncode == 0, done.stderr
     screen = done.stdout + done.stderr
     assert "prepared 21/21 images" in screen and "2 unreadable images skipped" in screen
-    logs = list(tmp_path.glob("hpt-prepare-*.log"))
-    assert len(logs) == 1 and f"TensorFlow's log: {logs[0]}" in done.stdout
+    logs = list(tmp_path.glob("*.prepare.log"))
+    assert logs == [tmp_path / "out.prepare.log"]  # beside the output
+    assert f"TensorFlow's log: {logs[0]}" in done.stdout
     log = logs[0].read_text()
-    for marker in ("oneDNN custom operations", "absl::InitializeLog", "Local rendezvous"):
+    for marker in ("absl::InitializeLog", "Local rendezvous"):
         assert marker in log, marker
-        assert marker not in screen, marker
+    for marker in ("oneDNN custom operations", "absl::InitializeLog", "Local rendezvous"):
+        assert marker not in screen, marker  # oneDNN's line: only on CPUs where it is enabled
     assert not any(line[:1] in "IWE" and line[1:5].isdigit() for line in screen.splitlines())
 
     # too many bad images: one error line naming them, no TensorFlow line, no log left behind
@@ -121,4 +124,11 @@ def test_prepare_keeps_tensorflows_chatter_off_the_terminal(tmp_path):
     errors = [line for line in failed.stderr.splitlines() if not line.startswith("prepared ")]
     assert len(errors) == 1 and errors[0].startswith("hpt-pipeline: error: --source=")
     assert "of 21 images are unreadable or corrupt" in errors[0] and ".jpg (" in errors[0]
-    assert list(tmp_path.glob("hpt-prepare-*.log")) == logs
+    assert list(tmp_path.glob("*.prepare.log")) == logs
+    # TensorFlow's autograph files went to a folder beside the output, now removed
+    assert list(private_tmp.iterdir()) == []
+    # the failed run kept its temporary files beside its output and named them
+    (kept,) = tmp_path.glob(".again.tmp-*")
+    assert errors[0].endswith(f"; temporary files kept in {kept}")
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [kept.name, "images", "out", "out.prepare.log", "tmp"]

@@ -17,7 +17,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from pipelines.compiler import compile_pipeline, normalize_spec
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
-from pipelines.study.settings_space import study_space
+from pipelines.settings_space import study_space
 
 GOLDEN = Path(__file__).parent / "golden"
 SECRET_MARKERS = (

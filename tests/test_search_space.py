@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.study import search_space as ss
+from pipelines.study import spec_reader
 from pipelines.study.search_space import Metric, Parameter, SearchSpace, SearchSpaceError
 from pipelines.study.study_spec_check import validate_study_spec
 
@@ -108,10 +109,10 @@ def test_payload_round_trips_through_aiplatform_v1(make):
     assert [p.parameter_id for p in study_spec.parameters] == [
         p.parameter_id for p in space.parameters
     ]
-    assert ss.from_study_spec(parameters, metrics) == space
+    assert spec_reader.from_study_spec(parameters, metrics) == space
     # As kfp may hand them over: JSON strings, ints as floats/strings, enums by name.
     as_strings = [json.dumps(p) for p in parameters]
-    assert ss.from_study_spec(as_strings, [json.dumps(m) for m in metrics]) == space
+    assert spec_reader.from_study_spec(as_strings, [json.dumps(m) for m in metrics]) == space
 
 
 def test_every_kind_serializes_with_vertex_enums_and_nested_conditions():
@@ -139,10 +140,10 @@ def test_parsing_takes_kfp_local_numbers_and_enum_names():
             "scale_type": "UNIT_LINEAR_SCALE",
         }
     ]
-    (n,) = ss.parse_study_spec_parameters(payload)
+    (n,) = spec_reader.parse_study_spec_parameters(payload)
     assert (n.type, n.min, n.max, n.scale) == ("integer", 1, 5, "linear")
     assert isinstance(n.min, int)
-    assert ss.parse_study_spec_metrics([{"metric_id": "loss", "goal": "MINIMIZE"}]) == (
+    assert spec_reader.parse_study_spec_metrics([{"metric_id": "loss", "goal": "MINIMIZE"}]) == (
         Metric("loss", "minimize"),
     )
 
@@ -263,7 +264,7 @@ def test_unknown_payload_field_is_refused():
     payload = ss.default_search_space().to_study_spec_parameters()
     payload[0]["bogus"] = 1
     with pytest.raises(SearchSpaceError, match="bogus"):
-        ss.parse_study_spec_parameters(payload)
+        spec_reader.parse_study_spec_parameters(payload)
 
 
 def test_values_are_cast_and_formatted_for_the_trainer():

@@ -425,3 +425,49 @@ def test_cli_bad_input_is_a_one_line_error(args, output, monkeypatch):
     assert result.exit_code == 2, result.output
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("hpt-pipeline: error:")
     assert result.stdout == ""
+
+
+def test_cli_trials_as_json_carry_vertex_trials_and_the_tables_columns(output):
+    result = CliRunner().invoke(_app(), ["trials", str(output), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["metric"] == {"metricId": "accuracy", "goal": "maximize"}
+    assert [t["id"] for t in data["trials"]] == ["2", "4", "1", "3", "5"]  # best first
+    for trial in data["trials"]:
+        trials_lib.validate_trial({k: v for k, v in trial.items() if k != "row"})  # strict
+    best = data["trials"][0]
+    assert best["row"]["state"] == "SUCCEEDED"
+    assert data["trials"][1]["row"]["note"] == "early stopped"
+    assert best["row"]["metric"] == trials_lib.final_metric(best, "accuracy")
+    assert best["row"]["parameters"] == trials_lib.trial_parameters(best)
+    assert not (output / "trial-report").exists()  # data for scripts: no report written
+
+
+def test_cli_trials_as_csv_have_the_tables_columns(output):
+    import csv
+
+    result = CliRunner().invoke(_app(), ["trials", str(output), "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(result.stdout.splitlines()))
+    assert list(rows[0]) == [
+        "trial", "state", "accuracy", "seconds", "learning_rate", "num_units", "optimizer", "note"
+    ]  # fmt: skip
+    assert [r["trial"] for r in rows] == ["2", "4", "1", "3", "5"]
+    assert rows[3]["note"] == "exit code 1: out of memory" and rows[4]["accuracy"] == ""
+
+
+def test_cli_table_keeps_its_columns_when_piped(output, tmp_path):
+    # CliRunner's stdout is not a terminal, as `| less` or `> file`; no COLUMNS given.
+    args = ["trials", str(output), "--output", str(tmp_path / "r")]
+    result = CliRunner().invoke(_app(), args, env={"COLUMNS": None})
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert len(rows) == 5  # one line per trial: nothing folded or cut
+    assert "exit code 1: out of memory" in result.stdout and "optimizer" in result.stdout
+    assert max(len(line) for line in rows) > 80
+
+
+def test_cli_bad_format_is_a_one_line_error(output):
+    result = CliRunner().invoke(_app(), ["trials", str(output), "--format", "xml"])
+    assert result.exit_code == 2
+    assert result.stderr == "hpt-pipeline: error: --format=xml: expected one of table, csv, json\n"

@@ -150,6 +150,7 @@ def test_the_component_runs_gcpc_launcher_code_and_sends_the_stopping_spec(monke
         network="",
         encryption_spec_key_name="",
         early_stopping=True,
+        labels={"team": "vision"},
         gcp_resources=str(gcp_resources),
     )
     job = sent["job"]
@@ -158,12 +159,53 @@ def test_the_component_runs_gcpc_launcher_code_and_sends_the_stopping_spec(monke
     assert "median_automated_stopping_spec" in type(job.study_spec).to_dict(job.study_spec)
     assert job.trial_job_spec.service_account == "sa@my-project.iam.gserviceaccount.com"
     assert job.max_failed_trial_count == 1
+    assert dict(job.labels) == {"team": "vision"}
     resources = json.loads(gcp_resources.read_text())["resources"][0]
     assert resources["resourceType"] == "HyperparameterTuningJob"
     assert resources["resourceUri"].endswith(
         "projects/my-project/locations/europe-west4/hyperparameterTuningJobs/42"
     )
     assert polled == ["projects/my-project/locations/europe-west4/hyperparameterTuningJobs/42"]
+
+
+def test_the_runs_labels_reach_the_hpt_job_beside_the_system_labels(monkeypatch):
+    from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
+
+    monkeypatch.delenv("VERTEX_AI_PIPELINES_RUN_LABELS", raising=False)
+    labelled = payload(labels={"team": "vision", "cost-center": "cc-42"})
+    request = hpt_job.launcher_request(labelled)
+    assert isinstance(request, HyperparameterTuningJob)
+    assert dict(request.labels) == {"team": "vision", "cost-center": "cc-42"}
+    assert not dict(hpt_job.launcher_request(payload()).labels)
+    # On Vertex the step's environment carries the run's system labels (GCPC keeps them).
+    system = {"vertex-ai-pipelines-run-billing-id": "8127", "team": "from-system"}
+    monkeypatch.setenv("VERTEX_AI_PIPELINES_RUN_LABELS", json.dumps(system))
+    request = hpt_job.launcher_request(labelled)
+    assert dict(request.labels) == {
+        "vertex-ai-pipelines-run-billing-id": "8127",
+        "team": "vision",  # the run's own label wins a clash, as in GCPC's ops
+        "cost-center": "cc-42",
+    }
+    assert dict(hpt_job.launcher_request(payload()).labels) == system
+
+
+def test_the_tune_step_gets_the_runs_labels_parameter(tmp_path):
+    import yaml
+
+    from pipelines.compiler import compile_pipeline
+
+    spec = yaml.safe_load(
+        open(compile_pipeline("vertex", Settings(labels={"team": "vision"}), tmp_path / "v.yaml"))
+    )
+    assert spec["root"]["inputDefinitions"]["parameters"]["labels"]["defaultValue"] == {
+        "team": "vision"
+    }
+    task = spec["root"]["dag"]["tasks"]["tune-on-vertex"]
+    assert task["inputs"]["parameters"]["labels"] == {"componentInputParameter": "labels"}
+    custom = spec["root"]["dag"]["tasks"][
+        "custom-training-job"
+    ]  # the same parameter as the final job
+    assert custom["inputs"]["parameters"]["labels"] == {"componentInputParameter": "labels"}
 
 
 def test_settings_early_stopping_compiles_into_the_vertex_pipeline(tmp_path):

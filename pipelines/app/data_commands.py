@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from pipelines.app import native_log
+from pipelines import scratch
+from pipelines.app import formats, native_log
 from pipelines.app.errors import fail, first_line
 from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
 
@@ -45,38 +46,51 @@ def prepare(
     from rich.console import Console
 
     # TensorFlow runs in this process: its C++ start-up and per-image chatter (fd 2) goes to
-    # a log file, named after the summary (or in an I/O error) when anything was written to it.
-    log = native_log.new_log_file("hpt-prepare")
-    with native_log.stderr_to_file(log):  # importing TensorFlow prints its start-up lines
-        from dataprep.prepare import IO_ERRORS, PreparationError, prepare_dataset
-
+    # a log file beside the output, named after the summary (or in an I/O error) when anything
+    # was written to it; its temporary (autograph) files to a folder beside the output too.
+    beside = _beside(output)
+    log = native_log.new_log_file(beside.with_name(f"{beside.name}.prepare.log"))
     try:
-        with (
-            native_log.stderr_to_file(log) as terminal,
-            _progress(Console(file=terminal)) as show,
-        ):
-            metadata = prepare_dataset(
-                source,
-                output,
-                image_size=image_size,
-                validation_fraction=validation_fraction,
-                test_fraction=test_fraction,
-                seed=seed,
-                channels=channels,
-                max_bad_fraction=max_bad_fraction,
-                overwrite=overwrite,
-                progress=show,
-            )
-    except PreparationError as error:  # names the bad value (or the unreadable files) itself
-        log.unlink(missing_ok=True)
-        fail(str(error))
-    except IO_ERRORS as error:  # TensorFlow may have logged more about it
-        fail(_with_log(f"I/O error: {first_line(error)}", native_log.keep_if_written(log)))
-    console = Console()
-    console.print(_dataset_summary(output, metadata))
+        with scratch.process_tmpdir(beside.parent, prefix=f".{beside.name}.tmp-"):
+            with native_log.stderr_to_file(log):  # importing TensorFlow prints its start-up lines
+                from dataprep.prepare import IO_ERRORS, PreparationError, prepare_dataset
+            with (
+                native_log.stderr_to_file(log) as terminal,
+                _progress(Console(file=terminal)) as show,
+            ):
+                metadata = prepare_dataset(
+                    source,
+                    output,
+                    image_size=image_size,
+                    validation_fraction=validation_fraction,
+                    test_fraction=test_fraction,
+                    seed=seed,
+                    channels=channels,
+                    max_bad_fraction=max_bad_fraction,
+                    overwrite=overwrite,
+                    progress=show,
+                )
+    except Exception as error:
+        from dataprep.prepare import IO_ERRORS, PreparationError
+
+        if isinstance(error, PreparationError):  # names the bad value (or unreadable files)
+            log.unlink(missing_ok=True)
+            fail(str(error) + scratch.notes(error))
+        if isinstance(error, IO_ERRORS):  # TensorFlow may have logged more about it
+            message = f"I/O error: {first_line(error)}{scratch.notes(error)}"
+            fail(_with_log(message, native_log.keep_if_written(log)))
+        raise
+    console = formats.print_table(_dataset_summary(output, metadata))
     kept = native_log.keep_if_written(log)
     if kept:
         console.print(f"TensorFlow's log: {kept}", style="dim", soft_wrap=True)
+
+
+def _beside(output: str) -> Path:
+    """Where the log and temporary files go: next to a local output, else in this folder."""
+    if "://" in output:
+        return Path.cwd() / (output.rstrip("/").rsplit("/", 1)[-1] or "dataset")
+    return Path(output).resolve()
 
 
 def _with_log(message: str, log: Path | None) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from pipelines import scratch
 from pipelines.app.errors import fail
 from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, load_settings
 
@@ -27,8 +28,8 @@ def check_source(source: str) -> None:
 
 
 def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
+    from pipelines.settings_space import study_space
     from pipelines.study.search_space import SearchSpaceError
-    from pipelines.study.settings_space import study_space
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults)
@@ -94,8 +95,7 @@ def run(
     )
     from rich.console import Console
 
-    from pipelines.app import run_summary
-    from pipelines.targets.local import run as local_run
+    from pipelines.app import local_run, run_summary
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     console.print(
@@ -109,7 +109,7 @@ def run(
     except RuntimeError as err:  # kfp.local: a task failed
         log = Path(settings.output) / local_run.LOG_FILE
         reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
-        fail(f"{reason} (full log: {log})")
+        fail(f"{reason} (full log: {log}{scratch.notes(err)})")
     run_summary.show(console, result)
 
 
@@ -120,7 +120,7 @@ def compile_command(
 ) -> None:
     """Compile the pipeline for a target into a pipeline spec (YAML)."""
     from pipelines.compiler import compile_pipeline
-    from pipelines.targets import TARGETS
+    from pipelines.wiring import TARGETS
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
@@ -134,28 +134,44 @@ def compile_command(
 
 def models(
     registry: str = typer.Option("runs/registry", help="Local model registry folder."),
+    format: str = typer.Option(
+        "table", "--format", help="table | csv | json (the registry's model cards)."
+    ),
 ) -> None:
     """List the models in the local registry (newest version last)."""
-    from rich.console import Console
     from rich.table import Table
 
+    from pipelines.app import formats
     from pipelines.targets.local import registry as registry_lib
 
+    formats.check_format(format)
     cards = registry_lib.list_models(registry)
-    if not cards:
+    if format == "json":
+        typer.echo(formats.json_text(cards), nl=False)
+        return
+    if not cards and format == "table":
         typer.echo(f"no models registered in {registry}")
         return
-    table = Table(title=f"models in {registry}")
-    for column in ("model", "version", "registered", "accuracy", "best trial", "path"):
-        table.add_column(column)
+    columns = ("model", "version", "registered", "accuracy", "best trial", "path")
+    rows = []
     for card in cards:
         accuracy = card.get("metrics", {}).get("accuracy")
-        table.add_row(
-            card["name"],
-            f"v{card['version']}",
-            card["registered_at"][:19],
-            f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
-            str(card.get("lineage", {}).get("best_trial_id", "-")),
-            card["path"],
+        rows.append(
+            (
+                card["name"],
+                f"v{card['version']}",
+                card["registered_at"][:19],
+                f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
+                str(card.get("lineage", {}).get("best_trial_id", "-")),
+                card["path"],
+            )
         )
-    Console().print(table)
+    if format == "csv":
+        typer.echo(formats.csv_text(columns, rows), nl=False)
+        return
+    table = Table(title=f"models in {registry}")
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    formats.print_table(table)

@@ -14,7 +14,6 @@ import contextlib
 import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
@@ -60,11 +59,12 @@ def stderr_to_file(path: str | Path) -> Iterator[TextIO]:
             terminal.close()
 
 
-def new_log_file(prefix: str) -> Path:
-    """An empty log file in the temporary folder, `<prefix>-XXXX.log`."""
-    fd, name = tempfile.mkstemp(prefix=f"{prefix}-", suffix=".log")
-    os.close(fd)
-    return Path(name)
+def new_log_file(path: str | Path) -> Path:
+    """`path` as an empty log file (its folder created; an older log there replaced)."""
+    log = Path(path)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(b"")
+    return log
 
 
 def keep_if_written(path: Path) -> Path | None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
+from pipelines.settings_space import study_space
 from pipelines.study.search_space import SearchSpaceError
-from pipelines.study.settings_space import study_space
 
 PLACEHOLDER = "/your-project/"
 

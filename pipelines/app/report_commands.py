@@ -13,12 +13,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from pipelines.app import formats
 from pipelines.app.errors import cloud_errors, fail
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from pipelines.reports.trial_report import Report, StudyTrials
+    from pipelines.reports.trial_report import Metric, Report, StudyTrials, TrialRow
 
 FORMATS = ("tree", "mermaid", "html")
 
@@ -81,14 +82,21 @@ def trials(
         str | None,
         typer.Option("--goal", help="maximize | minimize (default: the study's, else maximize)."),
     ] = None,
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="table (with the PNG/HTML report) | csv | json (the trials on stdout, "
+            "Vertex's Trial schema plus the table's columns; no report written).",
+        ),
+    ] = "table",
     project: ProjectOption = None,
     region: RegionOption = None,
 ) -> None:
     """Report a study's trials: a table sorted by the metric, plots as PNG and one HTML page."""
-    from rich.console import Console
-
     from pipelines.reports import trial_report
 
+    formats.check_format(format)
     with _one_line_errors():
         remote = isinstance(trial_report.locate(run, project, region), str)
         study = trial_report.load_trials(
@@ -97,13 +105,54 @@ def trials(
         if not study.trials:
             fail(f"{study.source}: no trials yet")
         chosen = trial_report.resolve_metric(study, metric, goal)
+        if format != "table":
+            rows = trial_report.trial_rows(study.trials, chosen)
+            typer.echo(_trials_data(study, rows, chosen, format), nl=False)
+            return
         report = trial_report.write_report(
             study, output or trial_report.default_report_dir(study), chosen
         )
-    console = Console()
-    console.print(_trials_table(study, report))
+    console = formats.print_table(_trials_table(study, report))
     for path in [*report.figures.values(), report.page]:
         console.print(f"wrote {path}", soft_wrap=True, highlight=False)
+
+
+def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, format: str) -> str:
+    """The trials, best first, as CSV (the table's columns) or JSON (trials + columns)."""
+    from pipelines.reports.trial_report import parameter_names
+
+    names = parameter_names(study.trials)
+    if format == "csv":
+        header = ["trial", "state", metric.metric_id, "seconds", *names, "note"]
+        return formats.csv_text(
+            header,
+            (
+                [r.trial_id, r.state, r.metric, r.seconds]
+                + [r.parameters.get(n) for n in names]
+                + [r.note]
+                for r in rows
+            ),
+        )
+    by_id = {str(t["id"]): t for t in study.trials}
+    return formats.json_text(
+        {
+            "source": study.source,
+            "metric": {"metricId": metric.metric_id, "goal": metric.goal},
+            "trials": [
+                {
+                    **by_id[r.trial_id],
+                    "row": {
+                        "state": r.state,
+                        "metric": r.metric,
+                        "seconds": r.seconds,
+                        "parameters": r.parameters,
+                        "note": r.note,
+                    },
+                }
+                for r in rows
+            ],
+        }
+    )
 
 
 def _trials_table(study: StudyTrials, report: Report) -> Table:

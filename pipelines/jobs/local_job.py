@@ -5,7 +5,10 @@ the environment Vertex would give it (`pipelines.jobs.replica_env`): `CLUSTER_SP
 and `TF_CONFIG` on free loopback ports, the `AIP_*` directories when there is a
 `base_output_directory`, and `HPT_LOGICAL_DEVICES` = `accelerator_count` (> 1)
 so a CPU host mirrors over that many logical devices. Output goes to one log
-file per replica and is echoed with a `[chief-0]` style prefix.
+file per replica and is echoed with a `[chief-0]` style prefix. Each replica's
+temporary files (`TMPDIR`, `TEMP`, `TMP`: TensorFlow's autograph files among them)
+go to `<log_dir>/tmp/<replica>/`, removed when the job ends well and kept, named in
+the error, when it fails.
 
 The job succeeds only when every replica exits 0 (parameter servers, which
 serve forever, are stopped once the others have succeeded). When one replica
@@ -33,11 +36,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pipelines import scratch
 from pipelines.jobs import replica_env
 
 DEFAULT_GRACE_SECONDS = 5.0
 DEFAULT_STARTUP_TIMEOUT = 300.0
 LOG_TAIL_LINES = 25
+TMP_DIR = "tmp"  # replicas' temporary folders, under the job's log folder
 PS_POOL = 2
 # Inherited variables that belong to the replica's own Vertex environment, never the parent's.
 _VERTEX_ENV_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
@@ -76,6 +81,7 @@ class Replica:
     argv: list[str]
     env: dict[str, str]
     log_path: str
+    tmp_dir: str
     process: subprocess.Popen[bytes] | None = None
     first_output_at: float | None = None
     exited_at: float | None = None
@@ -166,13 +172,15 @@ def plan_replicas(
         for replica_index in range(spec.replica_count):
             env = _base_env()
             env.update({e.name: e.value for e in spec.container_spec.env})
+            name = f"{replica_env.POOL_TASK_TYPES[pool_index]}-{replica_index}"
+            tmp_dir = os.path.join(log_dir, TMP_DIR, name)
+            env.update(scratch.tmp_env(tmp_dir))
             if base_output_directory:
                 env.update(replica_env.output_dirs(base_output_directory, trial_id))
             env.update(replica_env.cluster_env(cluster, pool_index, replica_index, trial_id))
             if spec.machine_spec.accelerator_count > 1:
                 env[replica_env.LOGICAL_DEVICES_ENV] = str(spec.machine_spec.accelerator_count)
             env.update(extra_env or {})
-            name = f"{replica_env.POOL_TASK_TYPES[pool_index]}-{replica_index}"
             replicas.append(
                 Replica(
                     name=name,
@@ -181,6 +189,7 @@ def plan_replicas(
                     argv=list(argv),
                     env=env,
                     log_path=os.path.join(log_dir, f"{name}.log"),
+                    tmp_dir=tmp_dir,
                 )
             )
     return replicas
@@ -280,6 +289,7 @@ class LocalCustomJob:
         os.makedirs(self.log_dir, exist_ok=True)
         self.started_at = time.monotonic()
         for replica in self.replicas:
+            os.makedirs(replica.tmp_dir, exist_ok=True)
             with open(replica.log_path, "ab") as log:
                 log.write(f"$ {' '.join(replica.argv)}\n".encode())
             try:
@@ -349,13 +359,16 @@ class LocalCustomJob:
         self._terminate(self.replicas)
         where = f"workerpool{replica.pool_index}, replica {replica.replica_index}"
         return CustomJobError(
-            f"replica {replica.name} ({where}) {why}; log: {replica.log_path}",
+            f"replica {replica.name} ({where}) {why}; log: {replica.log_path}; "
+            + scratch.kept_note(os.path.join(self.log_dir, TMP_DIR)),
             replica=replica.name,
             log_tail=tail(replica.log_path),
             exit_code=replica.returncode,
         )
 
     def _result(self, stopped: bool) -> JobResult:
+        """The result of a job that did not fail; its replicas' temporary files go."""
+        scratch.remove(os.path.join(self.log_dir, TMP_DIR))
         return JobResult(
             stopped=stopped,
             elapsed_seconds=time.monotonic() - (self.started_at or time.monotonic()),

@@ -21,12 +21,8 @@ from pipelines.lineage import local as local_lineage_lib
 from pipelines.reports import trial_plots
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import trials as trials_lib
-from pipelines.study.search_space import (
-    GOALS,
-    Metric,
-    parse_study_spec_metrics,
-    parse_study_spec_parameters,
-)
+from pipelines.study.search_space import GOALS, Metric
+from pipelines.study.spec_reader import parse_study_spec_metrics, parse_study_spec_parameters
 
 REPORT_DIR = "trial-report"
 PAGE = "index.html"

@@ -56,11 +56,8 @@ from pipelines.study.measurements import (
     best_trial,
 )
 from pipelines.study.sampler import distribution, grid_points, make_sampler, suggest, to_internal
-from pipelines.study.search_space import (
-    SearchSpace,
-    SearchSpaceError,
-    from_study_spec,
-)
+from pipelines.study.search_space import SearchSpace, SearchSpaceError
+from pipelines.study.spec_reader import from_study_spec
 from pipelines.study.trials import TrialState
 
 STUDY_FILE = "study.json"

@@ -7,6 +7,18 @@ is sampled as `min + max - y` with `y` log-uniform on `[min, max]`, so samples
 crowd towards `max`. Discrete values are a categorical choice for the sampler.
 Conditional parameters are suggested only when their parent takes one of their
 `parent_values`.
+
+Start-up (TPE and random): a short study must still try every value a user listed.
+The first `max(TPE's start-up, largest value set)` trials draw each categorical
+(and discrete) parameter from the values it has been given least often so far
+(ties broken by the seeded generator) and every other parameter uniformly at
+random; only then does TPE model the results. With 4 trials over 64/128/256
+units, trials 1-3 use each value once. Each parameter is balanced on its own, so
+a space with several categorical parameters covers each one's values (not every
+combination) within its largest set; a study shorter than that set covers what
+its trials allow. Counts include finished, running and replayed trials, so a
+resumed study goes on balancing where it stopped; the same seed gives the same
+trials.
 """
 
 from __future__ import annotations
@@ -84,10 +96,85 @@ def grid_points(parameters: Sequence[Parameter]) -> list[dict[str, Any]]:
 
 
 def make_sampler(algorithm: str, seed: int | None, max_trial_count: int) -> Any:
-    """The Optuna sampler for a Vertex `study_spec_algorithm` (grid points are enqueued)."""
+    """The Optuna sampler for a Vertex `study_spec_algorithm` (grid points are enqueued).
+
+    TPE and random search start with the covering start-up (see the module docstring).
+    """
     import optuna
 
     if algorithm == "ALGORITHM_UNSPECIFIED":
         startup = max(2, min(10, max_trial_count // 3))
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
-    return optuna.samplers.RandomSampler(seed=seed)
+        tpe = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, multivariate=True)
+        return _covering_start(tpe, startup, seed)
+    return _covering_start(optuna.samplers.RandomSampler(seed=seed), 0, seed)
+
+
+def _least_used(choices: Sequence[Any], used: Sequence[Any], rng: Any) -> Any:
+    """One of `choices` given least often in `used` (ties: the seeded `rng` decides)."""
+    counts = [sum(1 for u in used if u == c) for c in choices]
+    fewest = [c for c, n in zip(choices, counts, strict=True) if n == min(counts)]
+    return fewest[int(rng.randint(len(fewest)))]
+
+
+def _covering_start(base: Any, startup: int, seed: int | None) -> Any:
+    """`base` behind a start-up that gives every categorical value a trial early.
+
+    Trials numbered below `max(startup, largest categorical set seen)` sample
+    categorical parameters by `_least_used` and the others at random; later trials
+    are `base`'s.
+    """
+    import numpy as np
+    import optuna
+
+    class CoveringStart(optuna.samplers.BaseSampler):
+        def __init__(self) -> None:
+            self.base = base
+            # One random stream: a random-search base must not replay the start-up's draws.
+            random_base = isinstance(base, optuna.samplers.RandomSampler)
+            self.random = base if random_base else optuna.samplers.RandomSampler(seed=seed)
+            self.rng = np.random.RandomState(seed)
+
+        def _in_startup(self, study: Any, trial: Any, extra: Any = None) -> bool:
+            sizes = [len(extra.choices)] if extra is not None else []
+            for past in study.get_trials(deepcopy=False):
+                sizes += [
+                    len(d.choices)
+                    for d in past.distributions.values()
+                    if isinstance(d, optuna.distributions.CategoricalDistribution)
+                ]
+            return bool(trial.number < max([startup, *sizes]))
+
+        def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
+            return dict(self.base.infer_relative_search_space(study, trial))
+
+        def sample_relative(self, study: Any, trial: Any, search_space: Any) -> dict[str, Any]:
+            if self._in_startup(study, trial):
+                return {}
+            return dict(self.base.sample_relative(study, trial, search_space))
+
+        def sample_independent(self, study: Any, trial: Any, name: str, dist: Any) -> Any:
+            categorical = isinstance(dist, optuna.distributions.CategoricalDistribution)
+            if not self._in_startup(study, trial, dist if categorical else None):
+                return self.base.sample_independent(study, trial, name, dist)
+            if not categorical:
+                return self.random.sample_independent(study, trial, name, dist)
+            used = [
+                t.params[name]
+                for t in study.get_trials(deepcopy=False)
+                if t.number != trial.number and name in t.params
+            ]
+            return _least_used(dist.choices, used, self.rng)
+
+        def before_trial(self, study: Any, trial: Any) -> None:
+            self.base.before_trial(study, trial)
+
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            self.base.after_trial(study, trial, state, values)
+
+        def reseed_rng(self) -> None:
+            self.base.reseed_rng()
+            if self.random is not self.base:
+                self.random.reseed_rng()
+            self.rng.seed()
+
+    return CoveringStart()

@@ -13,14 +13,12 @@ themselves), and parsed back from those payloads by the local study executor.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipelines.payloads import payload_items
 from trainer.contract import GOALS, HYPERPARAMETERS
 
 PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
@@ -424,93 +422,3 @@ def _aiplatform_spec(p: Parameter, parent_values: Sequence[Value] | None = None)
         values = sorted(float(v) for v in p.values)
         return hpt.DiscreteParameterSpec(values=values, scale=scale, **common)
     return hpt.CategoricalParameterSpec(values=[str(v) for v in p.values], **common)
-
-
-def parse_study_spec_parameters(
-    study_spec_parameters: Sequence[Mapping[str, Any] | str],
-) -> tuple[Parameter, ...]:
-    """The inverse of `to_study_spec_parameters` (strict: unknown fields are refused)."""
-    from google.cloud.aiplatform_v1.types import StudySpec
-
-    out = []
-    for item in payload_items(study_spec_parameters):
-        try:
-            spec = StudySpec.ParameterSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
-        except Exception as err:  # json_format.ParseError and friends
-            detail = " ".join(str(err).split())
-            raise SearchSpaceError(f"study_spec_parameters: {detail}") from None
-        out.append(_parameter_from_proto(spec, parent_values=()))
-    return tuple(out)
-
-
-def _parameter_from_proto(spec: Any, parent_values: tuple[Value, ...]) -> Parameter:
-    pb = type(spec).pb(spec)
-    kind = pb.WhichOneof("parameter_value_spec")
-    scale_name = spec.scale_type.name
-    scale = next((k for k, v in SCALE_TYPE_NAMES.items() if v == scale_name), None)
-    fields: dict[str, Any] = {}
-    if kind == "double_value_spec":
-        fields = {"type": "double", "min": spec.double_value_spec.min_value}
-        fields["max"] = spec.double_value_spec.max_value
-    elif kind == "integer_value_spec":
-        fields = {"type": "integer", "min": spec.integer_value_spec.min_value}
-        fields["max"] = spec.integer_value_spec.max_value
-    elif kind == "discrete_value_spec":
-        values = [float(v) for v in spec.discrete_value_spec.values]
-        fields = {
-            "type": "discrete",
-            "values": tuple(int(v) if v.is_integer() else v for v in values),
-        }
-    elif kind == "categorical_value_spec":
-        fields = {"type": "categorical", "values": tuple(spec.categorical_value_spec.values)}
-        scale = None
-    else:
-        raise SearchSpaceError(f"parameter {spec.parameter_id!r}: no value spec")
-    children = []
-    for cond in spec.conditional_parameter_specs:
-        which = type(cond).pb(cond).WhichOneof("parent_value_condition")
-        raw = list(getattr(cond, which).values) if which else []
-        parents: tuple[Value, ...]
-        if which == "parent_categorical_values":
-            parents = tuple(str(v) for v in raw)
-        else:  # int or discrete: numbers, integral ones as ints
-            parents = tuple(int(v) if float(v).is_integer() else float(v) for v in raw)
-        children.append(_parameter_from_proto(cond.parameter_spec, parent_values=parents))
-    return Parameter(
-        parameter_id=spec.parameter_id,
-        scale=scale,
-        parent_values=parent_values,
-        conditional=tuple(children),
-        **fields,
-    )
-
-
-def parse_study_spec_metrics(
-    study_spec_metrics: Sequence[Mapping[str, Any] | str],
-) -> tuple[Metric, ...]:
-    """The inverse of `to_study_spec_metrics` (goal as enum int or name)."""
-    from google.cloud.aiplatform_v1.types import StudySpec
-
-    out = []
-    for item in payload_items(study_spec_metrics):
-        try:
-            spec = StudySpec.MetricSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
-        except Exception as err:
-            detail = " ".join(str(err).split())
-            raise SearchSpaceError(f"study_spec_metrics: {detail}") from None
-        goal = spec.goal.name.lower()
-        if goal not in GOALS:
-            raise SearchSpaceError(f"metric {spec.metric_id!r}: goal must be MAXIMIZE or MINIMIZE")
-        out.append(Metric(spec.metric_id, goal))
-    return tuple(out)
-
-
-def from_study_spec(
-    study_spec_parameters: Sequence[Mapping[str, Any] | str],
-    study_spec_metrics: Sequence[Mapping[str, Any] | str],
-) -> SearchSpace:
-    """The (validated) space a `HyperparameterTuningJobRunOp` payload describes."""
-    return SearchSpace(
-        parameters=parse_study_spec_parameters(study_spec_parameters),
-        metrics=parse_study_spec_metrics(study_spec_metrics),
-    )

@@ -2,7 +2,7 @@
 
 The same inputs as the Vertex HPT job (`study_spec_parameters`/`study_spec_metrics` as GCPC
 serializes them, trial counts, algorithm, measurement selection, `worker_pool_specs`) are
-parsed back (`search_space.from_study_spec`) and written through `kubeflow_katib_api`'s
+parsed back (`spec_reader.from_study_spec`) and written through `kubeflow_katib_api`'s
 pydantic models; the trial's pod spec through the `kubernetes` client models. The result is
 a dict (camelCase) that round-trips through both (`to_dict`/`from_dict` and
 `ApiClient.sanitize_for_serialization`) unchanged.
@@ -77,7 +77,8 @@ from typing import Any
 
 from pipelines.study.failure_rules import DEFAULT_FAILURE_FLOOR
 from pipelines.study.options import check_algorithm
-from pipelines.study.search_space import Parameter, SearchSpace, from_study_spec
+from pipelines.study.search_space import Parameter, SearchSpace
+from pipelines.study.spec_reader import from_study_spec
 from pipelines.targets.kubeflow.trial_template import (
     JOB_FAILURE,
     JOB_SUCCESS,

@@ -4,6 +4,8 @@
 Kubernetes API injectable so tests replace the API call, never this logic. The
 job's name follows from its output folder (`tfjob.tfjob_name`), so a retried
 task finds the job it started and waits on it instead of starting another.
+A cancelled run's SIGTERM deletes the TFJob (`kube.deleted_on_sigterm`), and the
+Training Operator's pods with it; a rerun creates it afresh.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ def run_final_job(
     Raises:
         KubeflowJobError: The job failed (the operator's message) or timed out; one line.
         tfjob.TFJobError: The pools do not make a TFJob the operator accepts.
+        SystemExit: SIGTERM (the run cancelled): the TFJob was deleted; status 143.
     """
     from kubernetes.client import ApiException
 
@@ -107,32 +110,35 @@ def run_final_job(
     )
     api = api if api is not None else kube.custom_objects_api()
     where = dict(group=tfjob.GROUP, version=tfjob.VERSION, plural=tfjob.PLURAL)
-    try:
-        _, created = kube.create_or_get(api, body=tfjob.to_manifest(job), **where)
-    except ApiException as err:
-        raise KubeflowJobError(
-            f"{tfjob.KIND} {namespace}/{name}: not created ({kube.api_error_line(err)})"
-        ) from None
-    echo(f"{tfjob.KIND} {namespace}/{name}: {'created' if created else 'exists, waiting on it'}")
-
-    def get() -> dict[str, Any]:
-        return api.get_namespaced_custom_object(
-            where["group"], where["version"], namespace, where["plural"], name
+    with kube.deleted_on_sigterm(api, **where, namespace=namespace, name=name, echo=echo):
+        try:
+            _, created = kube.create_or_get(api, body=tfjob.to_manifest(job), **where)
+        except ApiException as err:
+            raise KubeflowJobError(
+                f"{tfjob.KIND} {namespace}/{name}: not created ({kube.api_error_line(err)})"
+            ) from None
+        echo(
+            f"{tfjob.KIND} {namespace}/{name}: {'created' if created else 'exists, waiting on it'}"
         )
 
-    try:
-        return wait_for(
-            get,
-            timeout_s=timeout_s,
-            poll_s=poll_s,
-            clock=clock,
-            sleep=sleep,
-            on_status=progress_printer(echo),
-        )
-    except KubeflowJobError as err:
-        if created:
-            raise
-        raise KubeflowJobError(
-            f"{err} (the job existed before this task: `kubectl delete tfjob -n {namespace} "
-            f"{name}` to start afresh)"
-        ) from None
+        def get() -> dict[str, Any]:
+            return api.get_namespaced_custom_object(
+                where["group"], where["version"], namespace, where["plural"], name
+            )
+
+        try:
+            return wait_for(
+                get,
+                timeout_s=timeout_s,
+                poll_s=poll_s,
+                clock=clock,
+                sleep=sleep,
+                on_status=progress_printer(echo),
+            )
+        except KubeflowJobError as err:
+            if created:
+                raise
+            raise KubeflowJobError(
+                f"{err} (the job existed before this task: `kubectl delete tfjob -n {namespace} "
+                f"{name}` to start afresh)"
+            ) from None

@@ -9,6 +9,10 @@ waits on it instead of starting another. It is reused only when its spec digest 
 but the trial counts) matches; when only the counts differ they are patched, the one edit
 Katib allows (`validator.go` l.137-141), and a finished Experiment restarts when the new
 `maxTrialCount` exceeds its trials (`resumePolicy: FromVolume`, l.125-136).
+
+Cancelling: a cancelled run's SIGTERM deletes the Experiment (`kube.deleted_on_sigterm`);
+Katib deletes its Trials and their pods with it. A deleted Experiment cannot be
+resumed: a rerun on the same study folder creates a new one and starts the study afresh.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipelines.study.search_space import from_study_spec
+from pipelines.study.spec_reader import from_study_spec
 from pipelines.targets.kubeflow import experiment as katib
 from pipelines.targets.kubeflow import kube
 from pipelines.targets.kubeflow.katib_rules import check_experiment
@@ -158,6 +162,7 @@ def run_katib_study(
     Raises:
         KubeflowJobError: Not created, failed (Katib's reason) or timed out; one line.
         KatibSpecError, KatibRuleError: A study Katib cannot run or would refuse.
+        SystemExit: SIGTERM (the run cancelled): the Experiment was deleted; status 143.
     """
     from kubernetes.client import ApiException
 
@@ -183,45 +188,46 @@ def run_katib_study(
     )
     check_experiment(body)
     api = api if api is not None else kube.custom_objects_api()
-    try:
-        found, created = kube.create_or_get(api, body=body, **WHERE)
-        if created:
-            echo(f"Experiment {namespace}/{name}: created")
-        else:
-            _resume(api, found, body, echo)
-    except ApiException as err:
-        raise KubeflowJobError(
-            f"Experiment {namespace}/{name}: not created ({kube.api_error_line(err)})"
-        ) from None
-    last: list[str] = []
+    with kube.deleted_on_sigterm(api, **WHERE, namespace=namespace, name=name, echo=echo):
+        try:
+            found, created = kube.create_or_get(api, body=body, **WHERE)
+            if created:
+                echo(f"Experiment {namespace}/{name}: created")
+            else:
+                _resume(api, found, body, echo)
+        except ApiException as err:
+            raise KubeflowJobError(
+                f"Experiment {namespace}/{name}: not created ({kube.api_error_line(err)})"
+            ) from None
+        last: list[str] = []
 
-    def on_status(obj: dict[str, Any]) -> None:
-        line = progress_line(obj)
-        if not last or last[-1] != line:
-            last.append(line)
-            echo(line)
+        def on_status(obj: dict[str, Any]) -> None:
+            line = progress_line(obj)
+            if not last or last[-1] != line:
+                last.append(line)
+                echo(line)
 
-    def get() -> dict[str, Any]:
-        return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
-            WHERE["group"], WHERE["version"], namespace, WHERE["plural"], name
-        )
+        def get() -> dict[str, Any]:
+            return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
+                WHERE["group"], WHERE["version"], namespace, WHERE["plural"], name
+            )
 
-    try:
-        done = wait_for(
-            get,
-            timeout_s=timeout_s,
-            poll_s=poll_s or DEFAULT_POLL_S,
-            clock=clock,
-            sleep=sleep,
-            on_status=on_status,
-        )
-    except KubeflowJobError as err:
-        if created:
-            raise
-        raise KubeflowJobError(
-            f"{err} (the Experiment existed before this task: `kubectl delete experiment -n "
-            f"{namespace} {name}` to start afresh)"
-        ) from None
+        try:
+            done = wait_for(
+                get,
+                timeout_s=timeout_s,
+                poll_s=poll_s or DEFAULT_POLL_S,
+                clock=clock,
+                sleep=sleep,
+                on_status=on_status,
+            )
+        except KubeflowJobError as err:
+            if created:
+                raise
+            raise KubeflowJobError(
+                f"{err} (the Experiment existed before this task: `kubectl delete experiment -n "
+                f"{namespace} {name}` to start afresh)"
+            ) from None
     listed = api.list_namespaced_custom_object(
         katib.GROUP,
         katib.VERSION,

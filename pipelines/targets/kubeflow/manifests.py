@@ -16,7 +16,7 @@ import yaml
 
 from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
-from pipelines.study.settings_space import study_space
+from pipelines.settings_space import study_space
 from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob
 
 FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")

@@ -6,7 +6,9 @@ of the vertex target builds the same payload here (GCPC's template, field for
 field) plus `study_spec.median_automated_stopping_spec` when early stopping is on,
 and hands it to GCPC's launcher (`create_hyperparameter_tuning_job`), which
 creates the job, writes `gcp_resources`, polls it and cancels it when the run is
-cancelled, exactly as the GCPC op does.
+cancelled, exactly as the GCPC op does: the cancel request is sent on SIGTERM,
+which reaches this step's Python because its shell `exec`s Python
+(`components.base.exec_python`; GCPC's ops start `python3` directly).
 
 Two launcher behaviours are modelled because they would otherwise bite:
 
@@ -16,6 +18,10 @@ Two launcher behaviours are modelled because they would otherwise bite:
 * the launcher strips every falsy value (`json_util.recursive_remove_empty`),
   which would delete `median_automated_stopping_spec: {use_elapsed_duration:
   false}` whole: the spec is put back after stripping (`create_job_with_stopping`).
+
+The job carries the run's labels (`labels`, the `--label` of `submit`) merged with
+the system labels Vertex gives the step (`VERTEX_AI_PIPELINES_RUN_LABELS`, e.g.
+the run's billing id), as GCPC's ops label their jobs (`launcher_job_spec`).
 """
 
 from __future__ import annotations
@@ -58,8 +64,9 @@ def hpt_job_payload(
     network: str = "",
     encryption_spec_key_name: str = "",
     early_stopping: bool = False,
+    labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec.
+    """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec and labels.
 
     Empty strings stay in (the launcher strips them, as for the GCPC op).
     """
@@ -84,6 +91,7 @@ def hpt_job_payload(
             "base_output_directory": {"output_uri_prefix": base_output_directory},
         },
         "encryption_spec": {"kms_key_name": encryption_spec_key_name},
+        "labels": {str(k): str(v) for k, v in (labels or {}).items()},
     }
     return integral_floats_to_int(payload)
 
@@ -110,18 +118,31 @@ def create_job_with_stopping(payload: Mapping[str, Any]) -> Callable[..., Any]:
     return create
 
 
+def launcher_job_spec(payload: Mapping[str, Any]) -> dict[str, Any]:
+    """`payload` with the run's labels merged over the system labels of this step's environment.
+
+    GCPC's `gcp_labels_util.attach_system_labels`: the labels Vertex passes in
+    `VERTEX_AI_PIPELINES_RUN_LABELS` are kept; on a clash the run's label wins.
+    """
+    from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import gcp_labels_util
+
+    job_spec = dict(payload)
+    job_spec["labels"] = gcp_labels_util.attach_system_labels(dict(payload.get("labels") or {}))
+    return job_spec
+
+
 def launcher_request(payload: Mapping[str, Any]) -> Any:
     """The request object GCPC's launcher builds from `payload`, offline.
 
-    The same steps: empty fields stripped (`json_util.recursive_remove_empty`), the
-    stopping spec restored, then the `aiplatform_v1.HyperparameterTuningJob` the
-    client is called with (its constructor refuses unknown fields and floats in
-    integer or enum fields).
+    The same steps: labels merged (`launcher_job_spec`), empty fields stripped
+    (`json_util.recursive_remove_empty`), the stopping spec restored, then the
+    `aiplatform_v1.HyperparameterTuningJob` the client is called with (its
+    constructor refuses unknown fields and floats in integer or enum fields).
     """
     from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
     from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import json_util
 
-    job_spec = json_util.recursive_remove_empty(json.loads(json.dumps(payload)))
+    job_spec = json_util.recursive_remove_empty(json.loads(json.dumps(launcher_job_spec(payload))))
     return HyperparameterTuningJob(restore_stopping(payload, job_spec))
 
 
@@ -131,16 +152,16 @@ def run_hpt_job(
     """Create (or resume polling) the job with GCPC's launcher code; blocks until it ends.
 
     As GCPC's op: an existing job in `gcp_resources` (a retried task) is polled, not
-    recreated; the run's cancellation cancels the job; a failed job raises.
+    recreated; a failed job raises; SIGTERM while polling (the run cancelled: the
+    component's process is the one signalled, `components.base.exec_python`) sends
+    the job's cancel request.
     """
     from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
-    from google_cloud_pipeline_components.container.v1.gcp_launcher.utils import gcp_labels_util
     from google_cloud_pipeline_components.container.v1.hyperparameter_tuning_job import (
         remote_runner,
     )
 
-    job_spec = dict(payload)
-    job_spec["labels"] = gcp_labels_util.attach_system_labels(dict(payload.get("labels") or {}))
+    job_spec = launcher_job_spec(payload)
     runner = job_remote_runner.JobRemoteRunner(JOB_TYPE, project, location, gcp_resources)
     job_name = runner.check_if_job_exists()
     if job_name is None:

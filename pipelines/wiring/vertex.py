@@ -22,7 +22,7 @@ from components.find_model import find_parent_model
 from components.train_final import model_from_job
 from components.tune_vertex import tune_on_vertex
 from pipelines.settings import Settings
-from pipelines.targets.base import Binding, study_inputs
+from pipelines.wiring.base import Binding, study_inputs
 
 with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
     warnings.simplefilter("ignore", FutureWarning)
@@ -41,6 +41,7 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
         early_stopping=p.early_stopping,
+        labels=p.labels,  # the most expensive job of the run: cost reports need them
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
     fetched = op(fetch_trials)(

@@ -20,7 +20,7 @@ from components.register_kubeflow import register_on_kubeflow
 from components.train_tfjob import train_with_tfjob
 from components.tune_katib import tune_on_katib
 from pipelines.settings import Settings
-from pipelines.targets.base import Binding, study_inputs
+from pipelines.wiring.base import Binding, study_inputs
 
 
 def _cluster(settings: Settings) -> dict[str, Any]:

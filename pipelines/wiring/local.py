@@ -12,7 +12,7 @@ from components.register import register_locally
 from components.train_final import train_locally
 from components.tune_local import tune_locally
 from pipelines.settings import Settings
-from pipelines.targets.base import Binding, study_inputs
+from pipelines.wiring.base import Binding, study_inputs
 
 
 def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipelines import scratch
 from pipelines.compiler import compile_pipeline
 from pipelines.lineage.local import SPEC_FILE, task_outputs
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
 
 LOG_FILE = "pipeline.log"
+TMP_DIR = "tmp"  # the run's temporary files: <output>/tmp/run-XXXX while it runs
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Component output that is TensorFlow's and absl's chatter, kept in the log file only:
 # absl-format lines of level I, W or E (`I0000 00:00:1795.. 15002 port.cc:153] oneDNN ..`,
@@ -124,6 +126,11 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     (a rerun with the same output resumes it), registered models to
     `settings.registry`, and the full log to `<output>/pipeline.log`. Progress
     lines go to `echo` (default: this process's stdout, captured before the run).
+
+    Every process the run starts writes its temporary files (kfp.local's component
+    files, TensorFlow's autograph files) under `<output>/tmp/run-XXXX/` (trial and
+    final-job replicas in their job's `local/tmp/`, see `local_job`): removed when the
+    run ends well; when it fails, kept and named in a note on the error.
     """
     terminal = sys.stdout
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
@@ -134,15 +141,11 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     artifacts.mkdir(parents=True, exist_ok=True)
     registry = Path(settings.registry).resolve()
     pipeline = build_pipeline("local", settings)
-    local.init(
-        runner=local.SubprocessRunner(use_venv=False),
-        pipeline_root=str(artifacts),
-        raise_on_error=True,
-    )
     before = set(artifacts.iterdir())
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with (
+        scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
         warnings.catch_warnings(),
         open(output / LOG_FILE, "a", encoding="utf-8") as log,
         contextlib.redirect_stdout(ProgressFilter(log, echo)),
@@ -150,6 +153,11 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
         # kfp.local warns that display names and the components image are not used here.
         warnings.simplefilter("ignore", UserWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
+        local.init(
+            runner=local.SubprocessRunner(use_venv=False),
+            pipeline_root=str(artifacts),
+            raise_on_error=True,
+        )
         pipeline(study_dir=str(output / "study"), registry_dir=str(registry))
     run_dir = latest_run_dir(artifacts, before)
     compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
