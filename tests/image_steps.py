@@ -379,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         os.chmod(path, 0o777 if path.is_dir() else path.stat().st_mode | 0o666)
     model = local_outputs(run_dir)["train-locally"]["artifacts"]["model"]["artifacts"][0]["uri"]
     overrides = {
-        "study_dir": str(output / "study"),
+        "study_dir": str(work / "study-steps"),  # a fresh study: tune-locally runs its trials
         "registry_dir": str(work / "registry-steps"),
         "location": "europe-west4",
     }
