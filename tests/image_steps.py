@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run_dir:
         run_dir = Path(args.run_dir)
     else:  # a small real local run, outside the checkout, as the steps' inputs
-        cmd = [sys.executable, "-m", "pipelines.app.cli", "run", "--max-trials", "2",
+        cmd = [str(Path(sys.executable).parent / "hpt-pipeline"), "run", "--max-trials", "2",
                "--parallel-trials", "1", "--epochs", "2", "--output", str(work / "run"),
                "--registry", str(work / "registry")]  # fmt: skip
         subprocess.run(cmd, check=True)
