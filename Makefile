@@ -7,6 +7,7 @@ STAMP  := $(VENV)/.installed
 .DEFAULT_GOAL := help
 
 include images/images.mk
+include images/check.mk
 include benchmarks/bench.mk
 .PHONY: help venv run test lint golden
 
