@@ -62,18 +62,24 @@ def synthetic_data(tmp_path_factory: pytest.TempPathFactory) -> str:
     return write_dataset(str(tmp_path_factory.mktemp("synthetic")))
 
 
+def use_temp_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point `TMPDIR` and friends, and `tempfile.tempdir`, at `folder` (undone by `monkeypatch`)."""
+    for name in TMP_VARIABLES:
+        monkeypatch.setenv(name, str(folder))
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
 @pytest.fixture(autouse=True)
 def own_tmp(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test's temporary files (TensorFlow run in the test or in what it starts) in its own.
 
     A test's in-process TensorFlow and the trainer runs it starts write autograph files
     to the temporary folder: a folder of the test's own, not the session's checked one.
+    Module- and session-scoped fixtures run before this one: those that run TensorFlow
+    call `use_temp_folder` themselves.
     """
-    folder = tmp_path_factory.mktemp("tmp")
-    for name in TMP_VARIABLES:
-        monkeypatch.setenv(name, str(folder))
-    monkeypatch.setattr(tempfile, "tempdir", str(folder))
-    return folder
+    return use_temp_folder(tmp_path_factory.mktemp("tmp"), monkeypatch)
 
 
 def run_env(**extra: str) -> dict[str, str]:

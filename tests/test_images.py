@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from pipelines import images
+from tests.conftest import use_temp_folder
 from tests.image_layout import (
     component_modules,
     components_imports,
@@ -738,16 +739,18 @@ def exported_model(tmp_path_factory):
     from trainer.model import build_model
 
     shape = (32, 32, 3)
-    model = build_model(shape, 2, 8)
     model_dir = str(tmp_path_factory.mktemp("serving") / "model")
-    export_model(
-        model.get_weights(),
-        model_dir=model_dir,
-        image_shape=shape,
-        class_names=["a", "b"],
-        num_units=8,
-        card={},
-    )
+    with pytest.MonkeyPatch.context() as mp:  # autograph's files: in a folder of this fixture
+        use_temp_folder(tmp_path_factory.mktemp("serving-tmp"), mp)
+        model = build_model(shape, 2, 8)
+        export_model(
+            model.get_weights(),
+            model_dir=model_dir,
+            image_shape=shape,
+            class_names=["a", "b"],
+            num_units=8,
+            card={},
+        )
     return model_dir
 
 
