@@ -46,6 +46,6 @@ IMAGES_WORK    ?= $(IMAGES_STORE)/check
 
 images-check: $(STAMP) images-build ## Build the images, run every compiled step + a trial from them
 	rm -rf $(IMAGES_WORK)
-	HPT_IMAGES_CHECK=1 HPT_IMAGES_WORK=$(IMAGES_WORK) HPT_IMAGES_CHECK_ARGS='--buildah "$(BUILDAH)" --components $(LOCAL_COMPONENTS_IMAGE) --trainer $(LOCAL_TRAINER_IMAGE) $(IMAGES_CHECK_ARGS)' \
+	HPT_IMAGES_WORK=$(IMAGES_WORK) HPT_IMAGES_CHECK_ARGS='--buildah "$(BUILDAH)" --components $(LOCAL_COMPONENTS_IMAGE) --trainer $(LOCAL_TRAINER_IMAGE) $(IMAGES_CHECK_ARGS)' \
 	    $(PY) -m pytest -s -p no:cacheprovider -m images tests/test_image_steps.py
 	$(BUILDAH) images
