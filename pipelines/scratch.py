@@ -44,22 +44,37 @@ def remove(path: str | os.PathLike[str], parent: str | os.PathLike[str] | None =
 
 
 @contextlib.contextmanager
+def temp_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Point `TMPDIR`, `TEMP`, `TMP` and `tempfile.tempdir` at `path`; restore them after."""
+    saved = {name: os.environ.get(name) for name in TMP_VARIABLES}
+    saved_tempdir = tempfile.tempdir
+    os.environ.update(tmp_env(path))
+    tempfile.tempdir = os.fspath(path)
+    try:
+        yield Path(path)
+    finally:
+        tempfile.tempdir = saved_tempdir
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
 def process_tmpdir(parent: str | os.PathLike[str], prefix: str) -> Iterator[Path]:
     """Send this process's (and its children's) temporary files to a new folder in `parent`.
 
     `TMPDIR`, `TEMP`, `TMP` and `tempfile.tempdir` point at `<parent>/<prefix>XXXX`
-    meanwhile and are restored afterwards. The folder (and `parent`, when left empty)
-    is removed when the block ends normally; on an exception it is kept, when not
-    empty, and the exception gets a note naming it (`kept_note`).
+    meanwhile and are restored afterwards (`temp_folder`). The folder (and `parent`, when
+    left empty) is removed when the block ends normally; on an exception it is kept, when
+    not empty, and the exception gets a note naming it (`kept_note`).
     """
     os.makedirs(parent, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    saved = {name: os.environ.get(name) for name in TMP_VARIABLES}
-    saved_tempdir = tempfile.tempdir
-    os.environ.update(tmp_env(path))
-    tempfile.tempdir = str(path)
     try:
-        yield path
+        with temp_folder(path):
+            yield path
     except BaseException as err:
         if any(path.iterdir()):
             err.add_note(kept_note(path))
@@ -68,10 +83,3 @@ def process_tmpdir(parent: str | os.PathLike[str], prefix: str) -> Iterator[Path
         raise
     else:
         remove(path, parent)
-    finally:
-        tempfile.tempdir = saved_tempdir
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

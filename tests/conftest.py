@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from pipelines.scratch import TMP_VARIABLES, temp_folder
+
 ROOT = Path(__file__).resolve().parents[1]
 # Paths written by code that ignores TMPDIR: cloudml-hypertune's default metric file.
 WATCHED = (Path("/tmp/hypertune"), Path("/tmp/hypertune/output.metrics"))
-TMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:
@@ -37,17 +38,8 @@ def private_system_tmp(tmp_path_factory: pytest.TempPathFactory):
     """
     private = tmp_path_factory.mktemp("system-tmp", numbered=False)
     before = {p: _stamp(p) for p in WATCHED}
-    saved = {name: os.environ.get(name) for name in TMP_VARIABLES}
-    saved_tempdir = tempfile.tempdir
-    os.environ.update({name: str(private) for name in TMP_VARIABLES})
-    tempfile.tempdir = str(private)
-    yield private
-    tempfile.tempdir = saved_tempdir
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
+    with temp_folder(private):
+        yield private
     problems = [f"{p} was written" for p in WATCHED if _stamp(p) != before[p]]
     problems += [f"{p} left in the temporary folder" for p in sorted(private.iterdir())]
     if problems:
