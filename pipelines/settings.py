@@ -20,6 +20,7 @@ from pipelines import images
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
+    DEFAULT_PRECISION,
     METRIC_GOALS,
     MIN_IMAGE_SIZE,
     PRECISIONS,
@@ -78,7 +79,7 @@ class Settings:
     # Training
     epochs: int = 10
     batch_size: int = 32
-    precision: str = "float32"  # or mixed_bfloat16 (bf16 CPUs/GPUs): the trainer's --precision
+    precision: str = DEFAULT_PRECISION  # the trainer's --precision; auto: resolved per machine
     replicas: int = 1  # final job workers besides the chief
     eval_threshold: float | None = None  # test accuracy needed to register the model
     # Machines (locally, accelerator_count = logical CPU devices per replica)

@@ -107,6 +107,9 @@ def test_final_model_was_trained_with_the_best_parameters(two_runs):
         assert card["hyperparameters"][name] == pytest.approx(value)
     assert card["training"]["strategy"] == "MultiWorkerMirroredStrategy"
     assert card["training"]["workers"] == 2
+    # The default precision travels as `auto` and is resolved by the machine that trains.
+    assert card["training"]["precision_requested"] == "auto"
+    assert card["training"]["precision"] in ("float32", "mixed_bfloat16")
 
 
 def test_evaluation_matches_an_independent_recomputation(two_runs):
@@ -377,6 +380,8 @@ def test_trials_and_models_as_json_from_the_command_line(two_runs):
     data = json.loads(result.stdout)
     assert [t["id"] for t in data["trials"]][0] == first["best_trial_id"]
     assert {t["row"]["parameters"]["num_units"] for t in data["trials"]} == {64, 128, 256}
+    # Every trial's resolved precision, read from its log (the table's precision column).
+    assert {t["row"]["precision"] for t in data["trials"]} <= {"float32", "mixed_bfloat16"}
     result = CliRunner().invoke(
         app, ["models", "--registry", settings.registry, "--format", "json"]
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import signal
 import socket
@@ -18,6 +19,8 @@ from PIL import Image
 
 from tests.conftest import ROOT, run_env, run_trainer
 from tests.synthetic import CLASS_NAMES, make_images
+from trainer.contract import PRECISIONS
+from trainer.precision import parse_line
 
 pytestmark = pytest.mark.slow
 
@@ -183,7 +186,10 @@ def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
         (["--bogus_flag=3"], "unrecognized arguments: --bogus_flag=3"),
         (["--momentum", "1.5"], "--momentum=1.5"),
         (["--distribution=ring"], "--distribution=ring"),
-        (["--precision=fp16"], "--precision=fp16: expected one of float32, mixed_bfloat16"),
+        (
+            ["--precision=fp16"],
+            "--precision=fp16: expected one of auto, float32, mixed_bfloat16",
+        ),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(synthetic_data, args, expected):
@@ -197,26 +203,54 @@ def test_bad_input_is_one_line_without_traceback(synthetic_data, args, expected)
     assert "Traceback" not in result.stderr
 
 
-def test_mixed_bfloat16_trains_in_sync_and_exports_float32(synthetic_data, tmp_path):
+@pytest.mark.parametrize("precision", ["mixed_bfloat16", "float32", "auto"])
+def test_every_precision_trains_in_sync_and_exports_float32(synthetic_data, tmp_path, precision):
+    import tensorflow as tf
+
     result = run_trainer(
         [
             f"--data={synthetic_data}",
             "--epochs=2",
             "--batch_size=16",
             "--learning_rate=0.05",
-            "--precision=mixed_bfloat16",
+            f"--precision={precision}",
             f"--model_dir={tmp_path / 'model'}",
         ],
         HPT_LOGICAL_DEVICES="2",
     )
     assert result.returncode == 0, result.stderr
-    assert "2 replica(s) in sync" in result.stderr and "mixed_bfloat16" in result.stderr
     card = json.loads((tmp_path / "model" / "model.json").read_text())
-    assert card["training"]["precision"] == "mixed_bfloat16"
+    resolved = card["training"]["precision"]
+    assert card["training"]["precision_requested"] == precision
+    assert resolved == precision if precision != "auto" else resolved in PRECISIONS
+    assert "2 replica(s) in sync" in result.stderr and f"precision: {resolved} (" in result.stderr
+    saved = tf.train.load_checkpoint(str(tmp_path / "model" / "variables" / "variables"))
+    floats = {d.name for d in saved.get_variable_to_dtype_map().values() if d.is_floating}
+    assert floats == {"float32"}  # every weight, whatever the training precision
+    serve = tf.saved_model.load(str(tmp_path / "model")).signatures["serving_default"]
+    assert serve.structured_outputs["probabilities"].dtype.name == "float32"
     images, _ = make_images(4, 32, seed=5)
     out = predict(tmp_path / "model", images)
     assert out["probabilities"].dtype.name == "float32"
     np.testing.assert_allclose(out["probabilities"].numpy().sum(axis=1), 1.0, rtol=1e-5)
+
+
+def test_a_trial_under_auto_reports_a_finite_metric_and_its_precision(synthetic_data, tmp_path):
+    metrics_file = tmp_path / "hypertune" / "output.metrics"
+    result = run_trainer(
+        [f"--data={synthetic_data}", "--epochs=2", "--batch_size=16", "--learning_rate=0.05"],
+        CLOUD_ML_TRIAL_ID="3",
+        CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
+    )
+    assert result.returncode == 0, result.stderr
+    reports = read_hypertune(metrics_file)
+    assert [r["global_step"] for r in reports] == ["1", "2"]
+    assert all(math.isfinite(float(r["accuracy"])) for r in reports)
+    lines = result.stderr.splitlines()
+    assert parse_line(result.stderr) in PRECISIONS[1:]
+    (line,) = [x for x in lines if x.startswith("precision: ")]
+    assert "(auto: " in line
+    assert any(x.startswith("first step done ") for x in lines)
 
 
 def test_a_diverging_trial_is_a_poor_trial_not_a_failed_one(synthetic_data, tmp_path):

@@ -54,7 +54,7 @@ def _trial(
 def make_trials() -> list[dict[str, Any]]:
     return [
         _trial("1", S.SUCCEEDED, {"learning_rate": 0.001, "num_units": 64, "optimizer": "sgd"},
-               [(0.5, 1.2), (0.7, 0.9)], seconds=30.0),
+               [(0.5, 1.2), (0.7, 0.9)], seconds=30.0, local={"precision": "mixed_bfloat16"}),
         _trial("2", S.SUCCEEDED, {"learning_rate": 0.1, "num_units": 128, "optimizer": "adam"},
                [(0.6, 1.0), (0.9, 0.3)], seconds=90.0),
         _trial("3", S.INFEASIBLE, {"learning_rate": 0.5, "num_units": 512, "optimizer": "adam"},
@@ -440,6 +440,13 @@ def test_cli_trials_as_json_carry_vertex_trials_and_the_tables_columns(output):
     assert data["trials"][1]["row"]["note"] == "early stopped"
     assert best["row"]["metric"] == trials_lib.final_metric(best, "accuracy")
     assert best["row"]["parameters"] == trials_lib.trial_parameters(best)
+    assert [t["row"]["precision"] for t in data["trials"]] == [
+        None,
+        None,
+        "mixed_bfloat16",
+        None,
+        None,
+    ]
     assert not (output / "trial-report").exists()  # data for scripts: no report written
 
 
@@ -450,9 +457,12 @@ def test_cli_trials_as_csv_have_the_tables_columns(output):
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(result.stdout.splitlines()))
     assert list(rows[0]) == [
-        "trial", "state", "accuracy", "seconds", "learning_rate", "num_units", "optimizer", "note"
+        "trial", "state", "accuracy", "seconds", "precision", "learning_rate", "num_units",
+        "optimizer", "note",
     ]  # fmt: skip
     assert [r["trial"] for r in rows] == ["2", "4", "1", "3", "5"]
+    # The precision the trainer resolved (local trials read it from the trial's log).
+    assert [r["precision"] for r in rows] == ["", "", "mixed_bfloat16", "", ""]
     assert rows[3]["note"] == "exit code 1: out of memory" and rows[4]["accuracy"] == ""
 
 

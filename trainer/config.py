@@ -7,6 +7,7 @@ import os
 
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
+    DEFAULT_PRECISION,
     DEFAULT_SEED,
     DISTRIBUTIONS,
     HYPERPARAMETERS,
@@ -55,7 +56,7 @@ class RunConfig:
         metric_tag: Hypertune metric tag (a validation metric name).
         distribution: One of DISTRIBUTIONS.
         seed: Seed for shuffling and initialisation.
-        precision: One of PRECISIONS (Keras mixed-precision policy while training).
+        precision: One of PRECISIONS; `auto` is resolved by `trainer.precision` when training.
     """
 
     data: str
@@ -65,7 +66,7 @@ class RunConfig:
     metric_tag: str = DEFAULT_METRIC_TAG
     distribution: str = "auto"
     seed: int = DEFAULT_SEED
-    precision: str = "float32"
+    precision: str = DEFAULT_PRECISION
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:

@@ -110,8 +110,12 @@ DIVERGED_METRIC_VALUE: Mapping[str, float] = {"maximize": 0.0, "minimize": 1e9}
 
 DISTRIBUTIONS = ("auto", "mirrored", "multi_worker", "none")
 # Compute precision: mixed_bfloat16 keeps float32 variables and needs no loss scaling
-# (bf16 units: recent CPUs such as AVX512-BF16/AMX, A100/H100 GPUs, TPUs).
-PRECISIONS = ("float32", "mixed_bfloat16")
+# (bf16 units: recent CPUs such as AVX512-BF16/AMX, A100/H100 GPUs, TPUs). `auto`, the
+# default, is resolved by the trainer on the machine that trains (`trainer.precision`),
+# so payloads carry `auto` and every trial machine picks what is native to it.
+AUTO_PRECISION = "auto"
+PRECISIONS = (AUTO_PRECISION, "float32", "mixed_bfloat16")
+DEFAULT_PRECISION = AUTO_PRECISION
 DEFAULT_SEED = 42
 
 

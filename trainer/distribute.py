@@ -26,6 +26,16 @@ def configure_local_devices(count: int) -> list[str]:
     return ["/cpu:0"]
 
 
+def gpu_capabilities() -> list[tuple[int, int]]:
+    """(major, minor) compute capability of each visible GPU (empty on a CPU-only host)."""
+    found = []
+    for gpu in tf.config.list_physical_devices("GPU"):
+        capability = tf.config.experimental.get_device_details(gpu).get("compute_capability")
+        if capability:
+            found.append((int(capability[0]), int(capability[1])))
+    return found
+
+
 def make_strategy(distribution: str) -> tuple[tf.distribute.Strategy, cluster_lib.ClusterInfo]:
     """Build the strategy named by `distribution` (auto picks from the environment).
 

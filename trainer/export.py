@@ -29,7 +29,10 @@ class ServingModule(tf.Module):
         self.image_shape = [int(d) for d in image_shape]
         self.class_names = tf.constant(list(class_names))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT)])
+    # No autograph: nothing here branches on tensors, and converting costs time at export.
+    @tf.function(
+        input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT)], autograph=False
+    )
     def serve(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
         """Encoded JPEG/PNG/GIF/BMP bytes → class probabilities, id and label."""
         images = tf.map_fn(

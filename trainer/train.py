@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import posixpath
 import sys
 import time
@@ -20,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import data, distribute, preprocess, records
+from trainer import data, distribute, precision, preprocess, records
 from trainer.config import HParams, RunConfig
 from trainer.model import build_model
 
@@ -39,6 +40,11 @@ class TrainResult:
     is_chief: bool
     start_epoch: int
     strategy: str
+    precision: precision.Choice
+    first_step_seconds: float | None = None  # since process start; None when resumed past the end
+    # Kept alive until the process exits: deleting the training input iterator waited
+    # 1.2-1.5 s (in 2 runs of 3 here) on in-flight input work that nobody needs.
+    keepalive: tuple[Any, ...] = ()
 
 
 class Diverged(ArithmeticError):
@@ -63,21 +69,49 @@ def _checkpoint_dir_for(run: RunConfig, is_chief: bool, task_id: int) -> str | N
     return posixpath.join(run.checkpoint_dir, f".worker-{task_id}-{uuid.uuid4().hex[:8]}")
 
 
-def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = None) -> TrainResult:
-    """Train under `run.precision` (the policy is restored afterwards, so exports are float32)."""
-    keras.mixed_precision.set_global_policy(run.precision)
+def process_seconds() -> float | None:
+    """Seconds since this process started (Linux's /proc; None elsewhere)."""
     try:
-        return _train(hparams, run, on_epoch)
+        with open("/proc/self/stat", encoding="ascii") as f:
+            started_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return uptime - started_ticks / os.sysconf("SC_CLK_TCK")
+
+
+def resolve_precision(requested: str) -> precision.Choice:
+    """`requested` resolved on this machine (its CPU flags and GPUs)."""
+    return precision.choose(requested, precision.cpu_flags(), distribute.gpu_capabilities())
+
+
+def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = None) -> TrainResult:
+    """Train under `run.precision` resolved on this machine; exports stay float32.
+
+    The policy is set for the run and restored to float32 afterwards.
+    """
+    choice = resolve_precision(run.precision)
+    _log(choice.line)
+    keras.mixed_precision.set_global_policy(choice.policy)
+    try:
+        return _train(hparams, run, choice, on_epoch)
     finally:
         keras.mixed_precision.set_global_policy("float32")
 
 
-def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> TrainResult:
+def _train(
+    hparams: HParams,
+    run: RunConfig,
+    choice: precision.Choice,
+    on_epoch: EpochCallback | None,
+) -> TrainResult:
     """Train the CNN on a prepared dataset, resuming from the last checkpoint if any.
 
     Args:
         hparams: Hyperparameters.
         run: Data location, output directories and distribution.
+        choice: The resolved precision (its policy is already set).
         on_epoch: Called on every worker after each epoch with (epoch, metrics).
 
     Returns:
@@ -136,9 +170,11 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
         )
         return tf.reduce_sum(per_example), correct
 
-    @tf.function
-    def train_step(it: Any) -> tuple[tf.Tensor, tf.Tensor]:
-        loss_sum, correct = strategy.run(step_fn, args=next(it))
+    # No autograph: the steps have no tensor-dependent Python control flow, and converting
+    # them (and Keras' layers) costs start-up time and writes a temporary file per function.
+    @tf.function(autograph=False)
+    def train_step(images: Any, labels: Any) -> tuple[tf.Tensor, tf.Tensor]:
+        loss_sum, correct = strategy.run(step_fn, args=(images, labels))
         return (
             strategy.reduce(tf.distribute.ReduceOp.SUM, loss_sum, axis=None),
             strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
@@ -146,7 +182,7 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
 
     val_data = data.eval_dataset(run.data, metadata, "validation", max(global_batch, 64))
 
-    @tf.function
+    @tf.function(autograph=False)
     def eval_step(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         logits = model(images, training=False)
         correct = tf.equal(tf.argmax(logits, -1, output_type=tf.int32), labels)
@@ -175,17 +211,25 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
         f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
         f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
-        f"{run.precision}"
+        f"{choice.policy}"
     )
+    first_step: float | None = None
     # Long epochs also show progress within the epoch (every quarter).
     progress_every = steps_per_epoch // 4 if steps_per_epoch >= 40 else 0
     for epoch in range(start_epoch + 1, hparams.epochs + 1):
         started = time.perf_counter()
-        loss_total, correct_total = 0.0, 0.0
+        loss_total, correct_total, input_wait = 0.0, 0.0, 0.0
         for step in range(1, steps_per_epoch + 1):
-            loss_sum, correct = train_step(iterator)
+            asked = time.perf_counter()
+            images, labels = next(iterator)
+            input_wait += time.perf_counter() - asked  # the step before has finished: pure wait
+            loss_sum, correct = train_step(images, labels)
             loss_total += float(loss_sum)
             correct_total += float(correct)
+            if first_step is None:
+                first_step = process_seconds()
+                if first_step is not None:
+                    _log(f"first step done {first_step:.2f}s after the process started")
             if progress_every and step % progress_every == 0 and step < steps_per_epoch:
                 _log(
                     f"  step {step}/{steps_per_epoch} of epoch {epoch}: "
@@ -200,6 +244,7 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
             **validate(),
             "seconds": time.perf_counter() - started,
             "images_per_second": seen / train_seconds,
+            "input_wait": input_wait / train_seconds,
         }
         if not all(math.isfinite(metrics[k]) for k in ("loss", "val_loss")):
             raise Diverged(epoch, metrics["loss"])
@@ -216,7 +261,8 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
             f"epoch {epoch}/{hparams.epochs}: loss={metrics['loss']:.4f} "
             f"accuracy={metrics['accuracy']:.4f} val_loss={metrics['val_loss']:.4f} "
             f"val_accuracy={metrics['val_accuracy']:.4f} "
-            f"({metrics['seconds']:.1f}s, {metrics['images_per_second']:.0f} img/s)"
+            f"({metrics['seconds']:.1f}s, {metrics['images_per_second']:.0f} img/s, "
+            f"input wait {metrics['input_wait']:.0%})"
         )
         if on_epoch:
             on_epoch(epoch, metrics)
@@ -234,4 +280,7 @@ def _train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None) -> 
         is_chief=cluster.is_chief,
         start_epoch=start_epoch,
         strategy=distribute.strategy_name(strategy),
+        precision=choice,
+        first_step_seconds=first_step,
+        keepalive=(iterator,),
     )

@@ -54,7 +54,10 @@ def run(
     ),
     epochs: int = typer.Option(None, help="Epochs per trial and for the final job."),
     batch_size: int = typer.Option(None, help="Per-replica batch size."),
-    precision: str = typer.Option(None, help="float32 (default) | mixed_bfloat16."),
+    precision: str = typer.Option(
+        None,
+        help="auto (default: bf16 where native on the machine) | float32 | mixed_bfloat16.",
+    ),
     replicas: int = typer.Option(None, help="Final-job workers besides the chief."),
     trial_accelerators: int = typer.Option(
         None, help="Logical devices per trial (MirroredStrategy replicas)."

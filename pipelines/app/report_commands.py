@@ -123,11 +123,11 @@ def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, forma
 
     names = parameter_names(study.trials)
     if format == "csv":
-        header = ["trial", "state", metric.metric_id, "seconds", *names, "note"]
+        header = ["trial", "state", metric.metric_id, "seconds", "precision", *names, "note"]
         return formats.csv_text(
             header,
             (
-                [r.trial_id, r.state, r.metric, r.seconds]
+                [r.trial_id, r.state, r.metric, r.seconds, r.precision]
                 + [r.parameters.get(n) for n in names]
                 + [r.note]
                 for r in rows
@@ -145,6 +145,7 @@ def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, forma
                         "state": r.state,
                         "metric": r.metric,
                         "seconds": r.seconds,
+                        "precision": r.precision,
                         "parameters": r.parameters,
                         "note": r.note,
                     },
@@ -171,6 +172,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     table.add_column("state", min_width=10)
     table.add_column(metric.metric_id, justify="right")
     table.add_column("duration", justify="right")
+    table.add_column("precision")
     for name in names:
         table.add_column(name, justify="right")
     table.add_column("note", overflow="fold")
@@ -180,6 +182,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
             row.state,
             format_value(row.metric),
             format_duration(row.seconds),
+            format_value(row.precision),
             *(format_value(row.parameters.get(n)) for n in names),
             row.note,
             style=None if row.state == "SUCCEEDED" else "red",

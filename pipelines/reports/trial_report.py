@@ -60,6 +60,7 @@ class TrialRow:
     seconds: float | None
     parameters: dict[str, Any]
     note: str
+    precision: str | None = None  # the policy the trainer resolved (local trials), else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,6 +298,7 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
             seconds=duration_seconds(t),
             parameters=trials_lib.trial_parameters(t),
             note=_note(t),
+            precision=(t.get(trials_lib.LOCAL_KEY) or {}).get("precision"),
         )
         for t in trials
     ]
@@ -330,7 +332,7 @@ def state_counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) -> str:
-    head = ["trial", "state", metric.metric_id, "duration", *names, "note"]
+    head = ["trial", "state", metric.metric_id, "duration", "precision", *names, "note"]
     lines = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         cells = [
@@ -338,6 +340,7 @@ def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) 
             row.state,
             format_value(row.metric),
             format_duration(row.seconds),
+            format_value(row.precision),
             *(format_value(row.parameters.get(n)) for n in names),
             row.note,
         ]

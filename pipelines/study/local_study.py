@@ -289,6 +289,7 @@ class _LocalStudy:
                     "exitCode": outcome.exit_code,
                     "earlyStopped": outcome.early_stopped,
                     "cancelled": outcome.cancelled,
+                    "precision": outcome.precision,
                     "logTail": outcome.log_tail,
                 },
             )

@@ -22,6 +22,7 @@ from pipelines.study.measurements import (
     select_measurement,
 )
 from pipelines.study.trials import TrialState
+from trainer import precision
 from trainer.contract import flag
 
 METRIC_FILE = "hypertune.metrics"
@@ -41,6 +42,7 @@ class Outcome:
     exit_code: int | None = None
     early_stopped: bool = False
     cancelled: bool = False
+    precision: str | None = None  # the policy the trainer resolved (its log's precision line)
 
 
 def trial_specs(
@@ -56,6 +58,15 @@ def trial_specs(
             package = pool["python_package_spec"]
             package["args"] = list(package.get("args", [])) + flags
     return specs
+
+
+def log_head(path: str, size: int = 64 * 1024) -> str:
+    """The first `size` bytes of a log as text ('' when missing): the trainer's start-up lines."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(size).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
@@ -106,6 +117,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     final = select_measurement(measurements, study.space.metrics, study.selection)
     outcome = Outcome(trial_id, TrialState.INFEASIBLE, measurements, final)
     chief_log = os.path.join(local_dir, "chief-0.log")
+    outcome.precision = precision.parse_line(log_head(chief_log))
     if stopped and not early_stopped:
         outcome.cancelled = True
         outcome.reason = "cancelled: the study stopped while this trial ran"

@@ -1,0 +1,105 @@
+"""The compute precision a run trains in: `--precision=auto` resolved on the machine that trains.
+
+`auto` (the default) picks `mixed_bfloat16` where the hardware computes in bf16
+natively and float32 elsewhere, so one payload is fast on every trial machine:
+the choice is made at run time, by the trainer, from what the host has. The
+rule (`choose`) is a pure function of the facts fed to it; `host_facts` reads
+them from this machine. No TensorFlow import here: the GPU facts are read by
+the caller that has TensorFlow loaded and passed in.
+
+mixed_float16 (loss scaling, Volta/Turing tensor cores) is not offered: its gain
+on 7.x GPUs has not been measured here, and an unmeasured policy would be a guess.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+
+from trainer.contract import AUTO_PRECISION, PRECISIONS, ContractError
+
+# CPU flags (as /proc/cpuinfo spells them) of units that compute bf16 natively.
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# GPUs with bf16 tensor cores: Ampere (8.0) and later.
+BF16_GPU_CAPABILITY = (8, 0)
+CPUINFO = "/proc/cpuinfo"
+_LINE = re.compile(r"^precision: (?P<policy>\S+) \((?P<reason>.*)\)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """The resolved precision and why.
+
+    Attributes:
+        requested: What the flag said (`auto`, `float32`, `mixed_bfloat16`).
+        policy: The Keras mixed-precision policy trained under.
+        reason: One phrase: the hardware fact behind an `auto` choice, or `forced`.
+    """
+
+    requested: str
+    policy: str
+    reason: str
+
+    @property
+    def line(self) -> str:
+        """The trainer's log line, e.g. `precision: mixed_bfloat16 (auto: CPU has avx512_bf16)`."""
+        return f"precision: {self.policy} ({self.reason})"
+
+
+def choose(
+    requested: str, cpu_flags: Iterable[str], gpu_capabilities: Sequence[tuple[int, int]]
+) -> Choice:
+    """Resolve `requested` against the hardware facts given.
+
+    Args:
+        requested: One of `trainer.contract.PRECISIONS`.
+        cpu_flags: The CPU's feature flags (`/proc/cpuinfo` names).
+        gpu_capabilities: (major, minor) compute capability of each visible GPU; empty on a
+            CPU-only host. With GPUs the model runs on them, so the CPU does not matter.
+
+    Returns:
+        The policy, and why.
+
+    Raises:
+        ContractError: `requested` is not a known precision.
+    """
+    if requested not in PRECISIONS:
+        raise ContractError(f"--precision={requested}: expected one of {', '.join(PRECISIONS)}")
+    if requested != AUTO_PRECISION:
+        return Choice(requested, requested, "forced by --precision")
+    if gpu_capabilities:
+        lowest = min(gpu_capabilities)
+        capability = f"{lowest[0]}.{lowest[1]}"
+        if lowest >= BF16_GPU_CAPABILITY:
+            return Choice(requested, "mixed_bfloat16", f"auto: GPU compute capability {capability}")
+        return Choice(
+            requested, "float32", f"auto: GPU compute capability {capability}, no bf16 units"
+        )
+    flags = set(cpu_flags)
+    native = [f for f in BF16_CPU_FLAGS if f in flags]
+    if native:
+        return Choice(requested, "mixed_bfloat16", f"auto: CPU has {'+'.join(native)}")
+    return Choice(requested, "float32", f"auto: CPU lacks {'/'.join(BF16_CPU_FLAGS)}")
+
+
+def cpu_flags(path: str = CPUINFO) -> frozenset[str]:
+    """This host's CPU feature flags (empty where `/proc/cpuinfo` is unreadable or has none)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def parse_line(text: str) -> str | None:
+    """The policy a trainer log names in its `precision:` line (the last one), or None."""
+    found = None
+    for line in text.splitlines():
+        match = _LINE.match(line.strip())
+        if match:
+            found = match.group("policy")
+    return found
