@@ -20,6 +20,7 @@ from benchmarks import common
 
 # Name (= results file) → module, in the order they run (cheap first).
 BENCHMARKS = {
+    "equal_work": "benchmarks.bench_equal_work",
     "startup": "benchmarks.bench_startup",
     "hpt": "benchmarks.bench_hpt",
     "data_wait": "benchmarks.bench_data_wait",
@@ -28,6 +29,7 @@ BENCHMARKS = {
     "pipeline": "benchmarks.bench_pipeline",
 }
 TITLES = {
+    "equal_work": "0. equal work, whole process",
     "startup": "5. start-up",
     "hpt": "4. HPT efficiency",
     "data_wait": "2. input pipeline",

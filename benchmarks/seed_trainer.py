@@ -188,3 +188,47 @@ def write_tfds_folder(prepared: str, metadata: dict, images: Path, folder: Path)
             os.link(images / key, target)
             counts[tfds_split] += 1
     return counts
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The codelab's `main()` as a whole process: flags, MirroredStrategy, fit, hypertune report.
+
+    Prints one ``RESULT {json}`` line (the `train` result) for the benchmarks.
+    """
+    import argparse
+    import json
+
+    import hypertune
+
+    parser = argparse.ArgumentParser(prog="seed_trainer")
+    parser.add_argument("--folder", required=True, help="train/<class>/* and test/<class>/*")
+    parser.add_argument("--learning_rate", type=float, default=0.01)
+    parser.add_argument("--momentum", type=float, default=0.9)
+    parser.add_argument("--num_units", type=int, default=64)
+    parser.add_argument("--epochs", type=int, default=NUM_EPOCHS)
+    parser.add_argument("--batch_size", type=int, default=BATCH_SIZE)
+    parser.add_argument("--image_size", type=int, default=IMAGE_SIZE)
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    strategy = tf.distribute.MirroredStrategy()
+    result = train(
+        args.folder,
+        strategy=strategy,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        image_size=args.image_size,
+        learning_rate=args.learning_rate,
+        momentum=args.momentum,
+        num_units=args.num_units,
+        seed=args.seed,
+    )
+    hypertune.HyperTune().report_hyperparameter_tuning_metric(
+        hyperparameter_metric_tag="accuracy",
+        metric_value=result["history"][-1]["val_accuracy"],
+        global_step=args.epochs,
+    )
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()
