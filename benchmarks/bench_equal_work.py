@@ -146,7 +146,13 @@ def benchmark(args: Any) -> dict[str, Any]:
                     f"val_accuracy {result['val_accuracy']:.3f}",
                     flush=True,
                 )
+    paired = {
+        side: [s["wall"] / o["wall"] for s, o in zip(runs["seeds"], runs[side], strict=True)]
+        for side in sides
+        if side != "seeds" and "seeds" in runs
+    }
     return {
+        "paired_ratios": paired,
         "settings": {
             "splits": counts,
             "source_size": SOURCE_SIZE,
@@ -194,6 +200,16 @@ def headline(figures: dict[str, Any]) -> list[list[str]]:
             "whole process s: ours, --precision float32",
             f"{common.fmt(f32['wall'], '.2f')} = "
             f"{common.fmt(common.ratio(seeds['wall'], f32['wall']), '.2f', '×')} the seeds'",
+        ],
+        [
+            "seeds ÷ ours per round, median (min-max): auto / float32",
+            " / ".join(
+                f"{common.median(r):.2f}× ({min(r):.2f}-{max(r):.2f})"
+                for r in (
+                    figures["paired_ratios"]["ours"],
+                    figures["paired_ratios"]["ours-float32"],
+                )
+            ),
         ],
         [
             "ours: first step, s after process start (auto / float32)",

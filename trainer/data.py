@@ -13,6 +13,10 @@ AUTOTUNE = tf.data.AUTOTUNE
 
 # Decoded splits up to this size are cached in memory after the first epoch.
 CACHE_LIMIT_BYTES = 2 << 30
+# Records per shuffle window. Preparation already wrote every split in a seeded random
+# order, so the window only re-mixes each epoch; a larger one delays the first step until
+# it is full (measured at 4,992 images of 150 px: first step 2.98 s with 4096, 2.51 s with 1024).
+SHUFFLE_BUFFER = 1024
 
 
 def _scale(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -76,7 +80,7 @@ def train_input_fn(
             dataset = dataset.cache()
         per_replica = context.get_per_replica_batch_size(global_batch_size)
         return (
-            dataset.shuffle(4096, seed=seed + context.input_pipeline_id)
+            dataset.shuffle(SHUFFLE_BUFFER, seed=seed + context.input_pipeline_id)
             .repeat()
             .batch(per_replica, drop_remainder=True)
             .map(_scale, AUTOTUNE)
