@@ -74,7 +74,9 @@ def write_source(folder: Path, counts: dict[str, int], size: int) -> None:
 
 def seeds_folder(source: Path, folder: Path) -> None:
     """The seeds' TFDS layout of the same files: `train/` and `test/` (our validation)."""
-    for split, tfds_split in (("train", "train"), ("validation", "test")):
+    from benchmarks.seed_trainer import TFDS_SPLITS
+
+    for split, tfds_split in TFDS_SPLITS.items():
         for path in (source / split).rglob("*.png"):
             target = folder / tfds_split / path.relative_to(source / split)
             target.parent.mkdir(parents=True, exist_ok=True)

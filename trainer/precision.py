@@ -3,9 +3,9 @@
 `auto` (the default) picks `mixed_bfloat16` where the hardware computes in bf16
 natively and float32 elsewhere, so one payload is fast on every trial machine:
 the choice is made at run time, by the trainer, from what the host has. The
-rule (`choose`) is a pure function of the facts fed to it; `host_facts` reads
-them from this machine. No TensorFlow import here: the GPU facts are read by
-the caller that has TensorFlow loaded and passed in.
+rule (`choose`) is a pure function of the facts fed to it; `cpu_flags` reads
+this machine's CPU flags. No TensorFlow import here: the GPU facts are read by
+the caller that has TensorFlow loaded (`trainer.train.resolve_precision`).
 
 mixed_float16 (loss scaling, Volta/Turing tensor cores) is not offered: its gain
 on 7.x GPUs has not been measured here, and an unmeasured policy would be a guess.

@@ -42,6 +42,7 @@ from pipelines.jobs import replica_env
 DEFAULT_GRACE_SECONDS = 5.0
 DEFAULT_STARTUP_TIMEOUT = 300.0
 LOG_TAIL_LINES = 25
+LOG_WINDOW_BYTES = 64 * 1024  # how much of a log `head` and `tail` read
 TMP_DIR = "tmp"  # replicas' temporary folders, under the job's log folder
 PS_POOL = 2
 # Inherited variables that belong to the replica's own Vertex environment, never the parent's.
@@ -216,12 +217,21 @@ def _load_prctl() -> Any:
 _PRCTL = _load_prctl()
 
 
+def head(path: str) -> str:
+    """The start of a log file, where a trainer's start-up lines are ('' when missing)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(LOG_WINDOW_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 def tail(path: str, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a log file ('' when missing)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
+            f.seek(max(0, f.tell() - LOG_WINDOW_BYTES))
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return ""

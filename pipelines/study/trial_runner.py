@@ -60,15 +60,6 @@ def trial_specs(
     return specs
 
 
-def log_head(path: str, size: int = 64 * 1024) -> str:
-    """The first `size` bytes of a log as text ('' when missing): the trainer's start-up lines."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(size).decode("utf-8", "replace")
-    except OSError:
-        return ""
-
-
 def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     """Run one trial as a local custom job (in a worker thread)."""
     trial_id = trial["id"]
@@ -117,7 +108,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     final = select_measurement(measurements, study.space.metrics, study.selection)
     outcome = Outcome(trial_id, TrialState.INFEASIBLE, measurements, final)
     chief_log = os.path.join(local_dir, "chief-0.log")
-    outcome.precision = precision.parse_line(log_head(chief_log))
+    outcome.precision = precision.parse_line(local_job.head(chief_log))
     if stopped and not early_stopped:
         outcome.cancelled = True
         outcome.reason = "cancelled: the study stopped while this trial ran"
