@@ -461,7 +461,6 @@ def test_the_component_describes_the_chiefs_export(
     from kfp import dsl
 
     from components.train_tfjob import train_with_tfjob
-    from pipelines.jobs import model_artifact
 
     base = str(tmp_path / "final")
     card = {
@@ -473,12 +472,6 @@ def test_the_component_describes_the_chiefs_export(
     }
     (tmp_path / "final" / "model").mkdir(parents=True)
     (tmp_path / "final" / "model" / "model.json").write_text(json.dumps(card))
-    # The model card is read with TF's file system in the image; plain JSON here.
-    monkeypatch.setattr(
-        model_artifact,
-        "read_model_card",
-        lambda model_dir: json.loads((Path(model_dir) / "model.json").read_text()),
-    )
     api = FakeApi([{"conditions": [CREATED, SUCCEEDED]}])
     monkeypatch.setattr(kube, "custom_objects_api", lambda: api)
     model = dsl.Model(name="model", uri="minio://bucket/model", metadata={})

@@ -266,3 +266,33 @@ def test_real_trainer_worker_killed_mid_run_fails_fast_naming_it(tmp_path, synth
 def test_local_dir_layout():
     assert local_job.job_local_dir("/b") == "/b/local"
     assert local_job.job_local_dir("/b", "3") == "/b/3/local"
+
+
+def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
+    """The local final step reads model.json as plain JSON: no TensorFlow import (~2.8 s)."""
+    import subprocess
+    import sys
+
+    card = {
+        "versions": {"tensorflow": "2.21.0"},
+        "hyperparameters": {"learning_rate": 0.003},
+        "final_metrics": {"accuracy": 0.9, "epoch": 3},
+        "dataset": {"metadata_sha256": "abc", "path": "/d", "class_names": ["a", "b"]},
+        "training": {"workers": 2, "strategy": "MultiWorkerMirroredStrategy"},
+    }
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "model.json").write_text(json.dumps(card))
+    probe = (
+        "import json, sys, types\n"
+        "from pipelines.jobs import model_artifact\n"
+        "model = types.SimpleNamespace(uri='', metadata={})\n"
+        f"model_artifact.describe(model, {str(tmp_path)!r})\n"
+        "print(json.dumps([model.uri, model.metadata, 'tensorflow' in sys.modules]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    uri, metadata, tensorflow_imported = json.loads(out.stdout)
+    assert uri == str(tmp_path / "model")
+    assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"accuracy": 0.9}
+    assert tensorflow_imported is False
