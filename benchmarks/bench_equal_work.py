@@ -47,7 +47,9 @@ NAME = "equal_work"
 SPLITS = {"train": 768, "validation": 192, "test": 96}
 SOURCE_SIZE = 300
 IMAGE_SIZE = 150
-SIDES = ("seeds", "ours", "ours-float32")
+SIDES = ("seeds", "ours", "ours-float32", "ours-forked")
+# ours-forked: the same command as `ours`, forked from a preloaded trainer as a local trial
+# is (`trainer.fork_server`); timed from the request to its exit, the server started before.
 RESULT_PREFIX = "RESULT "
 
 
@@ -83,7 +85,24 @@ def seeds_folder(source: Path, folder: Path) -> None:
             target.hardlink_to(path)
 
 
-def run_side(side: str, work: Path, args: Any, seed: int) -> dict[str, Any]:
+def forked_run(server: Any, argv: list[str], env: dict[str, str]) -> float:
+    """Wall seconds of one run forked from `server`, request to exit."""
+    import time
+
+    from pipelines.jobs.fork_client import ForkedProcess
+
+    start = time.perf_counter()
+    child = server.spawn(argv, env, str(common.ROOT))
+    if not isinstance(child, ForkedProcess):
+        raise RuntimeError(f"not forked: {child}")
+    output = child.stdout.read().decode(errors="replace")
+    child.stdout.close()
+    if child.wait() != 0:
+        raise RuntimeError(f"forked run failed:\n{output[-2000:]}")
+    return time.perf_counter() - start
+
+
+def run_side(side: str, work: Path, args: Any, seed: int, server: Any = None) -> dict[str, Any]:
     """One whole-process run of `side`; its wall time and what it reported."""
     metric_file = work / f"{side}-{seed}.metrics"
     common_flags = [
@@ -106,7 +125,10 @@ def run_side(side: str, work: Path, args: Any, seed: int) -> dict[str, Any]:
     argv += [f"--model_dir={model_dir}", *common_flags]
     if side == "ours-float32":
         argv.append("--precision=float32")
-    wall, _ = common.run_command([*argv], env=env)
+    if side == "ours-forked":
+        wall = forked_run(server, argv, env)
+    else:
+        wall, _ = common.run_command([*argv], env=env)
     card = json.loads((model_dir / "model.json").read_text())
     steady = common.steady(card["history"])
     return {
@@ -138,16 +160,29 @@ def benchmark(args: Any) -> dict[str, Any]:
         )
         sides = tuple(args.sides)
         runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
+        server, server_ready = None, None
+        if "ours-forked" in sides:
+            from pipelines.jobs.fork_client import ForkServer
+
+            server_ready, server = common.timed(
+                lambda: ForkServer.start(cwd=str(common.ROOT), env=common.bench_env())
+            )
+            ready_seconds, ready = common.timed(server.ready)
+            server_ready += ready_seconds
+            if not ready:
+                raise RuntimeError(f"fork server unavailable: {server.unavailable}")
         for index in range(args.runs):
             order = sides[index % len(sides) :] + sides[: index % len(sides)]
             for side in order:
-                result = run_side(side, work, args, 42 + index)
+                result = run_side(side, work, args, 42 + index, server)
                 runs[side].append(result)
                 print(
                     f"run {index + 1}/{args.runs} {side}: {result['wall']:.2f} s, "
                     f"val_accuracy {result['val_accuracy']:.3f}",
                     flush=True,
                 )
+    if server is not None:
+        server.close()
     paired = {
         side: [s["wall"] / o["wall"] for s, o in zip(runs["seeds"], runs[side], strict=True)]
         for side in sides
@@ -165,6 +200,7 @@ def benchmark(args: Any) -> dict[str, Any]:
             "runs": args.runs,
         },
         "prepare_seconds": round(prepare_seconds, 3),
+        "fork_server_ready_seconds": server_ready and round(server_ready, 3),
         "runs": runs,
         "median": {side: summarize(results) for side, results in runs.items()},
     }
@@ -181,7 +217,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
 def headline(figures: dict[str, Any]) -> list[list[str]]:
     """The table's rows: wall times and ratios, first step, input wait, accuracies."""
     med = figures["median"]
-    if set(med) != set(SIDES):
+    if not set(SIDES) - {"ours-forked"} <= set(med):
         return [[f"{side}: {key}", str(value)] for side in med for key, value in med[side].items()]
     seeds, auto, f32 = med["seeds"], med["ours"], med["ours-float32"]
     settings = figures["settings"]
@@ -190,7 +226,7 @@ def headline(figures: dict[str, Any]) -> list[list[str]]:
         f"{settings['source_size']}px PNG → {settings['image_size']}px, "
         f"{settings['epochs']} epochs, batch {settings['batch_size']}, {settings['runs']} runs"
     )
-    return [
+    rows = [
         ["equal work", work],
         ["whole process s: seeds", common.fmt(seeds["wall"], ".2f")],
         [
@@ -233,6 +269,18 @@ def headline(figures: dict[str, Any]) -> list[list[str]]:
         ],
         ["preparation, once (ours), s", common.fmt(figures["prepare_seconds"], ".2f")],
     ]
+    forked = med.get("ours-forked")
+    if forked:
+        rows[-1:-1] = [
+            [
+                "local trial, forked from the preloaded trainer (auto): s, first step s",
+                f"{common.fmt(forked['wall'], '.2f')} = "
+                f"{common.fmt(common.ratio(seeds['wall'], forked['wall']), '.2f', '×')} the "
+                f"seeds'; first step {common.fmt(forked['first_step'], '.2f')} "
+                f"(server ready once in {common.fmt(figures['fork_server_ready_seconds'], '.2f')})",
+            ]
+        ]
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -112,6 +112,19 @@ def test_final_model_was_trained_with_the_best_parameters(two_runs):
     assert card["training"]["precision"] in ("float32", "mixed_bfloat16")
 
 
+def test_every_trainer_replica_was_forked_from_the_run_s_preloaded_trainer(two_runs):
+    """`hpt-pipeline run` starts one fork server; no replica fell back to a fresh start."""
+    from pipelines.jobs.replica_process import FORKED_NOTE
+
+    settings, first, _ = two_runs
+    logs = sorted(Path(settings.output, "study").glob("*/local/*-0.log"))
+    logs += sorted((Path(first["model"]).parent / "local").glob("*-0.log"))
+    assert len(logs) == 3 + 2  # three trials, the final job's chief and worker
+    for log in logs:
+        assert log.read_text().splitlines()[1].startswith(FORKED_NOTE), log
+    assert (Path(settings.output) / "fork-server.log").is_file()
+
+
 def test_evaluation_matches_an_independent_recomputation(two_runs):
     import tensorflow as tf
 

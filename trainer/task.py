@@ -103,6 +103,15 @@ def skip_unused_imports() -> None:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # None: import fails
 
 
+def preload() -> None:
+    """Import what a run needs, TensorFlow's runtime left unstarted (also `trainer.fork_server`)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    skip_unused_imports()
+    import hypertune  # noqa: F401
+
+    from trainer import export, records, train  # noqa: F401
+
+
 def hypertune_requested() -> bool:
     """Whether this process runs under HPT (Vertex sets the trial id; a metric file may be set)."""
     return bool(os.environ.get("CLOUD_ML_TRIAL_ID") or os.environ.get(METRIC_FILE_ENV))
@@ -186,8 +195,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    skip_unused_imports()
     from trainer import cluster
 
     chief = cluster.resolve().is_chief
@@ -198,6 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as err:
             print(f"{PROG}: error: {err}", file=sys.stderr)
             return 2
+    preload()
     import hypertune
 
     from trainer import export, records, train

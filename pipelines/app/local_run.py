@@ -13,6 +13,7 @@ from typing import Any
 
 from pipelines import scratch
 from pipelines.compiler import compile_pipeline
+from pipelines.jobs import fork_client
 from pipelines.lineage.local import SPEC_FILE, task_outputs
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
@@ -146,6 +147,7 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with (
         scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
+        fork_client.shared_for_children(log_path=str(output / fork_client.LOG_FILE)),
         warnings.catch_warnings(),
         open(output / LOG_FILE, "a", encoding="utf-8") as log,
         contextlib.redirect_stdout(ProgressFilter(log, echo)),

@@ -4,7 +4,10 @@ Each replica (pool 0 chief, 1 workers, 2 parameter servers, 3 evaluator) gets
 the environment Vertex would give it (`pipelines.jobs.replica_env`): `CLUSTER_SPEC`
 and `TF_CONFIG` on free loopback ports, the `AIP_*` directories when there is a
 `base_output_directory`, and `HPT_LOGICAL_DEVICES` = `accelerator_count` (> 1)
-so a CPU host mirrors over that many logical devices. Output goes to one log
+so a CPU host mirrors over that many logical devices. A replica running
+`python -m trainer.task` is forked from a preloaded trainer when the job has a
+`fork_client.ForkServer` and the server accepts it, else started afresh; the log's
+second line says which. Output goes to one log
 file per replica and is echoed with a `[chief-0]` style prefix. Each replica's
 temporary files (`TMPDIR`, `TEMP`, `TMP`: TensorFlow's autograph files among them)
 go to `<log_dir>/tmp/<replica>/`, removed when the job ends well and kept, named in
@@ -37,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines import scratch
-from pipelines.jobs import replica_env
+from pipelines.jobs import fork_client, replica_env, replica_process
 
 DEFAULT_GRACE_SECONDS = 5.0
 DEFAULT_STARTUP_TIMEOUT = 300.0
@@ -45,8 +48,6 @@ LOG_TAIL_LINES = 25
 LOG_WINDOW_BYTES = 64 * 1024  # how much of a log `head` and `tail` read
 TMP_DIR = "tmp"  # replicas' temporary folders, under the job's log folder
 PS_POOL = 2
-# Inherited variables that belong to the replica's own Vertex environment, never the parent's.
-_VERTEX_ENV_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG")
 
 
 class CustomJobError(RuntimeError):
@@ -83,7 +84,8 @@ class Replica:
     env: dict[str, str]
     log_path: str
     tmp_dir: str
-    process: subprocess.Popen[bytes] | None = None
+    process: subprocess.Popen[bytes] | fork_client.ForkedProcess | None = None
+    started_by: str = ""  # "fork" (from the preloaded trainer) or "exec"
     first_output_at: float | None = None
     exited_at: float | None = None
     reader: threading.Thread | None = None
@@ -143,10 +145,12 @@ def _pool_command(spec: Any) -> list[str]:
     return [sys.executable, "-m", package.python_module, *package.args]
 
 
-def _base_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_VERTEX_ENV_PREFIXES)}
-    env.setdefault("PYTHONUNBUFFERED", "1")
-    return env
+def pool_commands(worker_pool_specs: Sequence[Mapping[str, Any] | str]) -> list[list[str]]:
+    """The command line of each pool with replicas (what `fork_client.session` looks at)."""
+    from pipelines.jobs.worker_pools import validate_worker_pool_specs
+
+    specs = validate_worker_pool_specs(worker_pool_specs)
+    return [_pool_command(s) for s in specs if s.replica_count > 0]
 
 
 def plan_replicas(
@@ -171,7 +175,7 @@ def plan_replicas(
     for pool_index, spec in pools:
         argv = _pool_command(spec)
         for replica_index in range(spec.replica_count):
-            env = _base_env()
+            env = replica_env.base_env()
             env.update({e.name: e.value for e in spec.container_spec.env})
             name = f"{replica_env.POOL_TASK_TYPES[pool_index]}-{replica_index}"
             tmp_dir = os.path.join(log_dir, TMP_DIR, name)
@@ -194,27 +198,6 @@ def plan_replicas(
                 )
             )
     return replicas
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Child setup: own process group, and SIGKILL when the starting thread dies (Linux)."""
-    os.setsid()
-    if _PRCTL is not None:
-        _PRCTL(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-def _load_prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl  # resolved now, not in the forked child
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
 
 
 def head(path: str) -> str:
@@ -258,6 +241,7 @@ class LocalCustomJob:
         startup_timeout: float | None = DEFAULT_STARTUP_TIMEOUT,
         timeout: float | None = None,
         grace_period: float = DEFAULT_GRACE_SECONDS,
+        fork_server: fork_client.ForkServer | None = None,
     ):
         if log_dir is None:
             log_dir = (
@@ -283,6 +267,7 @@ class LocalCustomJob:
         self.startup_timeout = startup_timeout
         self.timeout = timeout
         self.grace_period = grace_period
+        self.fork_server = fork_server
         self.started_at: float | None = None
         self._stop_requested = threading.Event()
 
@@ -300,17 +285,9 @@ class LocalCustomJob:
         self.started_at = time.monotonic()
         for replica in self.replicas:
             os.makedirs(replica.tmp_dir, exist_ok=True)
-            with open(replica.log_path, "ab") as log:
-                log.write(f"$ {' '.join(replica.argv)}\n".encode())
             try:
-                replica.process = subprocess.Popen(
-                    replica.argv,
-                    env=replica.env,
-                    cwd=self.cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent,
+                replica.process, replica.started_by, how = replica_process.launch(
+                    replica.argv, replica.env, self.cwd, self.fork_server
                 )
             except OSError as err:
                 self._terminate(self.replicas)
@@ -318,6 +295,8 @@ class LocalCustomJob:
                     f"replica {replica.name}: cannot start {replica.argv[0]!r} ({err.strerror})",
                     replica=replica.name,
                 ) from err
+            with open(replica.log_path, "ab") as log:
+                log.write(f"$ {' '.join(replica.argv)}\n{how}".encode())
             replica.reader = threading.Thread(
                 target=self._pump, args=(replica,), name=f"log-{replica.name}", daemon=True
             )

@@ -7,6 +7,7 @@ environment, so the trainer cannot tell them from Vertex.
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,24 @@ from collections.abc import Sequence
 # and the CLUSTER_SPEC → TF_CONFIG translation are the trainer's own.
 from trainer.cluster import LOGICAL_DEVICES_ENV, POOL_TASK_TYPES, tf_config_from_cluster_spec
 
-__all__ = ["LOGICAL_DEVICES_ENV", "POOL_TASK_TYPES", "cluster_env", "local_command", "output_dirs"]
+__all__ = [
+    "LOGICAL_DEVICES_ENV",
+    "POOL_TASK_TYPES",
+    "base_env",
+    "cluster_env",
+    "local_command",
+    "output_dirs",
+]
+# Inherited variables that belong to the replica's own Vertex environment, never the parent's,
+# and the KFP executor's marker (`_KFP_RUNTIME`): a Vertex replica runs outside any component.
+NOT_INHERITED_PREFIXES = ("AIP_", "CLOUD_ML_", "CLUSTER_SPEC", "TF_CONFIG", "_KFP_")
+
+
+def base_env() -> dict[str, str]:
+    """This process's environment as every replica starts from it (Vertex's own variables out)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(NOT_INHERITED_PREFIXES)}
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
 
 
 def output_dirs(base_output_directory: str, trial_id: str | None = None) -> dict[str, str]:

@@ -48,7 +48,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipelines.jobs import local_job
+from pipelines.jobs import fork_client, local_job
 from pipelines.payloads import payload_items
 from pipelines.study import failure_rules, optuna_study, progress_lines, trial_runner
 from pipelines.study import trials as trials_lib
@@ -123,6 +123,7 @@ class _LocalStudy:
         self.on_progress = on_progress
         self.show_progress = show_progress
         self.cwd = cwd
+        self.fork_server: fork_client.ForkServer | None = None
         self.metric_ids = [m.metric_id for m in space.metrics]
         self.params_by_id = {p.parameter_id: p for p in space.all_parameters()}
         self.lock = threading.Lock()
@@ -324,7 +325,10 @@ class _LocalStudy:
         self.view.start(self._snapshot(None))
         running: dict[concurrent.futures.Future[trial_runner.Outcome], Any] = {}
         try:
-            with concurrent.futures.ThreadPoolExecutor(self.parallel, "trial") as pool:
+            with (
+                trial_runner.fork_session(self) as self.fork_server,
+                concurrent.futures.ThreadPoolExecutor(self.parallel, "trial") as pool,
+            ):
                 try:
                     while True:
                         while reason is None and len(running) < self.parallel:

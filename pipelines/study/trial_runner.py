@@ -8,13 +8,14 @@ metric with the tag is INFEASIBLE (a failure); a trial the study cancels is not.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipelines.jobs import local_job
+from pipelines.jobs import fork_client, local_job
 from pipelines.study.measurements import (
     Measurement,
     read_measurements,
@@ -60,6 +61,15 @@ def trial_specs(
     return specs
 
 
+def fork_session(study: Any) -> contextlib.AbstractContextManager[fork_client.ForkServer | None]:
+    """The preloaded trainer the study's trials fork from (`fork_client.session`)."""
+    return fork_client.session(
+        local_job.pool_commands(study.worker_pool_specs),
+        cwd=study.cwd,
+        log_path=os.path.join(study.base, fork_client.LOG_FILE),
+    )
+
+
 def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     """Run one trial as a local custom job (in a worker thread)."""
     trial_id = trial["id"]
@@ -100,6 +110,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
             timeout=study.trial_timeout,
             startup_timeout=TRIAL_STARTUP_TIMEOUT,
             on_tick=on_tick,
+            fork_server=study.fork_server,
         )
         stopped = result.stopped
     except local_job.CustomJobError as err:

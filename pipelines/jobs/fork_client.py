@@ -1,0 +1,262 @@
+"""Start local trainer replicas from a preloaded process instead of afresh.
+
+`trainer.fork_server` imports TensorFlow once and forks a child per replica that is
+the process `python -m trainer.task …` would have been (see its docstring for what a
+child gets and when the server refuses). `ForkServer` starts and talks to it,
+`ForkedProcess` is the child as the executor sees it (the part of `subprocess.Popen`
+that `local_job` uses), and `session()` decides which server a job uses:
+
+* `HPT_FORK_SERVER=off` in the environment: none, every replica starts afresh;
+* `HPT_FORK_SERVER=<address>`: the server an ancestor started (`hpt-pipeline run`
+  starts one for the whole run, so every study and job of the run shares it);
+* otherwise a server of its own for the block (a study, a final job).
+
+A refused request, or a server that is unavailable (not Linux, preloading failed),
+means a fresh process for that replica, and its log says why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from typing import IO, Any
+
+from trainer.fork_server import REPLICA_VARIABLES
+
+ENV = "HPT_FORK_SERVER"
+LOG_FILE = "fork-server.log"  # the server's own output, beside the logs of the job it serves
+OFF = "off"
+SERVED_MODULES = ("trainer.task",)
+READY_TIMEOUT = 300.0  # seconds for the server to import what it preloads
+assert ENV in REPLICA_VARIABLES  # a child sees the address; it must not count as a difference
+
+
+class ForkedProcess:
+    """A child of the fork server, as `local_job` uses a `subprocess.Popen`.
+
+    The connection it was requested on stays open until its exit status arrives;
+    closing it (this process ending) makes the server kill the child.
+    """
+
+    def __init__(self, args: Sequence[str], pid: int, conn: socket.socket, stdout: IO[bytes]):
+        self.args = list(args)
+        self.pid = pid
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self._conn = conn
+        self._buffer = b""
+        self._lock = threading.Lock()
+
+    def _read(self, timeout: float) -> None:
+        with self._lock:
+            if self.returncode is not None:
+                return
+            ready, _, _ = select.select([self._conn], [], [], timeout)
+            if not ready:
+                return
+            data = self._conn.recv(4096)
+            if not data:  # the server is gone, and its children with it (PR_SET_PDEATHSIG)
+                self.returncode = -signal.SIGKILL
+            self._buffer += data
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                message = json.loads(line)
+                if "returncode" in message:
+                    self.returncode = int(message["returncode"])
+            if self.returncode is not None:
+                self._conn.close()
+
+    def poll(self) -> int | None:
+        """The exit code if the child has exited (negative: killed by that signal), else None."""
+        self._read(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child's exit; raise `subprocess.TimeoutExpired` after `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            left = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if left <= 0:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+            self._read(left)
+        return self.returncode
+
+
+class ForkServer:
+    """A `trainer.fork_server` process: started here (`start`) or an ancestor's (`connect`)."""
+
+    def __init__(
+        self,
+        address: str,
+        process: subprocess.Popen[bytes] | None = None,
+        modules: Sequence[str] = SERVED_MODULES,
+    ):
+        self.address = address
+        self.modules = tuple(modules)
+        self.process = process
+        self.pid: int | None = None
+        self.unavailable: str | None = None
+        self._ready = process is None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        cwd: str | None = None,
+        log_path: str | None = None,
+        modules: Sequence[str] = SERVED_MODULES,
+        env: Mapping[str, str] | None = None,
+    ) -> ForkServer:
+        """Start a server that preloads `modules`; `log_path` gets its stderr.
+
+        Args:
+            cwd: Its working directory (requests shadowing its modules are refused).
+            log_path: File for its output (default: discarded).
+            modules: What it preloads and serves.
+            env: Its environment (default: what replicas start from, `replica_env.base_env`).
+        """
+        from pipelines.jobs import replica_env
+
+        address = f"hpt-fork-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        if log_path:
+            os.makedirs(os.path.dirname(log_path) or ".", exist_ok=True)
+        log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "trainer.fork_server", address, *modules],
+                env=dict(env) if env is not None else replica_env.base_env(),
+                cwd=cwd,
+                stdin=subprocess.PIPE,  # the lifeline: EOF when this process is gone
+                stdout=subprocess.PIPE,
+                stderr=log,
+            )
+        finally:
+            if log_path:
+                log.close()  # type: ignore[union-attr]
+        return cls(address, process, modules)
+
+    @classmethod
+    def connect(cls, address: str) -> ForkServer:
+        """A server another process started and owns."""
+        return cls(address)
+
+    def ready(self, timeout: float = READY_TIMEOUT) -> bool:
+        """Wait until the server has preloaded; False (and `unavailable` says why) if it cannot."""
+        with self._lock:
+            if not self._ready:
+                self._ready = True
+                assert self.process is not None and self.process.stdout is not None
+                ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+                line = self.process.stdout.readline().decode().strip() if ready else ""
+                if line.startswith("ready "):
+                    self.pid = int(line.split()[1])
+                else:
+                    self.unavailable = line or f"the fork server did not start within {timeout:g}s"
+            return self.unavailable is None
+
+    def serves(self, argv: Sequence[str]) -> bool:
+        """Whether `argv` is `python -m <a preloaded module> …` (the server checks the rest)."""
+        return len(argv) >= 3 and argv[1] == "-m" and argv[2] in self.modules
+
+    def spawn(
+        self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None
+    ) -> ForkedProcess | str:
+        """Fork a child running `argv` with `env` in `cwd`; its output comes on `.stdout`.
+
+        Returns:
+            The child, or one line saying why it was not forked (start it afresh then).
+        """
+        if not self.ready():
+            return f"fork server unavailable: {self.unavailable}"
+        read_end, write_end = os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect("\0" + self.address)
+            request = {"argv": list(argv), "env": dict(env), "cwd": cwd or os.getcwd()}
+            socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [write_end])
+            os.close(write_end)
+            write_end = -1
+            reply = b""
+            while not reply.endswith(b"\n"):
+                more = conn.recv(4096)
+                if not more:
+                    raise ConnectionError("the fork server closed the connection")
+                reply += more
+            message = json.loads(reply)
+        except (OSError, ValueError) as err:
+            message = {"refused": f"fork server {self.address} unreachable ({err})"}
+        finally:
+            if write_end >= 0:
+                os.close(write_end)
+        if "pid" not in message:
+            conn.close()
+            os.close(read_end)
+            return str(message.get("refused", message))
+        return ForkedProcess(argv, int(message["pid"]), conn, os.fdopen(read_end, "rb"))
+
+    def close(self) -> None:
+        """Stop a server this process started (its children are killed); no-op otherwise."""
+        if self.process is None:
+            return
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def serves(argv: Sequence[str]) -> bool:
+    """Whether a replica command is one the fork server preloads (`python -m trainer.task`)."""
+    return len(argv) >= 3 and argv[1] == "-m" and argv[2] in SERVED_MODULES
+
+
+@contextlib.contextmanager
+def session(
+    commands: Sequence[Sequence[str]], *, cwd: str | None = None, log_path: str | None = None
+) -> Iterator[ForkServer | None]:
+    """The server for a job or study running `commands` (see the module docstring).
+
+    None (start replicas afresh) when forking is off or no command is served.
+    """
+    setting = os.environ.get(ENV, "")
+    if setting == OFF or not any(serves(argv) for argv in commands):
+        yield None
+    elif setting:
+        yield ForkServer.connect(setting)
+    else:
+        server = ForkServer.start(cwd=cwd, log_path=log_path)
+        try:
+            yield server
+        finally:
+            server.close()
+
+
+@contextlib.contextmanager
+def shared_for_children(*, log_path: str | None = None) -> Iterator[Any]:
+    """Start a server and point `HPT_FORK_SERVER` at it for the processes started in the block."""
+    if os.environ.get(ENV):
+        yield None
+        return
+    server = ForkServer.start(log_path=log_path)
+    os.environ[ENV] = server.address
+    try:
+        yield server
+    finally:
+        os.environ.pop(ENV, None)
+        server.close()

@@ -1,0 +1,227 @@
+"""Replicas forked from a preloaded process: each is the process a fresh start would be.
+
+A probe module (`tests.fork_probe`) is served by a real `trainer.fork_server` and also
+started afresh with the same environment; their states must match except where
+a fork cannot and need not (pid, random draws, the preloaded modules).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.jobs import fork_client, local_job, replica_env
+from pipelines.jobs.fork_client import ForkedProcess, ForkServer
+from tests.conftest import ROOT
+from trainer import fork_server
+
+PROBE = "tests.fork_probe"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory):
+    log = tmp_path_factory.mktemp("fork") / "server.log"
+    # pytest renames the running test in the environment: left out on both sides.
+    saved = os.environ.pop("PYTEST_CURRENT_TEST", None)
+    try:
+        started = ForkServer.start(cwd=str(ROOT), log_path=str(log), modules=(PROBE,))
+    finally:
+        if saved is not None:
+            os.environ["PYTEST_CURRENT_TEST"] = saved
+    assert started.ready(60), started.unavailable
+    yield started
+    started.close()
+
+
+def replica_environment(tmp_path: Path, name: str) -> dict[str, str]:
+    """What `local_job` gives a replica: the base environment plus per-replica variables."""
+    env = replica_env.base_env()
+    env.pop("PYTEST_CURRENT_TEST", None)
+    env.update(
+        {
+            "TMPDIR": str(tmp_path / name),
+            "CLOUD_ML_HP_METRIC_FILE": str(tmp_path / name / "metrics"),
+            "CLOUD_ML_TRIAL_ID": name,
+            "AIP_MODEL_DIR": str(tmp_path / name / "model") + "/",
+        }
+    )
+    (tmp_path / name).mkdir()
+    return env
+
+
+def probe_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", PROBE, *args]
+
+
+def forked_state(server: ForkServer, env: dict[str, str], *args: str) -> tuple[dict, int]:
+    child = server.spawn(probe_argv(*args), env, str(ROOT))
+    assert isinstance(child, ForkedProcess), child
+    output = child.stdout.read().decode()
+    child.stdout.close()
+    return json.loads(output.splitlines()[0]), child.wait(30)
+
+
+def fresh_state(env: dict[str, str], *args: str) -> dict:
+    out = subprocess.run(
+        probe_argv(*args),
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+        start_new_session=True,
+    )
+    return json.loads(out.stdout.splitlines()[0])
+
+
+def test_a_forked_child_has_the_state_of_a_fresh_process(server, tmp_path):
+    first_env = replica_environment(tmp_path, "1")
+    second_env = replica_environment(tmp_path, "2")
+    first, first_code = forked_state(server, first_env, "one", "--x=1")
+    second, second_code = forked_state(server, second_env, "two")
+    fresh = fresh_state(first_env, "one", "--x=1")
+
+    assert (first_code, second_code) == (0, 0)
+    assert first["preloaded"] and second["preloaded"] and not fresh["preloaded"]
+    # Its own environment exactly (metric file, trial id, temporary folder), argv, cwd.
+    assert first["env"] == first_env and second["env"] == second_env
+    assert first["argv"] == ["one", "--x=1"] and second["argv"] == ["two"]
+    assert first["tempdir"] == str(tmp_path / "1") and second["tempdir"] == str(tmp_path / "2")
+    assert first["pid"] != second["pid"]
+    assert first["random"] != second["random"]  # reseeded: no state shared through the fork
+    assert first["leads_group"] and second["leads_group"]
+    assert not first["task_module_imported"]  # the served module runs only as __main__
+    unlike_a_fork = {"preloaded", "pid", "random"}
+    assert {k: v for k, v in first.items() if k not in unlike_a_fork} == {
+        k: v for k, v in fresh.items() if k not in unlike_a_fork
+    }
+    assert first["stdin"] == "/dev/null" and first["python_threads"] == 1
+    assert first["blas_works"]  # numpy's BLAS threads after a fork
+
+
+def test_exit_codes_and_signals_come_back_as_from_popen(server, tmp_path):
+    env = replica_environment(tmp_path, "x")
+    assert forked_state(server, env, "exit", "3")[1] == 3
+    child = server.spawn(probe_argv("raise", "boom"), env, str(ROOT))
+    assert isinstance(child, ForkedProcess)
+    output = child.stdout.read().decode()
+    assert child.wait(30) == 1 and "RuntimeError: boom" in output
+    sleeper = server.spawn(probe_argv("sleep", "60"), env, str(ROOT))
+    assert isinstance(sleeper, ForkedProcess)
+    sleeper.stdout.readline()
+    assert sleeper.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        sleeper.wait(0.2)
+    os.killpg(sleeper.pid, signal.SIGTERM)  # the executor signals the replica's group
+    assert sleeper.wait(10) == -signal.SIGTERM
+
+
+def test_a_request_that_a_fresh_process_would_see_differently_is_refused(server, tmp_path):
+    env = replica_environment(tmp_path, "r")
+    changed = server.spawn(probe_argv(), {**env, "TF_ENABLE_ONEDNN_OPTS": "0"}, str(ROOT))
+    assert changed == ("environment differs from the preloaded server's: TF_ENABLE_ONEDNN_OPTS")
+    (tmp_path / "numpy.py").write_text("")  # a fresh process here would import this numpy
+    shadowing = server.spawn(probe_argv(), env, str(tmp_path))
+    assert shadowing == f"working directory {tmp_path} shadows preloaded modules: numpy"
+    other = server.spawn([sys.executable, "-m", "trainer.task"], env, str(ROOT))
+    assert isinstance(other, str) and other.startswith("not `python -m` of a preloaded module")
+
+
+def test_per_replica_variables_are_exactly_those_the_executor_sets(tmp_path, monkeypatch):
+    """Every variable `plan_replicas` sets per replica may differ from the server's."""
+    monkeypatch.setenv(fork_client.ENV, "some-address")
+    pools = [
+        {
+            "machine_spec": {"machine_type": "n1-standard-4", "accelerator_count": 2},
+            "replica_count": 1,
+            "container_spec": {"image_uri": "local", "command": ["python", "-m", "trainer.task"]},
+        }
+    ] * 2
+    replicas = local_job.plan_replicas(
+        pools, base_output_directory=str(tmp_path), trial_id="7", log_dir=str(tmp_path)
+    )
+    base = replica_env.base_env()
+    for replica in replicas:
+        differing = {k for k in set(replica.env) | set(base) if replica.env.get(k) != base.get(k)}
+        assert differing and all(fork_server.per_replica(k) for k in differing), differing
+    assert not fork_server.per_replica("TF_ENABLE_ONEDNN_OPTS")
+    assert not fork_server.per_replica("TMPX") and fork_server.per_replica("TMP")
+    assert fork_server.per_replica("AIP_ANYTHING") and not fork_server.per_replica("TF_CONFIGX")
+
+
+def test_the_kfp_executors_marker_is_not_passed_to_replicas(monkeypatch):
+    monkeypatch.setenv("_KFP_RUNTIME", "true")
+    assert "_KFP_RUNTIME" not in replica_env.base_env()
+
+
+LIFELINE = """
+import sys, time
+from pipelines.jobs.fork_client import ForkServer
+server = ForkServer.start(cwd=sys.argv[1], modules=("tests.fork_probe",))
+assert server.ready(60), server.unavailable
+child = server.spawn([sys.executable, "-m", "tests.fork_probe", "sleep", "120"], eval(sys.argv[2]),
+                     sys.argv[1])
+child.stdout.readline()
+print(server.process.pid, child.pid, flush=True)
+time.sleep(120)
+"""
+
+
+def gone(pid: int, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    return True
+        except (ProcessLookupError, FileNotFoundError):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_when_the_executor_dies_the_server_and_its_children_die(tmp_path):
+    env = replica_environment(tmp_path, "l")
+    owner = subprocess.Popen(
+        [sys.executable, "-c", LIFELINE, str(ROOT), repr(env)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"},
+    )
+    try:
+        server_pid, child_pid = map(int, owner.stdout.readline().split())
+        owner.kill()  # no clean-up code runs: only the lifeline and PR_SET_PDEATHSIG
+        owner.wait()
+        assert gone(server_pid, 10) and gone(child_pid, 10)
+    finally:
+        owner.kill()
+
+
+def test_a_child_dies_when_its_requester_drops_the_request(server, tmp_path):
+    env = replica_environment(tmp_path, "d")
+    child = server.spawn(probe_argv("sleep", "120"), env, str(ROOT))
+    assert isinstance(child, ForkedProcess)
+    child.stdout.readline()
+    child._conn.close()  # what the requesting process's exit does
+    assert gone(child.pid, 10)
+
+
+def test_forking_off_or_nothing_served_means_no_server(monkeypatch):
+    with fork_client.session([[sys.executable, "-m", "other"]]) as server:
+        assert server is None
+    monkeypatch.setenv(fork_client.ENV, fork_client.OFF)
+    with fork_client.session([[sys.executable, "-m", "trainer.task"]]) as server:
+        assert server is None
+    monkeypatch.setenv(fork_client.ENV, "an-address")
+    with fork_client.session([[sys.executable, "-m", "trainer.task"]]) as server:
+        assert server is not None and server.address == "an-address" and server.process is None

@@ -1,0 +1,318 @@
+"""Preloaded trainer processes for the local executors: `python -m trainer.fork_server ADDRESS`.
+
+A trainer process spends ~1.3 s of its ~2 s start-up importing TensorFlow and Keras.
+This server pays that once: it imports what each served module imports (its
+`preload()`; TensorFlow's runtime is not started: no device, no thread pool), then
+forks one child per request. The child becomes the process `python -m <module> <args>`
+would be:
+
+* its environment is exactly the one requested (`os.environ` replaced), its working
+  directory (and `sys.path[0]`, as `-m` sets it) and `sys.argv` too; stdin is
+  /dev/null, stdout and stderr the file descriptor sent with the request;
+* its own session and process group (the executor signals the group), and SIGKILL
+  when the server dies (`PR_SET_PDEATHSIG`);
+* signal dispositions of a fresh interpreter, Python's `random` reseeded from
+  `os.urandom`, `tempfile`'s cached folder forgotten (it follows the requested
+  `TMPDIR`), and the module run as `__main__` (`runpy`, like `-m`); its exit status
+  goes back to the client.
+
+What a child shares with the server: the modules already imported, their import-time
+state, and the hash seed. So a request is served only when a fresh process could not
+have differed: its environment equals the server's outside `REPLICA_VARIABLES` (what
+the executor sets per replica, read at run time; anything read at import time, like
+`TF_*`, `PYTHON*`, `CUDA_*`, `OMP_*`, must be equal), and its working directory
+shadows no module the server has loaded. Otherwise the server refuses in one line
+and the client starts a fresh process instead.
+
+Protocol (Linux; an abstract Unix stream socket, peers of another user refused, one
+connection per child): the client sends one JSON line
+`{"argv": [...], "env": {...}, "cwd": ...}` with one file descriptor (SCM_RIGHTS)
+for the child's output; the server answers `{"pid": N}` or `{"refused": why}`, later
+`{"returncode": C}` (negative: killed by that signal) when the child exits. On start
+it prints `ready <pid>` (or `unavailable: <why>`) on stdout; it exits when its stdin
+reaches EOF (the executor is gone), killing the children it still has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.machinery
+import json
+import os
+import random
+import runpy
+import selectors
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import traceback
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# Set per replica by the local executors and read only at run time, never at import:
+# Vertex's directories and trial variables, the cluster, temporary folders, the
+# logical-device count, and this server's own address. Also the terminal's size, which
+# importing `readline` (pytest, pdb) puts in the C environment only, so a process's children
+# see it while its `os.environ` does not.
+REPLICA_VARIABLES = (
+    "LINES",
+    "COLUMNS",
+    "AIP_",
+    "CLOUD_ML_",
+    "CLUSTER_SPEC",
+    "TF_CONFIG",
+    "TMPDIR",
+    "TEMP",
+    "TMP",
+    "HPT_LOGICAL_DEVICES",
+    "HPT_FORK_SERVER",
+)
+PRELOAD_FUNCTION = "preload"  # a served module's function that imports what it will need
+MAX_REQUEST_BYTES = 1 << 20
+_PR_SET_PDEATHSIG = 1
+
+
+def _load_prctl() -> Any:
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl  # resolved now, not in each child
+    except (OSError, AttributeError):
+        return lambda *args: None
+
+
+def per_replica(name: str) -> bool:
+    """Whether an environment variable may differ between the server and a child.
+
+    Entries of `REPLICA_VARIABLES` ending in `_` are prefixes, the others whole names.
+    """
+    prefixes = tuple(entry for entry in REPLICA_VARIABLES if entry.endswith("_"))
+    return name in REPLICA_VARIABLES or name.startswith(prefixes)
+
+
+def environment_difference(server: Mapping[str, str], requested: Mapping[str, str]) -> list[str]:
+    """Names of variables outside `REPLICA_VARIABLES` that differ (set, unset or changed)."""
+    names = {n for n in set(server) | set(requested) if not per_replica(n)}
+    return sorted(n for n in names if server.get(n) != requested.get(n))
+
+
+def shadowed_modules(cwd: str, loaded: Mapping[str, Any]) -> list[str]:
+    """Loaded top-level modules that a fresh process started in `cwd` would import from `cwd`.
+
+    `python -m` puts the working directory first on `sys.path`; a module of the same
+    name there would replace the one the server preloaded.
+    """
+    names = sorted({name.partition(".")[0] for name in loaded if loaded[name] is not None})
+    shadowed = []
+    for name in names:
+        spec = importlib.machinery.PathFinder.find_spec(name, [cwd])
+        if spec is None or spec.origin is None:
+            continue
+        module = loaded.get(name)
+        if os.path.realpath(spec.origin) != os.path.realpath(getattr(module, "__file__", "") or ""):
+            shadowed.append(name)
+    return shadowed
+
+
+_PRCTL = _load_prctl()
+
+
+class Server:
+    """The preloaded process: accepts requests, forks children, reports their exits."""
+
+    def __init__(self, address: str, modules: Sequence[str]):
+        self.modules = tuple(modules)
+        self.environment = dict(os.environ)  # before preloading changes anything
+        self.cwd = os.getcwd()
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(address)
+        self.listener.listen(64)
+        self.selector = selectors.DefaultSelector()
+        self.children: dict[int, tuple[socket.socket, int]] = {}  # pid → (connection, pidfd)
+
+    def preload(self) -> None:
+        """Import every served module and run its `preload()`."""
+        for name in self.modules:
+            module = importlib.import_module(name)
+            getattr(module, PRELOAD_FUNCTION, lambda: None)()
+            # As in `python -m`, the module itself is not imported: a child runs it as __main__.
+            del sys.modules[name]
+            parent, _, child = name.rpartition(".")
+            if parent and getattr(sys.modules.get(parent), child, None) is module:
+                delattr(sys.modules[parent], child)
+
+    def refusal(self, request: Mapping[str, Any]) -> str | None:
+        """Why a request cannot be served from this process (None: it can)."""
+        argv = request.get("argv") or []
+        if len(argv) < 3 or argv[1] != "-m" or argv[2] not in self.modules:
+            return f"not `python -m` of a preloaded module ({', '.join(self.modules)})"
+        if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
+            return f"interpreter {argv[0]} is not the server's {sys.executable}"
+        differ = environment_difference(self.environment, request.get("env") or {})
+        if differ:
+            return f"environment differs from the preloaded server's: {', '.join(differ[:5])}"
+        cwd = request.get("cwd") or self.cwd
+        if not os.path.isdir(cwd):
+            return f"working directory {cwd} does not exist"
+        shadowed = shadowed_modules(cwd, sys.modules)
+        if shadowed:
+            return f"working directory {cwd} shadows preloaded modules: {', '.join(shadowed[:5])}"
+        return None
+
+    def serve(self) -> None:
+        """Serve until stdin reaches EOF; then kill the remaining children and return."""
+        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+        self.selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "lifeline")
+        try:
+            while True:
+                for key, _ in self.selector.select():
+                    if key.data == "accept":
+                        self._accept()
+                    elif key.data == "lifeline":
+                        if not os.read(sys.stdin.fileno(), 4096):
+                            return
+                    elif key.data[0] == "exit":
+                        self._reap(key.data[1])
+                    else:  # the client closed its connection: it is gone, so is the child
+                        self._orphaned(key.data[1])
+        finally:
+            for pid in list(self.children):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                self._reap(pid)
+
+    def _accept(self) -> None:
+        conn, _ = self.listener.accept()
+        try:
+            uid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))[1]
+            if uid != os.getuid():
+                conn.close()
+                return
+            data, fds, _, _ = socket.recv_fds(conn, MAX_REQUEST_BYTES, 1)
+            while not data.endswith(b"\n") and len(data) < MAX_REQUEST_BYTES:
+                more = conn.recv(MAX_REQUEST_BYTES)
+                if not more:
+                    break
+                data += more
+            request = json.loads(data)
+        except (OSError, ValueError) as err:
+            _send(conn, {"refused": f"bad request ({err})"})
+            conn.close()
+            return
+        why = "no output file descriptor sent" if len(fds) != 1 else self.refusal(request)
+        if why:
+            for fd in fds:
+                os.close(fd)
+            _send(conn, {"refused": why})
+            conn.close()
+            return
+        started_r, started_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child; it never returns
+            os.close(started_r)
+            _become(request, fds[0], started_w)
+        os.close(started_w)
+        os.close(fds[0])
+        os.read(started_r, 1)  # the child leads its own process group now: signals reach it
+        os.close(started_r)
+        pidfd = os.pidfd_open(pid)
+        self.children[pid] = (conn, pidfd)
+        self.selector.register(pidfd, selectors.EVENT_READ, ("exit", pid))
+        self.selector.register(conn, selectors.EVENT_READ, ("client", pid))
+        _send(conn, {"pid": pid})
+
+    def _orphaned(self, pid: int) -> None:
+        conn, _ = self.children[pid]
+        self.selector.unregister(conn)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+    def _reap(self, pid: int) -> None:
+        conn, pidfd = self.children.pop(pid)
+        _, status = os.waitpid(pid, 0)
+        self.selector.unregister(pidfd)
+        os.close(pidfd)
+        with contextlib.suppress(KeyError, ValueError):
+            self.selector.unregister(conn)
+        with contextlib.suppress(OSError):
+            _send(conn, {"returncode": os.waitstatus_to_exitcode(status)})
+        conn.close()
+
+
+def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
+    conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _become(request: Mapping[str, Any], output_fd: int, started_fd: int) -> None:
+    """In the forked child: turn into `python -m <module> <args>` and exit with its status."""
+    code = 1
+    try:
+        server = os.getppid()
+        os.setsid()
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != server:  # the server died before the line above
+            os._exit(1)
+        os.write(started_fd, b".")
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        for fd in [int(name) for name in os.listdir("/proc/self/fd")]:
+            if fd > 2:  # the listener, other children's connections, pidfds, the lifeline
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        cwd = request.get("cwd")
+        if cwd:
+            os.chdir(cwd)
+        sys.path[0] = os.getcwd()
+        tempfile.tempdir = None
+        random.seed()
+        argv = list(request["argv"])
+        sys.argv = [argv[0], *argv[3:]]
+        runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+        if not isinstance(done.code, int | None):
+            print(done.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m trainer.fork_server ADDRESS MODULE...` (ADDRESS: abstract socket name)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 2:
+        print("usage: python -m trainer.fork_server ADDRESS MODULE...", file=sys.stderr)
+        return 2
+    address, modules = args[0], args[1:]
+    if not hasattr(os, "pidfd_open"):
+        print("unavailable: needs Linux 5.3+ (os.pidfd_open)", flush=True)
+        return 0
+    server = Server("\0" + address, modules)
+    try:
+        server.preload()
+    except Exception as err:  # a served module that cannot be imported: start fresh instead
+        print(f"unavailable: preloading {', '.join(modules)} failed ({err})", flush=True)
+        return 0
+    print(f"ready {os.getpid()}", flush=True)
+    os.dup2(2, 1)  # nothing else goes to the client's pipe
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
