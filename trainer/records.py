@@ -147,6 +147,7 @@ def decode_fn(image_shape: Sequence[int]):
     """Return a tf.data map function: serialized Example → (uint8 image, int32 label)."""
     shape = [int(d) for d in image_shape]
 
+    @tf.autograph.experimental.do_not_convert  # plain ops: converting it only costs start-up
     def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         parsed = tf.io.parse_single_example(serialized, FEATURES)
         image = tf.reshape(tf.io.decode_raw(parsed["image"], tf.uint8), shape)
