@@ -26,12 +26,17 @@ def evaluate_model(
     import json
     import os
 
-    from pipelines.jobs import trainer_args
+    from pipelines.jobs import step_process, trainer_args
     from pipelines.reports import eval_report
-    from trainer import evaluate
 
-    result = evaluate.evaluate_model(
-        trainer_args.artifact_location(model), trainer_args.artifact_location(dataset)
+    # TensorFlow's half in a process of its own: forked from the run's preloaded process
+    # in a local run, started afresh in this image elsewhere (see step_process).
+    result = step_process.run_module(
+        "trainer.evaluate",
+        [
+            f"--model_dir={trainer_args.artifact_location(model)}",
+            f"--data_dir={trainer_args.artifact_location(dataset)}",
+        ],
     )
     metrics.log_metric("accuracy", result["accuracy"])
     metrics.log_metric("loss", result["loss"])

@@ -31,27 +31,27 @@ def prepare_dataset(
         shared_root: A volume every pod mounts (Kubeflow with a PVC): the dataset is
             written there and its `location` recorded; empty: at the artifact itself.
     """
-    import posixpath
-
-    from dataprep.prepare import prepare_dataset as prepare
-    from dataprep.prepare import report_lines
+    from pipelines.jobs import step_process
     from pipelines.jobs.trainer_args import shared_location
-    from trainer import records
 
     # On Vertex the artifact is a gs:// URI: written through TF's GCS file system,
-    # metadata.json last (gcsfuse under /gcs cannot rename directories).
+    # metadata.json last (gcsfuse under /gcs cannot rename directories). TensorFlow's
+    # half runs in a process of its own: forked from the run's preloaded process in a
+    # local run, started afresh in this image elsewhere (see step_process).
     location = shared_location(dataset, shared_root)
-    metadata = prepare(
-        source,
-        location,
-        image_size=int(image_size),
-        validation_fraction=float(validation_fraction),
-        test_fraction=float(test_fraction),
-        seed=int(seed),
-        overwrite=True,  # the artifact location belongs to this task (a retry rewrites it)
-        progress=report_lines(lambda line: print(line, flush=True)),
+    result = step_process.run_module(
+        "dataprep.prepare",
+        [
+            f"--source={source}",
+            f"--output={location}",
+            f"--image_size={int(image_size)}",
+            f"--validation_fraction={float(validation_fraction)}",
+            f"--test_fraction={float(test_fraction)}",
+            f"--seed={int(seed)}",
+            "--overwrite",  # the artifact location belongs to this task (a retry rewrites it)
+        ],
     )
-    digest = records.file_digest(posixpath.join(location, records.METADATA_FILE))
+    metadata = result["metadata"]
     dataset.metadata.update(
         {
             "source": metadata["source"],
@@ -62,6 +62,6 @@ def prepare_dataset(
             "skipped_images": len(metadata["skipped"]),
             "seed": metadata["seed"],
             "format_version": metadata["format_version"],
-            "metadata_sha256": digest["sha256"],
+            "metadata_sha256": result["metadata_sha256"],
         }
     )

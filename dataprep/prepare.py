@@ -7,13 +7,20 @@ nothing. The same source and seed give byte-identical shards.
 
 Decoding runs in parallel with tf.data; one split's decoded images are held in
 memory before they are written (e.g. cassava's train split at 150×150: ~380 MB).
+
+`python -m dataprep.prepare --source S --output O … --result R` prepares and writes
+the metadata and `metadata.json`'s sha256 as JSON to R: the preparation step runs it
+as a process of its own (`step_process`).
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import json
 import math
 import os
+import posixpath
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -329,3 +336,45 @@ def shard_count(count: int, image_shape: Sequence[int], num_shards: int) -> int:
     """Files for a split: `num_shards`, more when shards would exceed TARGET_SHARD_BYTES."""
     size = count * math.prod(int(d) for d in image_shape)
     return max(num_shards, math.ceil(size / TARGET_SHARD_BYTES))
+
+
+def preload() -> None:
+    """Import what preparing the bundled sample needs (for `trainer.fork_server`)."""
+    from PIL import Image  # noqa: F401
+    from sklearn import datasets  # noqa: F401
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Prepare, print progress lines, write the result to `--result`; errors propagate."""
+    parser = argparse.ArgumentParser(prog="python -m dataprep.prepare", description=__doc__)
+    parser.add_argument("--source", required=True)
+    parser.add_argument("--output", required=True)
+    parser.add_argument("--image_size", type=int, default=PREPARATION.image_size)
+    parser.add_argument(
+        "--validation_fraction", type=float, default=PREPARATION.validation_fraction
+    )
+    parser.add_argument("--test_fraction", type=float, default=PREPARATION.test_fraction)
+    parser.add_argument("--seed", type=int, default=PREPARATION.seed)
+    parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
+    parser.add_argument("--result", required=True, help="local file for the result (JSON)")
+    args = parser.parse_args(argv)
+    metadata = prepare_dataset(
+        args.source,
+        args.output,
+        image_size=args.image_size,
+        validation_fraction=args.validation_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        overwrite=args.overwrite,
+        progress=report_lines(lambda line: print(line, flush=True)),
+    )
+    digest = records.file_digest(posixpath.join(args.output, records.METADATA_FILE))
+    with open(args.result, "w", encoding="utf-8") as f:
+        json.dump({"metadata": metadata, "metadata_sha256": digest["sha256"]}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    from trainer.quick_exit import exit_without_teardown
+
+    exit_without_teardown(main())

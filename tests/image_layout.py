@@ -147,11 +147,21 @@ def components_imports(site: Path) -> list[str]:
 
     A lightweight component imports project code inside its body, so importing the
     component's module alone proves nothing about the step: these are what it runs.
+    The modules a body runs as processes of their own (`step_process.run_module(
+    "<module>", ...)`) count too.
     """
     names: set[str] = set()
     for path in (site / "components").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "run_module"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                names.add(str(node.args[0].value))
+            elif isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 names.add(node.module)

@@ -389,7 +389,9 @@ def test_every_component_module_imports_from_the_image_layout(layout, tmp_path):
     modules = component_modules(layout)
     assert "components.prepare_dataset" in modules and len(modules) >= 10
     body_imports = components_imports(layout)
-    assert {"dataprep.prepare", "pipelines.targets.vertex.hpt_job"} <= set(body_imports)
+    assert {"dataprep.prepare", "trainer.evaluate", "pipelines.targets.vertex.hpt_job"} <= set(
+        body_imports
+    )
     results = import_from_layout(layout, modules + body_imports, cwd=tmp_path)
     failed = {name: r["error"] for name, r in results.items() if not r["ok"]}
     assert not failed, failed

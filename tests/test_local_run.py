@@ -11,6 +11,7 @@ import pytest
 
 from pipelines.app.local_run import LOG_FILE, is_tf_noise, run_local
 from pipelines.app.run_summary import summarize
+from pipelines.jobs import fork_client
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
@@ -70,11 +71,14 @@ def test_the_first_trials_cover_every_num_units_value(two_runs):
 
 def test_progress_holds_none_of_tensorflows_chatter_while_the_log_keeps_it(two_runs):
     settings, _, _ = two_runs
-    log = (Path(settings.output) / LOG_FILE).read_text()
+    # TensorFlow's import-time lines come from the process every TensorFlow step forks from.
+    logs = "".join(
+        (Path(settings.output) / name).read_text() for name in (LOG_FILE, fork_client.LOG_FILE)
+    )
     assert "▶ tune-locally" in PROGRESS and "✓ train-locally success" in PROGRESS
     assert any("epoch" in line for line in PROGRESS)  # the tasks' own output still shows
     for marker in ("absl::InitializeLog", "I0000 "):
-        assert marker in log, marker  # TensorFlow did print it, into the log file
+        assert marker in logs, marker  # TensorFlow did print it, into the run's log files
     for marker in ("oneDNN custom operations", "absl::InitializeLog", "I0000 "):
         assert not any(marker in line for line in PROGRESS), marker  # oneDNN's: some CPUs only
     assert not any(is_tf_noise(line) for line in PROGRESS)
@@ -113,7 +117,7 @@ def test_final_model_was_trained_with_the_best_parameters(two_runs):
 
 
 def test_every_trainer_replica_was_forked_from_the_run_s_preloaded_trainer(two_runs):
-    """`hpt-pipeline run` starts one fork server; no replica fell back to a fresh start."""
+    """`hpt-pipeline run` starts one fork server; no replica or step fell back to a fresh start."""
     from pipelines.jobs.replica_process import FORKED_NOTE
 
     settings, first, _ = two_runs
@@ -123,6 +127,10 @@ def test_every_trainer_replica_was_forked_from_the_run_s_preloaded_trainer(two_r
     for log in logs:
         assert log.read_text().splitlines()[1].startswith(FORKED_NOTE), log
     assert (Path(settings.output) / "fork-server.log").is_file()
+    # The preparation and evaluation steps' TensorFlow halves were forked from it too.
+    run_log = (Path(settings.output) / LOG_FILE).read_text()
+    for module in ("dataprep.prepare", "trainer.evaluate"):
+        assert f"$ python -m {module} (forked)" in run_log, module
 
 
 def test_evaluation_matches_an_independent_recomputation(two_runs):

@@ -1,8 +1,15 @@
-"""Score an exported model on a prepared split through its serving signature (bytes in)."""
+"""Score an exported model on a prepared split through its serving signature (bytes in).
+
+`python -m trainer.evaluate --model_dir M --data_dir D --result R` writes the report
+as JSON to R: the evaluation step runs it as a process of its own (`step_process`).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -74,3 +81,23 @@ def evaluate_model(model_dir: str, data_dir: str, split: str = "test") -> dict[s
     report = classification_report(probabilities, labels, metadata["class_names"])
     report["split"] = split
     return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Evaluate and write the report to `--result` (JSON); errors propagate (exit 1)."""
+    parser = argparse.ArgumentParser(prog="python -m trainer.evaluate", description=__doc__)
+    parser.add_argument("--model_dir", required=True, help="the exported SavedModel")
+    parser.add_argument("--data_dir", required=True, help="the prepared dataset")
+    parser.add_argument("--split", default="test", help="the split to score (default test)")
+    parser.add_argument("--result", required=True, help="local file for the report (JSON)")
+    args = parser.parse_args(argv)
+    report = evaluate_model(args.model_dir, args.data_dir, args.split)
+    with open(args.result, "w", encoding="utf-8") as f:
+        json.dump(report, f)
+    return 0
+
+
+if __name__ == "__main__":
+    from trainer.quick_exit import exit_without_teardown
+
+    exit_without_teardown(main())

@@ -134,7 +134,14 @@ class Server:
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid → (connection, pidfd)
 
     def preload(self) -> None:
-        """Import every served module and run its `preload()`."""
+        """Import every served module and run its `preload()`.
+
+        Modules a `preload()` made unimportable (`sys.modules[name] = None`, as
+        `trainer.task` does with what it never uses) are importable again afterwards:
+        another served module may need them, and each module's own start-up makes its
+        choice again in its child.
+        """
+        blocked = {name for name, module in sys.modules.items() if module is None}
         for name in self.modules:
             module = importlib.import_module(name)
             getattr(module, PRELOAD_FUNCTION, lambda: None)()
@@ -143,6 +150,8 @@ class Server:
             parent, _, child = name.rpartition(".")
             if parent and getattr(sys.modules.get(parent), child, None) is module:
                 delattr(sys.modules[parent], child)
+        for name in [n for n, m in sys.modules.items() if m is None and n not in blocked]:
+            del sys.modules[name]
 
     def refusal(self, request: Mapping[str, Any]) -> str | None:
         """Why a request cannot be served from this process (None: it can)."""
@@ -315,4 +324,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from trainer.quick_exit import exit_without_teardown
+
+    exit_without_teardown(main())  # the server holds nothing that needs closing by then

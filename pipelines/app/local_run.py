@@ -135,19 +135,37 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     """
     terminal = sys.stdout
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
-    from kfp import local
-
     output = Path(settings.output).resolve()
     artifacts = output / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     registry = Path(settings.registry).resolve()
-    pipeline = build_pipeline("local", settings)
     before = set(artifacts.iterdir())
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with (
         scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
+        # Started first: it preloads TensorFlow while this process builds the pipeline.
         fork_client.shared_for_children(log_path=str(output / fork_client.LOG_FILE)),
+    ):
+        pipeline = build_pipeline("local", settings)
+        _run(pipeline, artifacts, output, registry, echo)
+    run_dir = latest_run_dir(artifacts, before)
+    compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
+    return {
+        "run_dir": str(run_dir),
+        "log": str(output / LOG_FILE),
+        "seconds": time.perf_counter() - started,
+        "tasks": task_outputs(run_dir),
+    }
+
+
+def _run(
+    pipeline: Any, artifacts: Path, output: Path, registry: Path, echo: Callable[[str], None]
+) -> None:
+    """Run `pipeline` with kfp.local, its output filtered into the log and `echo`."""
+    from kfp import local
+
+    with (
         warnings.catch_warnings(),
         open(output / LOG_FILE, "a", encoding="utf-8") as log,
         contextlib.redirect_stdout(ProgressFilter(log, echo)),
@@ -161,11 +179,3 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
             raise_on_error=True,
         )
         pipeline(study_dir=str(output / "study"), registry_dir=str(registry))
-    run_dir = latest_run_dir(artifacts, before)
-    compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
-    return {
-        "run_dir": str(run_dir),
-        "log": str(output / LOG_FILE),
-        "seconds": time.perf_counter() - started,
-        "tasks": task_outputs(run_dir),
-    }

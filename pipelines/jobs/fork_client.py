@@ -8,7 +8,8 @@ that `local_job` uses), and `session()` decides which server a job uses:
 
 * `HPT_FORK_SERVER=off` in the environment: none, every replica starts afresh;
 * `HPT_FORK_SERVER=<address>`: the server an ancestor started (`hpt-pipeline run`
-  starts one for the whole run, so every study and job of the run shares it);
+  starts one for the whole run, so every study and job of the run shares it; it also
+  serves the TensorFlow halves of the preparation and evaluation steps, `step_process`);
 * otherwise a server of its own for the block (a study, a final job).
 
 A refused request, or a server that is unavailable (not Linux, preloading failed),
@@ -36,7 +37,11 @@ from trainer.fork_server import REPLICA_VARIABLES
 ENV = "HPT_FORK_SERVER"
 LOG_FILE = "fork-server.log"  # the server's own output, beside the logs of the job it serves
 OFF = "off"
-SERVED_MODULES = ("trainer.task",)
+TRAINER_MODULES = ("trainer.task",)  # what a study's or a job's own server serves
+# What the run's shared server serves: the trainer, and the TensorFlow halves of the
+# preparation and evaluation steps (`step_process`). Evaluation first: the trainer's
+# preload keeps scikit-learn out of a process unless it is already imported.
+RUN_MODULES = ("trainer.evaluate", "dataprep.prepare", *TRAINER_MODULES)
 READY_TIMEOUT = 300.0  # seconds for the server to import what it preloads
 assert ENV in REPLICA_VARIABLES  # a child sees the address; it must not count as a difference
 
@@ -99,7 +104,7 @@ class ForkServer:
         self,
         address: str,
         process: subprocess.Popen[bytes] | None = None,
-        modules: Sequence[str] = SERVED_MODULES,
+        modules: Sequence[str] = RUN_MODULES,
     ):
         self.address = address
         self.modules = tuple(modules)
@@ -115,7 +120,7 @@ class ForkServer:
         *,
         cwd: str | None = None,
         log_path: str | None = None,
-        modules: Sequence[str] = SERVED_MODULES,
+        modules: Sequence[str] = TRAINER_MODULES,
         env: Mapping[str, str] | None = None,
     ) -> ForkServer:
         """Start a server that preloads `modules`; `log_path` gets its stderr.
@@ -148,8 +153,8 @@ class ForkServer:
 
     @classmethod
     def connect(cls, address: str) -> ForkServer:
-        """A server another process started and owns."""
-        return cls(address)
+        """A server another process started and owns (the run's: `RUN_MODULES`)."""
+        return cls(address, modules=RUN_MODULES)
 
     def ready(self, timeout: float = READY_TIMEOUT) -> bool:
         """Wait until the server has preloaded; False (and `unavailable` says why) if it cannot."""
@@ -223,7 +228,13 @@ class ForkServer:
 
 def serves(argv: Sequence[str]) -> bool:
     """Whether a replica command is one the fork server preloads (`python -m trainer.task`)."""
-    return len(argv) >= 3 and argv[1] == "-m" and argv[2] in SERVED_MODULES
+    return len(argv) >= 3 and argv[1] == "-m" and argv[2] in TRAINER_MODULES
+
+
+def shared_server() -> ForkServer | None:
+    """The server an ancestor shares through `HPT_FORK_SERVER` (None: none, or forking off)."""
+    setting = os.environ.get(ENV, "")
+    return ForkServer.connect(setting) if setting and setting != OFF else None
 
 
 @contextlib.contextmanager
@@ -253,7 +264,7 @@ def shared_for_children(*, log_path: str | None = None) -> Iterator[Any]:
     if os.environ.get(ENV):
         yield None
         return
-    server = ForkServer.start(log_path=log_path)
+    server = ForkServer.start(log_path=log_path, modules=RUN_MODULES)
     os.environ[ENV] = server.address
     try:
         yield server
