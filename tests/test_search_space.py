@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,103 @@ def test_payload_equals_the_seed_codelab_serialization():
     space = ss.load_search_space("seeds")
     assert space.to_study_spec_parameters() == seed_parameters
     assert space.to_study_spec_metrics() == serialize_metrics({"accuracy": "maximize"})
+
+
+def gcpc_serialization(space: SearchSpace) -> tuple[list, list]:
+    """The oracle: GCPC's serializers over aiplatform's `hyperparameter_tuning` spec objects."""
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+    from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
+        serialize_metrics,
+        serialize_parameters,
+    )
+
+    def spec(p: Parameter, parent_values=None):
+        common = {
+            "conditional_parameter_spec": {
+                c.parameter_id: spec(c, c.parent_values) for c in p.conditional
+            }
+            or None,
+            "parent_values": list(parent_values) if parent_values else None,
+        }
+        scale = p.scale or "unspecified"
+        if p.type == "double":
+            return hpt.DoubleParameterSpec(
+                min=float(p.min), max=float(p.max), scale=scale, **common
+            )
+        if p.type == "integer":
+            return hpt.IntegerParameterSpec(min=int(p.min), max=int(p.max), scale=scale, **common)
+        if p.type == "discrete":
+            values = sorted(float(v) for v in p.values)
+            return hpt.DiscreteParameterSpec(values=values, scale=scale, **common)
+        return hpt.CategoricalParameterSpec(values=[str(v) for v in p.values], **common)
+
+    return (
+        serialize_parameters({p.parameter_id: spec(p) for p in space.parameters}),
+        serialize_metrics({m.metric_id: m.goal for m in space.metrics}),
+    )
+
+
+def unscaled_and_unsorted() -> SearchSpace:
+    return SearchSpace(
+        (
+            Parameter("rate", "double", min=0, max=1),
+            Parameter("layers", "integer", min=0, max=9),
+            Parameter(
+                "units",
+                "discrete",
+                values=(256, 64, 128.5),
+                conditional=(
+                    Parameter("drop", "double", min=0.1, max=0.5, parent_values=(256, 64)),
+                ),
+            ),
+            Parameter("act", "categorical", values=("relu", "gelu")),
+        ),
+        (Metric("loss", "minimize"),),
+    )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        ss.default_search_space,
+        lambda: ss.load_search_space("seeds"),
+        every_kind,
+        unscaled_and_unsorted,
+    ],
+    ids=["default", "seeds", "every-kind", "unscaled-unsorted"],
+)
+def test_payload_is_what_gcpc_serializes_key_order_included(make):
+    """Our serialization skips the aiplatform import; GCPC's own helpers are the reference."""
+    space = make()
+    parameters, metrics = gcpc_serialization(space)
+    assert space.to_study_spec_parameters() == parameters
+    assert space.to_study_spec_metrics() == metrics
+    # Byte for byte as the compiled specs carry them.
+    assert json.dumps(space.to_study_spec_parameters()) == json.dumps(parameters)
+    assert json.dumps(space.to_study_spec_metrics()) == json.dumps(metrics)
+
+
+def test_enum_numbers_are_aiplatform_v1s():
+    from google.cloud.aiplatform_v1.types import StudySpec
+
+    for scale, number in ss.SCALE_TYPE_NUMBERS.items():
+        name = ss.SCALE_TYPE_NAMES.get(scale, "SCALE_TYPE_UNSPECIFIED")  # type: ignore[arg-type]
+        assert StudySpec.ParameterSpec.ScaleType[name] == number
+    for goal, number in ss.GOAL_NUMBERS.items():
+        assert StudySpec.MetricSpec.GoalType[goal.upper()] == number
+
+
+def test_building_a_payload_imports_neither_gcpc_nor_aiplatform():
+    code = (
+        "import sys; from pipelines.study import search_space as ss; "
+        "s = ss.load_search_space('seeds'); "
+        "s.to_study_spec_parameters(); s.to_study_spec_metrics(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('google.cloud.aiplatform', "
+        "'google_cloud_pipeline_components'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
 
 
 @pytest.mark.parametrize("make", [ss.default_search_space, every_kind], ids=["default", "all"])

@@ -4,10 +4,12 @@ A space is a tuple of `Parameter`s (double, integer, discrete, categorical; scal
 linear, log, reverse_log; conditional children under integer, discrete and
 categorical parents) and the metrics to optimise. It is written once, in code
 (`default_search_space`) or YAML (`load_search_space`, see `presets/seeds.yaml`),
-validated with one-line `SearchSpaceError`s, serialized with GCPC's
-`serialize_parameters` / `serialize_metrics` (through aiplatform's
-`hyperparameter_tuning` spec classes, which express conditional parameters
-themselves), and parsed back from those payloads by the local study executor.
+validated with one-line `SearchSpaceError`s, serialized to exactly what GCPC's
+`serialize_parameters` / `serialize_metrics` give for aiplatform's
+`hyperparameter_tuning` spec classes (tests hold the two equal, key order
+included), and parsed back from those payloads by the local study executor.
+The serialization is written here because GCPC's helpers import the whole
+aiplatform SDK: 2-3 s added to every `hpt-pipeline run` and `compile`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ SCALE_TYPE_NAMES = {
     "log": "UNIT_LOG_SCALE",
     "reverse_log": "UNIT_REVERSE_LOG_SCALE",
 }
+# Their enum numbers (None: SCALE_TYPE_UNSPECIFIED) and MetricSpec.GoalType's, as in payloads.
+SCALE_TYPE_NUMBERS = {None: 0, "linear": 1, "log": 2, "reverse_log": 3}
+GOAL_NUMBERS = {"maximize": 1, "minimize": 2}
 _ID = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 _PARAMETER_KEYS = ("id", "type", "min", "max", "values", "scale", "parent_values", "conditional")
 
@@ -114,20 +119,12 @@ class SearchSpace:
         yield from _walk(self.parameters)
 
     def to_study_spec_parameters(self) -> list[dict[str, Any]]:
-        """`study_spec_parameters` for `HyperparameterTuningJobRunOp` (via GCPC)."""
-        from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
-            serialize_parameters,
-        )
-
-        return serialize_parameters({p.parameter_id: _aiplatform_spec(p) for p in self.parameters})
+        """`study_spec_parameters` for `HyperparameterTuningJobRunOp`, as GCPC serializes them."""
+        return [_parameter_spec(p) for p in self.parameters]
 
     def to_study_spec_metrics(self) -> list[dict[str, Any]]:
-        """`study_spec_metrics` for `HyperparameterTuningJobRunOp` (via GCPC)."""
-        from google_cloud_pipeline_components.v1.hyperparameter_tuning_job import (
-            serialize_metrics,
-        )
-
-        return serialize_metrics({m.metric_id: m.goal for m in self.metrics})
+        """`study_spec_metrics` for `HyperparameterTuningJobRunOp`, as GCPC serializes them."""
+        return [{"metric_id": m.metric_id, "goal": GOAL_NUMBERS[m.goal]} for m in self.metrics]
 
 
 def default_search_space() -> SearchSpace:
@@ -404,21 +401,43 @@ def check_against_trainer(space: SearchSpace) -> None:
 # --- Vertex payloads ------------------------------------------------------------------------------
 
 
-def _aiplatform_spec(p: Parameter, parent_values: Sequence[Value] | None = None) -> Any:
-    """The `aiplatform.hyperparameter_tuning` spec object for `p` (children nested)."""
-    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+def _parameter_spec(p: Parameter) -> dict[str, Any]:
+    """`p` as a `StudySpec.ParameterSpec` dict, as GCPC's `serialize_parameters` writes it.
 
-    children = {c.parameter_id: _aiplatform_spec(c, c.parent_values) for c in p.conditional}
-    common: dict[str, Any] = {
-        "conditional_parameter_spec": children or None,
-        "parent_values": list(parent_values) if parent_values else None,
-    }
-    scale = p.scale or "unspecified"  # aiplatform's name for SCALE_TYPE_UNSPECIFIED
-    if p.type == "double":
-        return hpt.DoubleParameterSpec(min=float(p.min), max=float(p.max), scale=scale, **common)  # type: ignore[arg-type]
-    if p.type == "integer":
-        return hpt.IntegerParameterSpec(min=int(p.min), max=int(p.max), scale=scale, **common)  # type: ignore[arg-type]
-    if p.type == "discrete":
-        values = sorted(float(v) for v in p.values)
-        return hpt.DiscreteParameterSpec(values=values, scale=scale, **common)
-    return hpt.CategoricalParameterSpec(values=[str(v) for v in p.values], **common)
+    That is proto-plus `to_dict`: int64s as strings, enums as numbers, and in each
+    message the fields set to a non-default value first, then the rest (`_to_dict_order`).
+    """
+    value_spec: tuple[str, dict[str, Any]]
+    if p.type in ("double", "integer"):
+        as_value = float if p.type == "double" else (lambda x: str(int(x)))  # int64 → string
+        bounds = (("min_value", as_value(p.min)), ("max_value", as_value(p.max)))  # type: ignore[arg-type]
+        value_spec = (f"{p.type}_value_spec", _to_dict_order(bounds))
+    elif p.type == "discrete":
+        value_spec = ("discrete_value_spec", {"values": sorted(float(v) for v in p.values)})
+    else:
+        value_spec = ("categorical_value_spec", {"values": [str(v) for v in p.values]})
+    return _to_dict_order(
+        (
+            ("parameter_id", p.parameter_id),
+            value_spec,
+            ("scale_type", 0 if p.type == "categorical" else SCALE_TYPE_NUMBERS[p.scale]),
+            ("conditional_parameter_specs", [_conditional_spec(c, p.type) for c in p.conditional]),
+        )
+    )
+
+
+def _to_dict_order(fields: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Fields given in field-number order, reordered as `to_dict` writes them: set ones first."""
+    return dict(sorted(fields, key=lambda field: field[1] in (0, "0", "", [])))
+
+
+def _conditional_spec(child: Parameter, parent_type: str) -> dict[str, Any]:
+    """A `ConditionalParameterSpec` dict: `child` and the parent values that activate it."""
+    values: list[Any]
+    if parent_type == "integer":
+        key, values = "parent_int_values", [str(int(v)) for v in child.parent_values]
+    elif parent_type == "discrete":
+        key, values = "parent_discrete_values", [float(v) for v in child.parent_values]
+    else:
+        key, values = "parent_categorical_values", [str(v) for v in child.parent_values]
+    return {"parameter_spec": _parameter_spec(child), key: {"values": values}}
