@@ -29,7 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from dataprep import splitting
-from dataprep.sources import PreparationError, Source, open_source
+from dataprep.sources import PreparationError, Source, open_source, plain
 from trainer import preprocess, records, staging
 from trainer.contract import PREPARATION
 
@@ -295,7 +295,9 @@ def decode_split(
         The (image, label, key) examples, and the items that could not be read or decoded.
     """
     dataset = source.read(plan.origin, plan.items).map(
-        lambda encoded, label, key: (preprocess.decode_and_resize(encoded, image_shape), key),
+        plain(
+            lambda encoded, label, key: (preprocess.decode_and_resize(encoded, image_shape), key)
+        ),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=False,  # the plan's order is restored below
     )

@@ -20,7 +20,7 @@ import typer
 from PIL import Image
 from typer.testing import CliRunner, Result
 
-from dataprep import splitting
+from dataprep import sources, splitting
 from dataprep.prepare import PreparationError, prepare_dataset
 from pipelines.app import cli
 from trainer import data, preprocess, records
@@ -423,7 +423,7 @@ def test_tfds_source_carves_a_validation_split_from_train(
 
 
 def test_sample_source_is_offline_digits_with_ten_classes(tmp_path: Path) -> None:
-    pattern = os.path.join(tempfile.gettempdir(), "hpt-sample-*")
+    pattern = os.path.join(tempfile.gettempdir(), "hpt-*")
     before = set(glob.glob(pattern))
     metadata = prepare_dataset("sample", str(tmp_path / "out"), image_size=SIZE, channels=1)
 
@@ -433,7 +433,18 @@ def test_sample_source_is_offline_digits_with_ten_classes(tmp_path: Path) -> Non
     assert metadata["source"] == "sample" and metadata["skipped"] == []
     image, label, key = next(records.read_examples(str(tmp_path / "out"), metadata, "test"))
     assert key.startswith(f"{label}/") and image.shape == (SIZE, SIZE, 1) and image.max() > 0
-    assert set(glob.glob(pattern)) == before  # the temporary image folder is gone
+    assert set(glob.glob(pattern)) == before  # nothing written outside the output
+
+
+def test_the_in_memory_sample_prepares_as_its_image_folder_would(tmp_path: Path) -> None:
+    """The sample is held in memory (no 1,797 files per run); the records match the folder's."""
+    sources.write_sample_folder(str(tmp_path / "digits"))
+    from_folder = prepare_dataset(str(tmp_path / "digits"), str(tmp_path / "a"), image_size=SIZE)
+    from_memory = prepare_dataset("sample", str(tmp_path / "b"), image_size=SIZE)
+    assert from_memory["splits"] == from_folder["splits"]
+    assert from_memory["class_names"] == from_folder["class_names"]
+    assert shard_bytes(tmp_path / "b") == shard_bytes(tmp_path / "a")
+    assert len(shard_bytes(tmp_path / "a")) >= 3
 
 
 # --- the component --------------------------------------------------------------------------
