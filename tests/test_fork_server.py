@@ -225,3 +225,23 @@ def test_forking_off_or_nothing_served_means_no_server(monkeypatch):
     monkeypatch.setenv(fork_client.ENV, "an-address")
     with fork_client.session([[sys.executable, "-m", "trainer.task"]]) as server:
         assert server is not None and server.address == "an-address" and server.process is None
+
+
+def test_what_one_preload_blocks_the_next_served_module_can_import(tmp_path, monkeypatch):
+    """`trainer.task` blocks imports TensorFlow need not make; evaluation, next, needs one."""
+    (tmp_path / "probe_blocker.py").write_text(
+        "import sys\n\ndef preload():\n    sys.modules.setdefault('probe_needed', None)\n"
+    )
+    (tmp_path / "probe_needed.py").write_text("VALUE = 1\n")
+    (tmp_path / "probe_needer.py").write_text("import probe_needed\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in ("probe_blocker", "probe_needed", "probe_needer"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    server = fork_server.Server(f"\0hpt-test-{os.getpid()}", ["probe_blocker", "probe_needer"])
+    try:
+        server.preload()
+    finally:
+        server.listener.close()
+    assert sys.modules["probe_needed"].VALUE == 1
+    assert "probe_needer" not in sys.modules  # a child runs it as __main__
+    monkeypatch.delitem(sys.modules, "probe_needed")

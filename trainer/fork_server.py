@@ -137,9 +137,9 @@ class Server:
         """Import every served module and run its `preload()`.
 
         Modules a `preload()` made unimportable (`sys.modules[name] = None`, as
-        `trainer.task` does with what it never uses) are importable again afterwards:
-        another served module may need them, and each module's own start-up makes its
-        choice again in its child.
+        `trainer.task` does with what it never uses) are importable again once that
+        module is loaded: the next served module may need them, and each module's own
+        start-up makes its choice again in its child.
         """
         blocked = {name for name, module in sys.modules.items() if module is None}
         for name in self.modules:
@@ -150,8 +150,8 @@ class Server:
             parent, _, child = name.rpartition(".")
             if parent and getattr(sys.modules.get(parent), child, None) is module:
                 delattr(sys.modules[parent], child)
-        for name in [n for n, m in sys.modules.items() if m is None and n not in blocked]:
-            del sys.modules[name]
+            for unblocked in [n for n, m in sys.modules.items() if m is None and n not in blocked]:
+                del sys.modules[unblocked]
 
     def refusal(self, request: Mapping[str, Any]) -> str | None:
         """Why a request cannot be served from this process (None: it can)."""

@@ -39,9 +39,10 @@ LOG_FILE = "fork-server.log"  # the server's own output, beside the logs of the 
 OFF = "off"
 TRAINER_MODULES = ("trainer.task",)  # what a study's or a job's own server serves
 # What the run's shared server serves: the trainer, and the TensorFlow halves of the
-# preparation and evaluation steps (`step_process`). Evaluation first: the trainer's
-# preload keeps scikit-learn out of a process unless it is already imported.
-RUN_MODULES = ("trainer.evaluate", "dataprep.prepare", *TRAINER_MODULES)
+# preparation and evaluation steps (`step_process`). The trainer first: its preload keeps
+# what TensorFlow imports but never uses out of TensorFlow's import (3.5 → 3.3 s here);
+# evaluation and preparation then import the parts of scikit-learn they use.
+RUN_MODULES = (*TRAINER_MODULES, "trainer.evaluate", "dataprep.prepare")
 READY_TIMEOUT = 300.0  # seconds for the server to import what it preloads
 assert ENV in REPLICA_VARIABLES  # a child sees the address; it must not count as a difference
 
