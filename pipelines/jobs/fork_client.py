@@ -104,8 +104,8 @@ class ForkServer:
     def __init__(
         self,
         address: str,
-        process: subprocess.Popen[bytes] | None = None,
-        modules: Sequence[str] = RUN_MODULES,
+        process: subprocess.Popen[bytes] | None,
+        modules: Sequence[str],
     ):
         self.address = address
         self.modules = tuple(modules)
@@ -155,7 +155,7 @@ class ForkServer:
     @classmethod
     def connect(cls, address: str) -> ForkServer:
         """A server another process started and owns (the run's: `RUN_MODULES`)."""
-        return cls(address, modules=RUN_MODULES)
+        return cls(address, None, RUN_MODULES)
 
     def ready(self, timeout: float = READY_TIMEOUT) -> bool:
         """Wait until the server has preloaded; False (and `unavailable` says why) if it cannot."""
