@@ -8,10 +8,16 @@ import keras
 
 
 def build_model(image_shape: Sequence[int], num_classes: int, num_units: int) -> keras.Model:
-    """Conv 16/32/64 + MaxPool blocks, Dense(num_units), and a logits head.
+    """Conv 16/32/64 + MaxPool + ReLU blocks, Dense(num_units), and a logits head.
+
+    The seeds' model applies ReLU before pooling. Pooling first computes the same
+    function, and the same gradients, because max and ReLU commute
+    (`max(relu(a), relu(b)) == relu(max(a, b))`); but ReLU and its gradient then run on
+    a quarter of the values. At 150 px that made a training step ~7 % faster here
+    (issue 18), with identical validation accuracies on equal seeds.
 
     Args:
-        image_shape: (height, width, channels) of the float inputs in [0, 1].
+        image_shape: (height, width, channels) of the inputs, in [0, 1].
         num_classes: Output classes (2 for the seeds' horses-or-humans).
         num_units: Units of the last hidden layer (the seeds' `--num_units`).
 
@@ -21,8 +27,9 @@ def build_model(image_shape: Sequence[int], num_classes: int, num_units: int) ->
     inputs = keras.Input(shape=tuple(int(d) for d in image_shape), name="image")
     x = inputs
     for filters in (16, 32, 64):
-        x = keras.layers.Conv2D(filters, (3, 3), activation="relu")(x)
+        x = keras.layers.Conv2D(filters, (3, 3))(x)
         x = keras.layers.MaxPooling2D((2, 2))(x)
+        x = keras.layers.ReLU()(x)
     x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(num_units, activation="relu")(x)
     # Logits stay float32 under a mixed-precision policy (a stable softmax cross-entropy).
