@@ -53,8 +53,8 @@ def input_alone(args: argparse.Namespace) -> list[dict[str, Any]]:
 def in_memory_input_fn(real_input_fn: Any) -> Any:
     """A `train_input_fn` stand-in: the first batch of the real input, cached and repeated."""
 
-    def input_fn(data_dir: str, metadata: dict, global_batch_size: int, seed: int) -> Any:
-        real = real_input_fn(data_dir, metadata, global_batch_size, seed)
+    def input_fn(*args: Any, **kwargs: Any) -> Any:
+        real = real_input_fn(*args, **kwargs)
         return lambda context: real(context).take(1).cache().repeat()
 
     return input_fn

@@ -1,12 +1,14 @@
-"""The trainer's model computes the seeds' function."""
+"""The trainer's model is the seeds' function, and its input is what the model would compute."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from benchmarks.seed_trainer import create_model
+from trainer import data, records
 from trainer.model import build_model
 
 SHAPE = (40, 40, 3)
@@ -47,3 +49,50 @@ def test_pooling_before_relu_computes_the_seeds_function_and_gradients() -> None
     for mine, theirs in zip(ours_g, seeds_g, strict=True):
         assert float(tf.reduce_max(tf.abs(theirs))) > 0  # every layer learns
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_the_model_takes_images_in_the_dtype_it_is_fed() -> None:
+    assert build_model(SHAPE, CLASSES, 8).inputs[0].dtype == "float32"
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        model = build_model(SHAPE, CLASSES, 8, "bfloat16")
+        assert model.inputs[0].dtype == "bfloat16"
+        assert model(tf.zeros((1, *SHAPE), tf.bfloat16)).dtype == tf.float32  # logits
+        assert [w.dtype for w in model.weights] == ["float32"] * 10  # variables stay float32
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("cache_limit", [1 << 40, 1, 0])
+def test_scaled_batches_equal_the_float_images_cast_whether_cached_or_not(
+    synthetic_data: str, monkeypatch: pytest.MonkeyPatch, dtype: str, cache_limit: int
+) -> None:
+    """Scaled then cached, cached as uint8 and scaled per batch, or not cached: same values."""
+    metadata = records.read_metadata(synthetic_data)
+    raw = np.stack(
+        [image.numpy() for image, _ in data.read_split(synthetic_data, metadata, "validation")]
+    )
+    expected = tf.cast(tf.constant(raw, tf.float32) / 255.0, dtype).numpy()
+    monkeypatch.setattr(data, "CACHE_LIMIT_BYTES", cache_limit)
+    batches = list(data.eval_dataset(synthetic_data, metadata, "validation", 8, dtype))
+    got = np.concatenate([images.numpy() for images, _ in batches])
+    assert batches[0][0].dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    assert got.min() >= 0 and got.max() <= 1 and got.max() > 0.5
+
+
+def test_the_cache_limit_counts_the_dtype_the_images_are_kept_in(synthetic_data: str) -> None:
+    metadata = records.read_metadata(synthetic_data)
+    decoded = data.split_bytes(metadata, "train")
+    assert decoded == metadata["splits"]["train"]["count"] * int(np.prod(metadata["image_shape"]))
+    assert data.split_bytes(metadata, "train", "bfloat16") == 2 * decoded
+    assert data.split_bytes(metadata, "train", "float32") == 4 * decoded
+
+
+def test_training_batches_come_in_the_compute_dtype(synthetic_data: str) -> None:
+    metadata = records.read_metadata(synthetic_data)
+    dataset_fn = data.train_input_fn(synthetic_data, metadata, 16, seed=0, dtype="bfloat16")
+    images, labels = next(iter(dataset_fn(tf.distribute.InputContext())))
+    assert images.dtype == tf.bfloat16 and images.shape == (16, *metadata["image_shape"])
+    assert labels.shape == (16,)

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import keras
 
 
-def build_model(image_shape: Sequence[int], num_classes: int, num_units: int) -> keras.Model:
+def build_model(
+    image_shape: Sequence[int], num_classes: int, num_units: int, input_dtype: str = "float32"
+) -> keras.Model:
     """Conv 16/32/64 + MaxPool + ReLU blocks, Dense(num_units), and a logits head.
 
     The seeds' model applies ReLU before pooling. Pooling first computes the same
@@ -20,11 +22,13 @@ def build_model(image_shape: Sequence[int], num_classes: int, num_units: int) ->
         image_shape: (height, width, channels) of the inputs, in [0, 1].
         num_classes: Output classes (2 for the seeds' horses-or-humans).
         num_units: Units of the last hidden layer (the seeds' `--num_units`).
+        input_dtype: The dtype images arrive in; training feeds the policy's compute
+            dtype (bfloat16 under mixed precision) so the step casts nothing.
 
     Returns:
         A Keras model mapping images to unnormalised class logits.
     """
-    inputs = keras.Input(shape=tuple(int(d) for d in image_shape), name="image")
+    inputs = keras.Input(shape=tuple(int(d) for d in image_shape), name="image", dtype=input_dtype)
     x = inputs
     for filters in (16, 32, 64):
         x = keras.layers.Conv2D(filters, (3, 3))(x)

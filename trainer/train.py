@@ -136,8 +136,9 @@ def _train(
     tf.random.set_seed(run.seed)
     keras.utils.set_random_seed(run.seed)
 
+    compute_dtype = keras.mixed_precision.global_policy().compute_dtype
     with strategy.scope():
-        model = build_model(image_shape, num_classes, hparams.num_units)
+        model = build_model(image_shape, num_classes, hparams.num_units, compute_dtype)
         optimizer = keras.optimizers.SGD(hparams.learning_rate, momentum=hparams.momentum)
         optimizer.build(model.trainable_variables)
         epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
@@ -157,7 +158,7 @@ def _train(
         _log(f"resuming from checkpoint after epoch {start_epoch}")
 
     dist_train = strategy.distribute_datasets_from_function(
-        data.train_input_fn(run.data, metadata, global_batch, run.seed)
+        data.train_input_fn(run.data, metadata, global_batch, run.seed, compute_dtype)
     )
     iterator = iter(dist_train)
     _KEPT_UNTIL_EXIT[:] = [iterator]
@@ -184,7 +185,9 @@ def _train(
             strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
         )
 
-    val_data = data.eval_dataset(run.data, metadata, "validation", max(global_batch, 64))
+    val_data = data.eval_dataset(
+        run.data, metadata, "validation", max(global_batch, 64), compute_dtype
+    )
 
     @tf.function(autograph=False)
     def eval_step(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
