@@ -52,6 +52,8 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainer.gc_pause import collector_paused
+
 # Set per replica by the local executors and read only at run time, never at import:
 # Vertex's directories and trial variables, the cluster, temporary folders, the
 # logical-device count, and this server's own address. Also the terminal's size, which
@@ -313,7 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     server = Server("\0" + address, modules)
     try:
-        server.preload()
+        with collector_paused():  # and frozen: children leave the preloaded pages shared
+            server.preload()
     except Exception as err:  # a served module that cannot be imported: start fresh instead
         print(f"unavailable: preloading {', '.join(modules)} failed ({err})", flush=True)
         return 0

@@ -105,11 +105,14 @@ def skip_unused_imports() -> None:
 
 def preload() -> None:
     """Import what a run needs, TensorFlow's runtime left unstarted (also `trainer.fork_server`)."""
+    from trainer.gc_pause import collector_paused
+
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     skip_unused_imports()
-    import hypertune  # noqa: F401
+    with collector_paused():
+        import hypertune  # noqa: F401
 
-    from trainer import export, records, train  # noqa: F401
+        from trainer import export, records, train  # noqa: F401
 
 
 def hypertune_requested() -> bool:
