@@ -1,4 +1,4 @@
-"""Strict checks of Vertex payloads: parsed into the real `aiplatform_v1` types, snake_case only."""
+"""Strict checks of Vertex payloads: parsed as the API's messages, snake_case keys only."""
 
 from __future__ import annotations
 
@@ -16,12 +16,19 @@ class PayloadError(ValueError):
     """A payload Vertex would refuse; the message is one line naming the field."""
 
 
-def strict_parse(message_type: Any, payload: Any, what: str) -> Any:
-    """Parse a JSON-able payload into a proto-plus message, refusing unknown fields."""
-    if isinstance(payload, str):
-        payload = json.loads(payload)
+def strict_parse(message_name: str, payload: Any, what: str) -> Any:
+    """Parse a JSON-able payload as the API message `message_name`, refusing unknown fields.
+
+    Returns:
+        The protobuf message (`pipelines.vertex_types`; enums as numbers).
+
+    Raises:
+        PayloadError: One line: `what`, then the parser's words.
+    """
+    from pipelines import vertex_types
+
     try:
-        return message_type.from_json(json.dumps(payload), ignore_unknown_fields=False)
+        return vertex_types.parse(message_name, payload)
     except Exception as err:  # google.protobuf.json_format.ParseError, TypeError
         raise PayloadError(f"{what}: {' '.join(str(err).split())}") from None
 

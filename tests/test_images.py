@@ -400,14 +400,16 @@ def test_every_component_module_imports_from_the_image_layout(layout, tmp_path):
             assert Path(result["file"]).is_relative_to(layout), (name, result["file"])
 
 
-def test_the_image_layout_holds_the_search_space_presets(layout, tmp_path):
-    """The presets are package data: `search_space` reads them beside its own file."""
+def test_the_image_layout_holds_the_package_data(layout, tmp_path):
+    """Presets and API descriptors are package data, read beside the modules that use them."""
     results = import_from_layout(layout, ["pipelines.study.search_space"], cwd=tmp_path)
     module_file = Path(results["pipelines.study.search_space"]["file"])
     assert module_file.parent == layout / "pipelines" / "study"
     presets = sorted(p.name for p in (layout / "pipelines" / "study" / "presets").glob("*.yaml"))
     assert presets == sorted(p.name for p in (ROOT / "pipelines/study/presets").glob("*.yaml"))
     assert "default.yaml" in presets
+    shipped = layout / "pipelines" / "vertex_types.binpb"
+    assert shipped.read_bytes() == (ROOT / "pipelines" / "vertex_types.binpb").read_bytes()
 
 
 def test_a_package_missing_from_discovery_breaks_the_layout_import(tmp_path):

@@ -1,4 +1,4 @@
-"""worker_pool_specs builders and the strict aiplatform_v1 checks; no TensorFlow in pipelines/."""
+"""worker_pool_specs builders and their strict checks; no TensorFlow in pipelines/."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from pipelines.jobs import worker_pools as wp
 from pipelines.study import study_spec_check
 from pipelines.study.search_space import default_search_space
+from pipelines.vertex_types import enum_name
 from tests.conftest import ROOT
 
 CONTAINER = dict(
@@ -43,7 +44,7 @@ def test_trial_pool_is_one_replica_with_machine_accelerators_and_container():
         },
     }
     (parsed,) = wp.validate_worker_pool_specs([pool])
-    assert parsed.machine_spec.accelerator_type.name == "NVIDIA_TESLA_T4"
+    assert enum_name(parsed.machine_spec, "accelerator_type") == "NVIDIA_TESLA_T4"
     assert parsed.machine_spec.accelerator_count == 2
     assert list(parsed.container_spec.args) == CONTAINER["args"]
     assert parsed.container_spec.env[0].name == "TF_CPP_MIN_LOG_LEVEL"
@@ -56,7 +57,9 @@ def test_round_trip_through_worker_pool_spec_proto():
     for spec, parsed in zip(specs, wp.validate_worker_pool_specs(specs), strict=True):
         back = json.loads(
             WorkerPoolSpec.to_json(
-                parsed, preserving_proto_field_name=True, always_print_fields_with_no_presence=False
+                WorkerPoolSpec.deserialize(parsed.SerializeToString()),
+                preserving_proto_field_name=True,
+                always_print_fields_with_no_presence=False,
             )
         )
         assert back["machine_spec"] == spec["machine_spec"]
@@ -123,9 +126,10 @@ def test_study_spec_strict_parse():
     spec = study_spec_check.validate_study_spec(
         parameters, metrics, "GRID_SEARCH", "LAST_MEASUREMENT"
     )
-    assert spec.algorithm.name == "GRID_SEARCH"
-    assert spec.measurement_selection_type.name == "LAST_MEASUREMENT"
-    assert spec.metrics[0].metric_id == "accuracy" and spec.metrics[0].goal.name == "MAXIMIZE"
+    assert enum_name(spec, "algorithm") == "GRID_SEARCH"
+    assert enum_name(spec, "measurement_selection_type") == "LAST_MEASUREMENT"
+    assert spec.metrics[0].metric_id == "accuracy"
+    assert enum_name(spec.metrics[0], "goal") == "MAXIMIZE"
     with pytest.raises(wp.PayloadError, match="study_spec_algorithm='BAYES'"):
         study_spec_check.validate_study_spec(parameters, metrics, "BAYES")
     with pytest.raises(wp.PayloadError, match="measurement_selection_type='BEST'"):

@@ -3,9 +3,9 @@
 `trial_worker_pool_specs` is the job every HPT trial runs (one replica);
 `training_worker_pool_specs` the final multi-worker job (pool 0: the chief, one
 replica; pool 1: R workers). Keys are snake_case, as the API's proto-plus types
-want. `validate_worker_pool_specs` parses payloads into
-`google.cloud.aiplatform_v1.types` with unknown fields refused, so a payload that
-runs locally is one Vertex accepts.
+want. `validate_worker_pool_specs` parses payloads as the API's `WorkerPoolSpec`
+(`pipelines.vertex_types`) with unknown fields refused, so a payload that runs
+locally is one Vertex accepts.
 """
 
 from __future__ import annotations
@@ -126,20 +126,18 @@ def training_worker_pool_specs(
 
 
 def validate_worker_pool_specs(worker_pool_specs: Sequence[Mapping[str, Any] | str]) -> list[Any]:
-    """Strictly parse each pool into `aiplatform_v1.types.WorkerPoolSpec`.
+    """Strictly parse each pool as the API's `WorkerPoolSpec` message.
 
     Empty pools (`{}`) stand for skipped pools, as Vertex allows after pool 0.
     Also checks what the API would: pool 0 exists with exactly one replica and a
     container or Python package, and snake_case keys.
 
     Returns:
-        The parsed `WorkerPoolSpec` messages (empty ones included).
+        The parsed `WorkerPoolSpec` protobuf messages (empty ones included).
 
     Raises:
         PayloadError: naming the pool and the field.
     """
-    from google.cloud.aiplatform_v1.types import WorkerPoolSpec
-
     if not worker_pool_specs:
         raise PayloadError("worker_pool_specs: empty, expected at least pool 0 (the chief)")
     if len(worker_pool_specs) > 4:
@@ -152,7 +150,7 @@ def validate_worker_pool_specs(worker_pool_specs: Sequence[Mapping[str, Any] | s
         what = f"worker_pool_specs[{index}]"
         item = json.loads(raw) if isinstance(raw, str) else raw
         refuse_camel_case(item, what)
-        spec = strict_parse(WorkerPoolSpec, item, what)
+        spec = strict_parse("WorkerPoolSpec", item, what)
         if item:
             if not (spec.container_spec.image_uri or spec.python_package_spec.python_module):
                 raise PayloadError(f"{what}: needs container_spec.image_uri or python_package_spec")

@@ -2,15 +2,16 @@
 
 The local study and the Katib Experiment receive `study_spec_parameters` /
 `study_spec_metrics` as Vertex would, and read them back into a `SearchSpace` here,
-strictly (through `aiplatform_v1.types.StudySpec`: unknown fields are refused).
+strictly (as the API's `StudySpec` messages, `pipelines.vertex_types`: unknown fields
+are refused).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines import vertex_types
 from pipelines.payloads import payload_items
 from pipelines.study.search_space import (
     SCALE_TYPE_NAMES,
@@ -27,12 +28,10 @@ def parse_study_spec_parameters(
     study_spec_parameters: Sequence[Mapping[str, Any] | str],
 ) -> tuple[Parameter, ...]:
     """The inverse of `to_study_spec_parameters` (strict: unknown fields are refused)."""
-    from google.cloud.aiplatform_v1.types import StudySpec
-
     out = []
     for item in payload_items(study_spec_parameters):
         try:
-            spec = StudySpec.ParameterSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
+            spec = vertex_types.parse("StudySpec.ParameterSpec", item)
         except Exception as err:  # json_format.ParseError and friends
             detail = " ".join(str(err).split())
             raise SearchSpaceError(f"study_spec_parameters: {detail}") from None
@@ -41,9 +40,8 @@ def parse_study_spec_parameters(
 
 
 def _parameter_from_proto(spec: Any, parent_values: tuple[Value, ...]) -> Parameter:
-    pb = type(spec).pb(spec)
-    kind = pb.WhichOneof("parameter_value_spec")
-    scale_name = spec.scale_type.name
+    kind = spec.WhichOneof("parameter_value_spec")
+    scale_name = vertex_types.enum_name(spec, "scale_type")
     scale = next((k for k, v in SCALE_TYPE_NAMES.items() if v == scale_name), None)
     fields: dict[str, Any] = {}
     if kind == "double_value_spec":
@@ -65,7 +63,7 @@ def _parameter_from_proto(spec: Any, parent_values: tuple[Value, ...]) -> Parame
         raise SearchSpaceError(f"parameter {spec.parameter_id!r}: no value spec")
     children = []
     for cond in spec.conditional_parameter_specs:
-        which = type(cond).pb(cond).WhichOneof("parent_value_condition")
+        which = cond.WhichOneof("parent_value_condition")
         raw = list(getattr(cond, which).values) if which else []
         parents: tuple[Value, ...]
         if which == "parent_categorical_values":
@@ -86,16 +84,14 @@ def parse_study_spec_metrics(
     study_spec_metrics: Sequence[Mapping[str, Any] | str],
 ) -> tuple[Metric, ...]:
     """The inverse of `to_study_spec_metrics` (goal as enum int or name)."""
-    from google.cloud.aiplatform_v1.types import StudySpec
-
     out = []
     for item in payload_items(study_spec_metrics):
         try:
-            spec = StudySpec.MetricSpec.from_json(json.dumps(item), ignore_unknown_fields=False)
+            spec = vertex_types.parse("StudySpec.MetricSpec", item)
         except Exception as err:
             detail = " ".join(str(err).split())
             raise SearchSpaceError(f"study_spec_metrics: {detail}") from None
-        goal = spec.goal.name.lower()
+        goal = vertex_types.enum_name(spec, "goal").lower()
         if goal not in GOALS:
             raise SearchSpaceError(f"metric {spec.metric_id!r}: goal must be MAXIMIZE or MINIMIZE")
         out.append(Metric(spec.metric_id, goal))

@@ -1,4 +1,4 @@
-"""Strict check of an HPT study payload against `aiplatform_v1.types.StudySpec`."""
+"""Strict check of an HPT study payload as the API's `StudySpec` (`pipelines.vertex_types`)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def validate_study_spec(
     algorithm: str = "ALGORITHM_UNSPECIFIED",
     measurement_selection: str = "BEST_MEASUREMENT",
 ) -> Any:
-    """Strictly parse an HPT study payload into `aiplatform_v1.types.StudySpec`.
+    """Strictly parse an HPT study payload as the API's `StudySpec` message.
 
     Args:
         parameters: `study_spec_parameters` (dicts or JSON strings).
@@ -28,8 +28,6 @@ def validate_study_spec(
     Raises:
         PayloadError: naming the field Vertex would refuse.
     """
-    from google.cloud.aiplatform_v1.types import StudySpec
-
     if algorithm not in ALGORITHMS:
         raise PayloadError(
             f"study_spec_algorithm={algorithm!r}: expected one of {', '.join(ALGORITHMS)}"
@@ -51,4 +49,4 @@ def validate_study_spec(
         "algorithm": algorithm,
         "measurement_selection_type": measurement_selection,
     }
-    return strict_parse(StudySpec, payload, "study_spec")
+    return strict_parse("StudySpec", payload, "study_spec")
