@@ -25,13 +25,16 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-import tensorflow as tf
+from trainer.gc_pause import collector_paused
 
-from dataprep import splitting
-from dataprep.sources import PreparationError, Source, open_source, plain
-from trainer import preprocess, records, staging
-from trainer.contract import PREPARATION
+with collector_paused():  # a fresh step process: TensorFlow's import 0.3-0.4 s sooner
+    import numpy as np
+    import tensorflow as tf
+
+    from dataprep import splitting
+    from dataprep.sources import PreparationError, Source, open_source, plain
+    from trainer import preprocess, records, staging
+    from trainer.contract import PREPARATION
 
 __all__ = ["IO_ERRORS", "PreparationError", "prepare_dataset", "report_lines"]
 

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import ROOT
 from trainer.gc_pause import collector_paused
 
@@ -38,13 +40,20 @@ def test_a_disabled_collector_stays_disabled_even_when_the_block_fails() -> None
         gc.unfreeze()
 
 
-def test_the_trainers_preload_imports_tensorflow_with_the_collector_paused() -> None:
+@pytest.mark.parametrize(
+    "load",
+    [
+        "from trainer.task import preload; preload()",  # trials and the final job's replicas
+        "import trainer.evaluate",  # the evaluation step's process
+        "import dataprep.prepare",  # the preparation step's process
+    ],
+)
+def test_tensorflow_is_imported_with_the_collector_paused(load: str) -> None:
     probe = (
         "import gc, json, sys\n"
         "collections = []\n"
         "gc.callbacks.append(lambda phase, info: phase == 'start' and collections.append(1))\n"
-        "from trainer.task import preload\n"
-        "preload()\n"
+        f"{load}\n"
         "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'collections': len(collections),"
         " 'frozen': gc.get_freeze_count(), 'enabled': gc.isenabled()}))\n"
     )
