@@ -41,8 +41,9 @@ TRAINER_MODULES = ("trainer.task",)  # what a study's or a job's own server serv
 # What the run's shared server serves: the trainer, and the TensorFlow halves of the
 # preparation and evaluation steps (`step_process`). The trainer first: its preload keeps
 # what TensorFlow imports but never uses out of TensorFlow's import (3.5 → 3.3 s here);
-# evaluation and preparation then import the parts of scikit-learn they use.
-RUN_MODULES = (*TRAINER_MODULES, "trainer.evaluate", "dataprep.prepare")
+# preparation then evaluation import the parts of scikit-learn they use (in this order the
+# server is ready 0.16 s sooner: evaluation's metrics add little once its datasets are in).
+RUN_MODULES = (*TRAINER_MODULES, "dataprep.prepare", "trainer.evaluate")
 READY_TIMEOUT = 300.0  # seconds for the server to import what it preloads
 assert ENV in REPLICA_VARIABLES  # a child sees the address; it must not count as a difference
 
