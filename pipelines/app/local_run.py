@@ -12,10 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import scratch
-from pipelines.compiler import compile_pipeline
 from pipelines.jobs import fork_client
 from pipelines.lineage.local import SPEC_FILE, task_outputs
-from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
 
 LOG_FILE = "pipeline.log"
@@ -144,9 +142,13 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with (
         scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
-        # Started first: it preloads TensorFlow while this process builds the pipeline.
+        # Started first: it preloads TensorFlow while this process imports kfp (0.35 s)
+        # and builds the pipeline.
         fork_client.shared_for_children(log_path=str(output / fork_client.LOG_FILE)),
     ):
+        from pipelines.compiler import compile_pipeline
+        from pipelines.pipeline import build_pipeline
+
         pipeline = build_pipeline("local", settings)
         _run(pipeline, artifacts, output, registry, echo)
     run_dir = latest_run_dir(artifacts, before)
