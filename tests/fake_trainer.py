@@ -55,6 +55,7 @@ ENV_KEYS = (
     "CLUSTER_SPEC",
     "TF_CONFIG",
     "HPT_LOGICAL_DEVICES",
+    "HPT_CPU_THREADS",
     "TMPDIR",
 )
 

@@ -66,6 +66,13 @@ def test_logical_devices_variable_is_validated():
         cluster.requested_logical_devices({cluster.LOGICAL_DEVICES_ENV: "two"})
 
 
+def test_cpu_threads_variable_is_validated():
+    assert cluster.requested_cpu_threads({}) == 0
+    assert cluster.requested_cpu_threads({cluster.CPU_THREADS_ENV: "2"}) == 2
+    with pytest.raises(ValueError, match="HPT_CPU_THREADS=-1: expected an integer >= 0"):
+        cluster.requested_cpu_threads({cluster.CPU_THREADS_ENV: "-1"})
+
+
 def test_hparams_name_the_bad_value():
     with pytest.raises(ConfigError, match=r"--num_units=0: expected an integer >= 1"):
         HParams(num_units=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.jobs import local_job
+from pipelines.jobs import local_job, replica_env
 from pipelines.jobs.local_job import CustomJobError, LocalCustomJob, run_custom_job
 from pipelines.jobs.worker_pools import training_worker_pool_specs, trial_worker_pool_specs
 from tests.conftest import ROOT
@@ -64,6 +64,7 @@ def test_every_replica_gets_vertex_env_and_its_own_log(tmp_path):
         assert env["AIP_MODEL_DIR"] == f"{tmp_path}/base/model/"
         assert env["AIP_CHECKPOINT_DIR"] == f"{tmp_path}/base/checkpoints/"
         assert env["HPT_LOGICAL_DEVICES"] == "2"  # accelerator_count → logical devices
+        assert env["HPT_CPU_THREADS"] == str(max(1, replica_env.host_cores() // 3))
         assert "CLOUD_ML_TRIAL_ID" not in env
         log = Path(result.log_paths[name]).read_text()
         assert f"fake_trainer: {record['task']}" in log
@@ -84,6 +85,7 @@ def test_one_accelerator_sets_no_logical_devices_and_trial_env_lands_under_trial
     )
     (record,) = ledger(book)
     assert "HPT_LOGICAL_DEVICES" not in record["env"]
+    assert "HPT_CPU_THREADS" not in record["env"]  # a lone replica keeps TensorFlow's default
     assert record["env"]["AIP_MODEL_DIR"] == f"{tmp_path}/7/model/"
     assert json.loads(record["env"]["CLUSTER_SPEC"])["task"] == {
         "type": "workerpool0",
@@ -296,3 +298,22 @@ def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
     assert uri == str(tmp_path / "model")
     assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"accuracy": 0.9}
     assert tensorflow_imported is False
+
+
+@pytest.mark.parametrize(
+    ("processes", "cores", "expected"),
+    [(1, 2, {}), (2, 2, {"HPT_CPU_THREADS": "1"}), (3, 2, {"HPT_CPU_THREADS": "1"}),
+     (2, 16, {"HPT_CPU_THREADS": "8"}), (4, 16, {"HPT_CPU_THREADS": "4"})],
+)  # fmt: skip
+def test_replicas_sharing_the_host_get_their_share_of_the_cores(processes, cores, expected):
+    assert replica_env.cpu_threads_env(processes, cores) == expected
+
+
+def test_parallel_trials_share_the_cores(tmp_path):
+    specs = trial_worker_pool_specs(image_uri="local", command=["python", FAKE], args=[])
+    alone, shared = (
+        local_job.plan_replicas(specs, log_dir=str(tmp_path / str(n)), jobs_at_once=n)[0].env
+        for n in (1, 2)
+    )
+    assert "HPT_CPU_THREADS" not in alone
+    assert shared["HPT_CPU_THREADS"] == str(max(1, replica_env.host_cores() // 2))

@@ -65,11 +65,13 @@ def test_mirrored_over_two_logical_cpus_reports_every_epoch(synthetic_data, tmp_
             f"--tensorboard_dir={tmp_path / 'tb'}",
         ],
         HPT_LOGICAL_DEVICES="2",
+        HPT_CPU_THREADS="1",  # the local executors' share of a host's cores
         CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
         CLOUD_ML_TRIAL_ID="7",
     )
     assert result.returncode == 0, result.stderr
     assert "MirroredStrategy, 2 replica(s) in sync" in result.stderr
+    assert "op threads 1/1 (intra/inter)" in result.stderr
     card = json.loads((tmp_path / "model" / "model.json").read_text())
     assert card["training"]["strategy"] == "MirroredStrategy"
     assert card["training"]["replicas_in_sync"] == 2

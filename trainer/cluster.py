@@ -17,6 +17,9 @@ POOL_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
 # The variable the local executors set to emulate `accelerator_count` devices on a CPU host.
 LOGICAL_DEVICES_ENV = "HPT_LOGICAL_DEVICES"
+# The variable the local executors set when replicas share this host's cores: the threads
+# each of TensorFlow's op pools (intra-op and inter-op) gets in a replica.
+CPU_THREADS_ENV = "HPT_CPU_THREADS"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,14 +89,24 @@ def resolve(environ: dict[str, str] | None = None) -> ClusterInfo:
     )
 
 
-def requested_logical_devices(environ: dict[str, str] | None = None) -> int:
-    """Logical CPU devices asked for through `HPT_LOGICAL_DEVICES` (0 when unset)."""
+def _count(name: str, environ: dict[str, str] | None) -> int:
+    """A non-negative integer variable (0 when unset); ValueError naming it otherwise."""
     env = os.environ if environ is None else environ
-    raw = env.get(LOGICAL_DEVICES_ENV, "") or "0"
+    raw = env.get(name, "") or "0"
     try:
         value = int(raw)
     except ValueError as err:
-        raise ValueError(f"{LOGICAL_DEVICES_ENV}={raw}: expected an integer >= 0") from err
+        raise ValueError(f"{name}={raw}: expected an integer >= 0") from err
     if value < 0:
-        raise ValueError(f"{LOGICAL_DEVICES_ENV}={raw}: expected an integer >= 0")
+        raise ValueError(f"{name}={raw}: expected an integer >= 0")
     return value
+
+
+def requested_logical_devices(environ: dict[str, str] | None = None) -> int:
+    """Logical CPU devices asked for through `HPT_LOGICAL_DEVICES` (0 when unset)."""
+    return _count(LOGICAL_DEVICES_ENV, environ)
+
+
+def requested_cpu_threads(environ: dict[str, str] | None = None) -> int:
+    """Threads per TensorFlow op pool asked for through `HPT_CPU_THREADS` (0: TF's default)."""
+    return _count(CPU_THREADS_ENV, environ)

@@ -26,6 +26,16 @@ def configure_local_devices(count: int) -> list[str]:
     return ["/cpu:0"]
 
 
+def configure_threads(count: int) -> None:
+    """Give TensorFlow's intra-op and inter-op pools `count` threads each (0: its default).
+
+    Must run before TensorFlow initialises its runtime.
+    """
+    if count:
+        tf.config.threading.set_intra_op_parallelism_threads(count)
+        tf.config.threading.set_inter_op_parallelism_threads(count)
+
+
 def gpu_capabilities() -> list[tuple[int, int]]:
     """(major, minor) compute capability of each visible GPU (empty on a CPU-only host)."""
     found = []
@@ -41,12 +51,14 @@ def make_strategy(distribution: str) -> tuple[tf.distribute.Strategy, cluster_li
 
     auto: MultiWorkerMirroredStrategy when the cluster has several workers,
     MirroredStrategy when there are several local devices (GPUs or logical CPUs),
-    else TensorFlow's default strategy.
+    else TensorFlow's default strategy. `HPT_CPU_THREADS`, when set, sizes the op
+    thread pools first.
 
     Returns:
         The strategy and this process's cluster info.
     """
     info = cluster_lib.resolve()
+    configure_threads(cluster_lib.requested_cpu_threads())
     if distribution == "auto":
         if info.num_workers > 1:
             distribution = "multi_worker"

@@ -56,9 +56,9 @@ from trainer.gc_pause import collector_paused
 
 # Set per replica by the local executors and read only at run time, never at import:
 # Vertex's directories and trial variables, the cluster, temporary folders, the
-# logical-device count, and this server's own address. Also the terminal's size, which
-# importing `readline` (pytest, pdb) puts in the C environment only, so a process's children
-# see it while its `os.environ` does not.
+# logical-device count, the op threads' share of the cores, and this server's own
+# address. Also the terminal's size, which importing `readline` (pytest, pdb) puts in the
+# C environment only, so a process's children see it while its `os.environ` does not.
 REPLICA_VARIABLES = (
     "LINES",
     "COLUMNS",
@@ -70,6 +70,7 @@ REPLICA_VARIABLES = (
     "TEMP",
     "TMP",
     "HPT_LOGICAL_DEVICES",
+    "HPT_CPU_THREADS",
     "HPT_FORK_SERVER",
 )
 PRELOAD_FUNCTION = "preload"  # a served module's function that imports what it will need

@@ -227,7 +227,9 @@ def _train(
         f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
         f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
-        f"{choice.policy}"
+        f"{choice.policy}, op threads "
+        f"{tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}/"
+        f"{tf.config.threading.get_inter_op_parallelism_threads() or 'auto'} (intra/inter)"
     )
     first_step: float | None = None
     # Long epochs also show progress within the epoch (every quarter).

@@ -4,14 +4,14 @@ Each replica (pool 0 chief, 1 workers, 2 parameter servers, 3 evaluator) gets
 the environment Vertex would give it (`pipelines.jobs.replica_env`): `CLUSTER_SPEC`
 and `TF_CONFIG` on free loopback ports, the `AIP_*` directories when there is a
 `base_output_directory`, and `HPT_LOGICAL_DEVICES` = `accelerator_count` (> 1)
-so a CPU host mirrors over that many logical devices. A replica running
-`python -m trainer.task` is forked from a preloaded trainer when the job has a
-`fork_client.ForkServer` and the server accepts it, else started afresh; the log's
-second line says which. Output goes to one log
-file per replica and is echoed with a `[chief-0]` style prefix. Each replica's
-temporary files (`TMPDIR`, `TEMP`, `TMP`: TensorFlow's autograph files among them)
-go to `<log_dir>/tmp/<replica>/`, removed when the job ends well and kept, named in
-the error, when it fails.
+so a CPU host mirrors over that many logical devices; replicas that share the host's
+cores (several in a job, or parallel trials) get `HPT_CPU_THREADS`, their share. A
+replica running `python -m trainer.task` is forked from a preloaded trainer when the job
+has a `fork_client.ForkServer` and the server accepts it, else started afresh; the log's
+second line says which. Output goes to one log file per replica and is echoed with a
+`[chief-0]` style prefix. Each replica's temporary files (`TMPDIR`, `TEMP`, `TMP`:
+TensorFlow's autograph files among them) go to `<log_dir>/tmp/<replica>/`, removed when
+the job ends well and kept, named in the error, when it fails.
 
 The job succeeds only when every replica exits 0 (parameter servers, which
 serve forever, are stopped once the others have succeeded). When one replica
@@ -160,13 +160,20 @@ def plan_replicas(
     trial_id: str | None = None,
     extra_env: Mapping[str, str] | None = None,
     log_dir: str,
+    jobs_at_once: int = 1,
 ) -> list[Replica]:
-    """The processes a job runs: argv and environment per replica (nothing started)."""
+    """The processes a job runs: argv and environment per replica (nothing started).
+
+    `jobs_at_once` is how many such jobs share this host (a study's parallel trials):
+    with the job's replicas, it sets each replica's share of the cores.
+    """
     from pipelines.jobs.worker_pools import validate_worker_pool_specs
 
     specs = validate_worker_pool_specs(worker_pool_specs)
     pools = [(i, s) for i, s in enumerate(specs) if s.replica_count > 0]
-    ports = iter(free_ports(sum(s.replica_count for _, s in pools)))
+    processes = sum(s.replica_count for _, s in pools)
+    threads = replica_env.cpu_threads_env(processes * max(1, jobs_at_once))
+    ports = iter(free_ports(processes))
     cluster: dict[str, Sequence[str]] = {
         f"workerpool{i}": [f"127.0.0.1:{next(ports)}" for _ in range(s.replica_count)]
         for i, s in pools
@@ -185,6 +192,7 @@ def plan_replicas(
             env.update(replica_env.cluster_env(cluster, pool_index, replica_index, trial_id))
             if spec.machine_spec.accelerator_count > 1:
                 env[replica_env.LOGICAL_DEVICES_ENV] = str(spec.machine_spec.accelerator_count)
+            env.update(threads)
             env.update(extra_env or {})
             replicas.append(
                 Replica(
@@ -242,6 +250,7 @@ class LocalCustomJob:
         timeout: float | None = None,
         grace_period: float = DEFAULT_GRACE_SECONDS,
         fork_server: fork_client.ForkServer | None = None,
+        jobs_at_once: int = 1,
     ):
         if log_dir is None:
             log_dir = (
@@ -260,6 +269,7 @@ class LocalCustomJob:
             trial_id=trial_id,
             extra_env=extra_env,
             log_dir=log_dir,
+            jobs_at_once=jobs_at_once,
         )
         self.log_dir = log_dir
         self.cwd = cwd

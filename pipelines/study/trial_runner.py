@@ -111,6 +111,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
             startup_timeout=TRIAL_STARTUP_TIMEOUT,
             on_tick=on_tick,
             fork_server=study.fork_server,
+            jobs_at_once=study.parallel,
         )
         stopped = result.stopped
     except local_job.CustomJobError as err:
