@@ -43,8 +43,9 @@ def stand_in_best(algorithm: str, seed: int, trials: int) -> float:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = default_search_space()
-    sampler = sampler.make_sampler(ALGORITHMS[algorithm], seed, trials)
-    study = optuna.create_study(direction="maximize", sampler=sampler)
+    study = optuna.create_study(
+        direction="maximize", sampler=sampler.make_sampler(ALGORITHMS[algorithm], seed, trials)
+    )
     for _ in range(trials):
         trial = study.ask()
         study.tell(trial, objective(sampler.suggest(trial, space.parameters)))

@@ -132,3 +132,12 @@ def test_startup_benchmark_runs_and_writes_json(tmp_path):
     assert document["figures"]["tensorflow_free"] is True
     assert set(document["figures"]["commands"]) == {"help", "compile_vertex"}
     assert all(c["median_seconds"] > 0 for c in document["figures"]["commands"].values())
+
+
+def test_hpt_stand_in_runs_the_local_studys_sampler():
+    """`bench_hpt`'s stand-in study drives the sampler as the local study does."""
+    from benchmarks import bench_hpt
+
+    for algorithm in bench_hpt.ALGORITHMS:
+        best = bench_hpt.stand_in_best(algorithm, seed=0, trials=3)
+        assert 0.0 < best <= 1.0
