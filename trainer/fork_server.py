@@ -52,6 +52,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from trainer.cluster import CPU_THREADS_ENV, LOGICAL_DEVICES_ENV
 from trainer.gc_pause import collector_paused
 
 # Set per replica by the local executors and read only at run time, never at import:
@@ -69,8 +70,8 @@ REPLICA_VARIABLES = (
     "TMPDIR",
     "TEMP",
     "TMP",
-    "HPT_LOGICAL_DEVICES",
-    "HPT_CPU_THREADS",
+    LOGICAL_DEVICES_ENV,
+    CPU_THREADS_ENV,
     "HPT_FORK_SERVER",
 )
 PRELOAD_FUNCTION = "preload"  # a served module's function that imports what it will need
