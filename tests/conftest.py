@@ -81,6 +81,17 @@ def run_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def python_stdout(code: str) -> str:
+    """Run `code` as `python -c` in a fresh process from the project root; its stdout.
+
+    Raises:
+        subprocess.CalledProcessError: The code failed (its stderr is on the error).
+    """
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+
+
 def run_trainer(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
     """Run `python -m trainer.task ARGS` to completion and capture its output."""
     return subprocess.run(

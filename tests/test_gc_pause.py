@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import gc
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import python_stdout
 from trainer.gc_pause import collector_paused
 
 
@@ -57,10 +55,7 @@ def test_tensorflow_is_imported_with_the_collector_paused(load: str) -> None:
         "print(json.dumps({'tf': 'tensorflow' in sys.modules, 'collections': len(collections),"
         " 'frozen': gc.get_freeze_count(), 'enabled': gc.isenabled()}))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    ).stdout
-    facts = json.loads(out.splitlines()[-1])
+    facts = json.loads(python_stdout(probe).splitlines()[-1])
     assert facts["tf"] and facts["enabled"]
     assert facts["frozen"] > 100_000  # TensorFlow's and Keras' objects
     assert facts["collections"] < 50  # ~640 with the collector running (12 here: before it)

@@ -12,7 +12,7 @@ import pytest
 from pipelines.jobs import local_job, replica_env
 from pipelines.jobs.local_job import CustomJobError, LocalCustomJob, run_custom_job
 from pipelines.jobs.worker_pools import training_worker_pool_specs, trial_worker_pool_specs
-from tests.conftest import ROOT
+from tests.conftest import ROOT, python_stdout
 
 FAKE = str(ROOT / "tests" / "fake_trainer.py")
 
@@ -272,8 +272,6 @@ def test_local_dir_layout():
 
 def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
     """The local final step reads model.json as plain JSON: no TensorFlow import (~2.8 s)."""
-    import subprocess
-    import sys
 
     card = {
         "versions": {"tensorflow": "2.21.0"},
@@ -291,10 +289,7 @@ def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
         f"model_artifact.describe(model, {str(tmp_path)!r})\n"
         "print(json.dumps([model.uri, model.metadata, 'tensorflow' in sys.modules]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    uri, metadata, tensorflow_imported = json.loads(out.stdout)
+    uri, metadata, tensorflow_imported = json.loads(python_stdout(probe))
     assert uri == str(tmp_path / "model")
     assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"accuracy": 0.9}
     assert tensorflow_imported is False

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from google.cloud.aiplatform_v1 import types
@@ -12,7 +10,7 @@ from google.cloud.aiplatform_v1 import types
 from pipelines import vertex_types
 from pipelines.jobs import worker_pools
 from pipelines.study.search_space import default_search_space
-from tests.conftest import ROOT
+from tests.conftest import python_stdout
 
 
 def sdk_class(name: str):
@@ -110,7 +108,4 @@ def test_payload_checks_import_neither_the_sdk_nor_tensorflow() -> None:
         "print(sorted(m for m in sys.modules if m.startswith(('google.cloud.aiplatform',"
         " 'tensorflow', 'proto'))))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == "[]"
+    assert python_stdout(probe).strip() == "[]"

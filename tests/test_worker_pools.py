@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -12,7 +10,7 @@ from pipelines.jobs import worker_pools as wp
 from pipelines.study import study_spec_check
 from pipelines.study.search_space import default_search_space
 from pipelines.vertex_types import enum_name
-from tests.conftest import ROOT
+from tests.conftest import python_stdout
 
 CONTAINER = dict(
     image_uri="us-docker.pkg.dev/p/hpt/trainer:1",
@@ -150,10 +148,7 @@ def test_pipelines_modules_do_not_import_tensorflow():
         "heavy = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)\n"
         "print(','.join(heavy))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    assert out.stdout.strip() == ""
+    assert python_stdout(code).strip() == ""
 
 
 def test_artifact_locations_with_and_without_a_shared_volume():
