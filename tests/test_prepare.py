@@ -23,6 +23,7 @@ from typer.testing import CliRunner, Result
 from dataprep import sources, splitting
 from dataprep.prepare import PreparationError, prepare_dataset
 from pipelines.app import cli
+from tests.conftest import python_stdout
 from trainer import data, preprocess, records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -434,6 +435,31 @@ def test_sample_source_is_offline_digits_with_ten_classes(tmp_path: Path) -> Non
     image, label, key = next(records.read_examples(str(tmp_path / "out"), metadata, "test"))
     assert key.startswith(f"{label}/") and image.shape == (SIZE, SIZE, 1) and image.max() > 0
     assert set(glob.glob(pattern)) == before  # nothing written outside the output
+
+
+def test_the_sample_digits_are_load_digits_read_without_importing_scikit_learn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The preparation step reads scikit-learn's CSV itself: the same arrays, 0.6 s sooner."""
+    from sklearn.datasets import load_digits
+
+    expected = load_digits()
+    code = (
+        "import sys; sys.modules['sklearn'] = None\n"  # any import of scikit-learn fails
+        "from dataprep.sources import digits\n"
+        "images, labels = digits()\n"
+        "print(images.shape, images.dtype, labels.dtype, images.sum(), labels.sum())"
+    )
+    images, labels = expected.images, expected.target
+    shape, dtype, label_dtype, pixel_sum, label_sum = python_stdout(code).replace(", ", ",").split()
+    assert shape == "(1797,8,8)" and dtype == str(images.dtype) and label_dtype == str(labels.dtype)
+    assert float(pixel_sum) == images.sum() and int(label_sum) == labels.sum()
+    read_images, read_labels = sources.digits()
+    assert np.array_equal(read_images, images) and np.array_equal(read_labels, labels)
+    # Another packaging that does not list the file: `load_digits` itself.
+    monkeypatch.setattr(sources.importlib.metadata, "files", lambda name: [])
+    fallback_images, fallback_labels = sources.digits()
+    assert np.array_equal(fallback_images, images) and np.array_equal(fallback_labels, labels)
 
 
 def test_the_in_memory_sample_prepares_as_its_image_folder_would(tmp_path: Path) -> None:
