@@ -45,6 +45,8 @@ DEFAULT_NUM_SHARDS = 8
 CHANNELS = (1, 3)
 # Splits larger than num_shards × this get more shards.
 TARGET_SHARD_BYTES = 256 << 20
+# Decoded images handed from tf.data to Python at a time.
+DECODE_BATCH = 64
 # How many bad files a failure message names.
 NAMED_BAD_FILES = 3
 
@@ -304,10 +306,14 @@ def decode_split(
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=False,  # the plan's order is restored below
     )
+    # In batches: each element handed to Python costs ~0.35 ms here (0.6 s of the sample's
+    # 0.8 s preparation when taken one by one); the images all have one shape by now.
+    batches = dataset.ignore_errors().batch(DECODE_BATCH).prefetch(tf.data.AUTOTUNE)
     decoded: dict[str, np.ndarray] = {}
-    for image, key in dataset.ignore_errors().prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
-        decoded[key.decode()] = image
-        advance()
+    for images, keys in batches.as_numpy_iterator():
+        for image, key in zip(images, keys, strict=True):
+            decoded[key.decode()] = image
+            advance()
     examples = [(decoded[key], label, key) for key, label in plan.items if key in decoded]
     bad = [item for item in plan.items if item[0] not in decoded]
     return examples, bad
@@ -346,7 +352,6 @@ def shard_count(count: int, image_shape: Sequence[int], num_shards: int) -> int:
 def preload() -> None:
     """Import what preparing the bundled sample needs (for `trainer.fork_server`)."""
     from PIL import Image  # noqa: F401
-    from sklearn import datasets  # noqa: F401
 
 
 def main(argv: Sequence[str] | None = None) -> int:
