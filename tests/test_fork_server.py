@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -245,3 +246,65 @@ def test_what_one_preload_blocks_the_next_served_module_can_import(tmp_path, mon
     assert sys.modules["probe_needed"].VALUE == 1
     assert "probe_needer" not in sys.modules  # a child runs it as __main__
     monkeypatch.delitem(sys.modules, "probe_needed")
+
+
+STAGED_PROBE = """
+import gc, os, sys, time
+
+def preload():
+    if {gate!r}:
+        deadline = time.monotonic() + 60
+        while not os.path.exists({gate!r}) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    if {broken}:
+        raise RuntimeError("cannot")
+
+if __name__ == "__main__":
+    print({name!r}, "collector", "on" if gc.isenabled() else "off", flush=True)
+"""
+
+
+def test_each_module_is_served_as_soon_as_it_is_preloaded(tmp_path):
+    """The preparation step need not wait for evaluation's imports; a failed preload refuses."""
+    modules = ("probe_first", "probe_held", "probe_gated", "probe_broken")
+    gates = {"probe_held": tmp_path / "go-held", "probe_gated": tmp_path / "go-gated"}
+    for name in modules:
+        gate = str(gates.get(name, ""))
+        broken = name == "probe_broken"
+        source = STAGED_PROBE.format(gate=gate, broken=broken, name=name)
+        (tmp_path / f"{name}.py").write_text(source)
+    env = replica_env.base_env()
+    env.pop("PYTEST_CURRENT_TEST", None)
+    server = ForkServer.start(
+        cwd=str(tmp_path), log_path=str(tmp_path / "server.log"), modules=modules, env=env
+    )
+    answers: dict[str, ForkedProcess | str] = {}
+
+    def spawn(name: str) -> None:
+        answers[name] = server.spawn([sys.executable, "-m", name], env, str(tmp_path))
+
+    try:
+        assert server.ready(60), server.unavailable  # the first module is in
+        asked = [threading.Thread(target=spawn, args=(n,)) for n in ("probe_first", "probe_gated")]
+        for thread in asked:
+            thread.start()
+        time.sleep(0.5)  # both requests reach the server's queue
+        gates["probe_held"].touch()  # probe_held is in: what was asked for meanwhile is served
+        asked[0].join(30)
+        first = answers["probe_first"]
+        assert isinstance(first, ForkedProcess), first
+        # Its child ran to the end while probe_gated's preload still waits for its gate.
+        assert first.stdout.read().decode().split() == ["probe_first", "collector", "on"]
+        assert "probe_gated" not in answers and not gates["probe_gated"].exists()
+        gates["probe_gated"].touch()
+        asked[1].join(30)
+        gated = answers["probe_gated"]
+        assert isinstance(gated, ForkedProcess), gated
+        assert gated.stdout.read().decode().split() == ["probe_gated", "collector", "on"]
+        assert (first.wait(30), gated.wait(30)) == (0, 0)
+        spawn("probe_broken")
+        assert answers["probe_broken"] == "preloading probe_broken failed (RuntimeError: cannot)"
+    finally:
+        for gate in gates.values():
+            gate.touch()
+        server.close()

@@ -28,9 +28,11 @@ Protocol (Linux; an abstract Unix stream socket, peers of another user refused, 
 connection per child): the client sends one JSON line
 `{"argv": [...], "env": {...}, "cwd": ...}` with one file descriptor (SCM_RIGHTS)
 for the child's output; the server answers `{"pid": N}` or `{"refused": why}`, later
-`{"returncode": C}` (negative: killed by that signal) when the child exits. On start
-it prints `ready <pid>` (or `unavailable: <why>`) on stdout; it exits when its stdin
-reaches EOF (the executor is gone), killing the children it still has.
+`{"returncode": C}` (negative: killed by that signal) when the child exits. Once the
+first module is preloaded it prints `ready <pid>` (or `unavailable: <why>`) on stdout;
+the others are preloaded one by one after that, and a request for one of them waits
+until it is in (refused if its preload failed). It exits when its stdin reaches EOF
+(the executor is gone), killing the children it still has.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import json
 import os
 import random
 import runpy
+import select
 import selectors
 import signal
 import socket
@@ -136,32 +139,51 @@ class Server:
         self.listener.listen(64)
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid → (connection, pidfd)
+        self.loaded: set[str] = set()  # served modules preloaded so far
+        self.failed: dict[str, str] = {}  # served module → why its preload failed
+        # Requests for a module still to be preloaded: (connection, request, output fd).
+        self.waiting: list[tuple[socket.socket, dict[str, Any], int]] = []
 
     def preload(self) -> None:
-        """Import every served module and run its `preload()`.
-
-        Modules a `preload()` made unimportable (`sys.modules[name] = None`, as
-        `trainer.task` does with what it never uses) are importable again once that
-        module is loaded: the next served module may need them, and each module's own
-        start-up makes its choice again in its child.
-        """
-        blocked = {name for name, module in sys.modules.items() if module is None}
+        """Import every served module and run its `preload()` (`preload_module`, in order)."""
         for name in self.modules:
+            self.preload_module(name)
+
+    def preload_module(self, name: str) -> None:
+        """Import one served module and run its `preload()`; its requests are served after.
+
+        Modules its `preload()` made unimportable (`sys.modules[name] = None`, as
+        `trainer.task` does with what it never uses) are importable again once it is
+        loaded: the next served module may need them, and each module's own start-up
+        makes its choice again in its child.
+
+        Raises:
+            Exception: Whatever importing it raised (`failed` then names it).
+        """
+        blocked = {n for n, m in sys.modules.items() if m is None}
+        try:
             module = importlib.import_module(name)
             getattr(module, PRELOAD_FUNCTION, lambda: None)()
-            # As in `python -m`, the module itself is not imported: a child runs it as __main__.
-            del sys.modules[name]
-            parent, _, child = name.rpartition(".")
-            if parent and getattr(sys.modules.get(parent), child, None) is module:
-                delattr(sys.modules[parent], child)
+        except Exception as err:
+            self.failed[name] = f"{type(err).__name__}: {err}"
+            raise
+        finally:
             for unblocked in [n for n, m in sys.modules.items() if m is None and n not in blocked]:
                 del sys.modules[unblocked]
+        # As in `python -m`, the module itself is not imported: a child runs it as __main__.
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        if parent and getattr(sys.modules.get(parent), child, None) is module:
+            delattr(sys.modules[parent], child)
+        self.loaded.add(name)
 
     def refusal(self, request: Mapping[str, Any]) -> str | None:
         """Why a request cannot be served from this process (None: it can)."""
         argv = request.get("argv") or []
         if len(argv) < 3 or argv[1] != "-m" or argv[2] not in self.modules:
             return f"not `python -m` of a preloaded module ({', '.join(self.modules)})"
+        if argv[2] in self.failed:
+            return f"preloading {argv[2]} failed ({self.failed[argv[2]]})"
         if os.path.realpath(argv[0]) != os.path.realpath(sys.executable):
             return f"interpreter {argv[0]} is not the server's {sys.executable}"
         differ = environment_difference(self.environment, request.get("env") or {})
@@ -197,6 +219,12 @@ class Server:
                     os.killpg(pid, signal.SIGKILL)
                 self._reap(pid)
 
+    def serve_pending(self) -> None:
+        """Between preloads: take the requests already queued, without waiting for more."""
+        while select.select([self.listener], [], [], 0)[0]:
+            self._accept()
+        self._serve_waiting()
+
     def _accept(self) -> None:
         conn, _ = self.listener.accept()
         try:
@@ -221,14 +249,35 @@ class Server:
                 os.close(fd)
             _send(conn, {"refused": why})
             conn.close()
-            return
+        else:
+            self.waiting.append((conn, request, fds[0]))
+            self._serve_waiting()
+
+    def _serve_waiting(self) -> None:
+        """Answer the waiting requests whose module is in now (or failed); keep the others."""
+        still = []
+        for conn, request, fd in self.waiting:
+            module = request["argv"][2]
+            if module not in self.loaded and module not in self.failed:
+                still.append((conn, request, fd))  # its module is still to be preloaded
+                continue
+            why = self.refusal(request)  # again: what is loaded now may be shadowed
+            if why:
+                os.close(fd)
+                _send(conn, {"refused": why})
+                conn.close()
+            else:
+                self._fork(conn, request, fd)
+        self.waiting = still
+
+    def _fork(self, conn: socket.socket, request: Mapping[str, Any], output_fd: int) -> None:
         started_r, started_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child; it never returns
             os.close(started_r)
-            _become(request, fds[0], started_w)
+            _become(request, output_fd, started_w)
         os.close(started_w)
-        os.close(fds[0])
+        os.close(output_fd)
         os.read(started_r, 1)  # the child leads its own process group now: signals reach it
         os.close(started_r)
         pidfd = os.pidfd_open(pid)
@@ -316,14 +365,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("unavailable: needs Linux 5.3+ (os.pidfd_open)", flush=True)
         return 0
     server = Server("\0" + address, modules)
+    first, *later = modules
     try:
         with collector_paused():  # and frozen: children leave the preloaded pages shared
-            server.preload()
+            server.preload_module(first)
     except Exception as err:  # a served module that cannot be imported: start fresh instead
-        print(f"unavailable: preloading {', '.join(modules)} failed ({err})", flush=True)
+        print(f"unavailable: preloading {first} failed ({err})", flush=True)
         return 0
     print(f"ready {os.getpid()}", flush=True)
     os.dup2(2, 1)  # nothing else goes to the client's pipe
+    # Later modules load one by one; what was asked for meanwhile is forked in between, so
+    # a child starts as soon as its own module is in (the preparation step no longer waits
+    # for the evaluation step's imports), and a request for a module not in yet waits.
+    for name in later:
+        server.serve_pending()
+        try:
+            with collector_paused():
+                server.preload_module(name)
+        except Exception:  # its requests are refused (fresh processes instead)
+            traceback.print_exc()
+    server.serve_pending()
     server.serve()
     return 0
 
