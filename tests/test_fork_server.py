@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -278,32 +278,28 @@ def test_each_module_is_served_as_soon_as_it_is_preloaded(tmp_path):
     server = ForkServer.start(
         cwd=str(tmp_path), log_path=str(tmp_path / "server.log"), modules=modules, env=env
     )
-    answers: dict[str, ForkedProcess | str] = {}
 
-    def spawn(name: str) -> None:
-        answers[name] = server.spawn([sys.executable, "-m", name], env, str(tmp_path))
+    def send(name: str) -> fork_client.Request:
+        sent = server.send([sys.executable, "-m", name], env, str(tmp_path))
+        assert isinstance(sent, fork_client.Request), sent
+        return sent  # queued at the server from here on
 
     try:
         assert server.ready(60), server.unavailable  # the first module is in
-        asked = [threading.Thread(target=spawn, args=(n,)) for n in ("probe_first", "probe_gated")]
-        for thread in asked:
-            thread.start()
-        time.sleep(0.5)  # both requests reach the server's queue
+        first_sent, gated_sent = send("probe_first"), send("probe_gated")
         gates["probe_held"].touch()  # probe_held is in: what was asked for meanwhile is served
-        asked[0].join(30)
-        first = answers["probe_first"]
+        first = server.receive(first_sent)
         assert isinstance(first, ForkedProcess), first
         # Its child ran to the end while probe_gated's preload still waits for its gate.
         assert first.stdout.read().decode().split() == ["probe_first", "collector", "on"]
-        assert "probe_gated" not in answers and not gates["probe_gated"].exists()
+        assert select.select([gated_sent.conn], [], [], 0.3)[0] == []  # not answered yet
         gates["probe_gated"].touch()
-        asked[1].join(30)
-        gated = answers["probe_gated"]
+        gated = server.receive(gated_sent)
         assert isinstance(gated, ForkedProcess), gated
         assert gated.stdout.read().decode().split() == ["probe_gated", "collector", "on"]
         assert (first.wait(30), gated.wait(30)) == (0, 0)
-        spawn("probe_broken")
-        assert answers["probe_broken"] == "preloading probe_broken failed (RuntimeError: cannot)"
+        broken = server.spawn([sys.executable, "-m", "probe_broken"], env, str(tmp_path))
+        assert broken == "preloading probe_broken failed (RuntimeError: cannot)"
     finally:
         for gate in gates.values():
             gate.touch()

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from trainer.fork_server import REPLICA_VARIABLES
 
@@ -47,6 +47,14 @@ TRAINER_MODULES = ("trainer.task",)  # what a study's or a job's own server serv
 RUN_MODULES = (*TRAINER_MODULES, "dataprep.prepare", "trainer.evaluate")
 READY_TIMEOUT = 300.0  # seconds for the server to import what it preloads
 assert ENV in REPLICA_VARIABLES  # a child sees the address; it must not count as a difference
+
+
+class Request(NamedTuple):
+    """A request sent to the server: its argv, connection, and the read end of the output."""
+
+    argv: list[str]
+    conn: socket.socket
+    output: int
 
 
 class ForkedProcess:
@@ -185,6 +193,15 @@ class ForkServer:
         Returns:
             The child, or one line saying why it was not forked (start it afresh then).
         """
+        sent = self.send(argv, env, cwd)
+        return sent if isinstance(sent, str) else self.receive(sent)
+
+    def send(self, argv: Sequence[str], env: Mapping[str, str], cwd: str | None) -> Request | str:
+        """Ask for a child (the first half of `spawn`): queued at the server once this returns.
+
+        Returns:
+            The request to `receive` the child from, or why it could not be sent.
+        """
         if not self.ready():
             return f"fork server unavailable: {self.unavailable}"
         read_end, write_end = os.pipe()
@@ -193,25 +210,33 @@ class ForkServer:
             conn.connect("\0" + self.address)
             request = {"argv": list(argv), "env": dict(env), "cwd": cwd or os.getcwd()}
             socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [write_end])
+        except OSError as err:
+            conn.close()
+            os.close(read_end)
+            return f"fork server {self.address} unreachable ({err})"
+        finally:
             os.close(write_end)
-            write_end = -1
-            reply = b""
+        return Request(list(argv), conn, read_end)
+
+    def receive(self, request: Request) -> ForkedProcess | str:
+        """The child the server forked for `request` (waits for it), or why it refused."""
+        reply = b""
+        try:
             while not reply.endswith(b"\n"):
-                more = conn.recv(4096)
+                more = request.conn.recv(4096)
                 if not more:
                     raise ConnectionError("the fork server closed the connection")
                 reply += more
             message = json.loads(reply)
         except (OSError, ValueError) as err:
             message = {"refused": f"fork server {self.address} unreachable ({err})"}
-        finally:
-            if write_end >= 0:
-                os.close(write_end)
         if "pid" not in message:
-            conn.close()
-            os.close(read_end)
+            request.conn.close()
+            os.close(request.output)
             return str(message.get("refused", message))
-        return ForkedProcess(argv, int(message["pid"]), conn, os.fdopen(read_end, "rb"))
+        return ForkedProcess(
+            request.argv, int(message["pid"]), request.conn, os.fdopen(request.output, "rb")
+        )
 
     def close(self) -> None:
         """Stop a server this process started (its children are killed); no-op otherwise."""
