@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainer.contract import ContractError
-from trainer.precision import Choice, choose, cpu_flags, parse_line
+from trainer.precision import Choice, choose, cpu_flags, onednn_limit, parse_line
 
 AVX2_ONLY = {"fpu", "sse4_2", "avx", "avx2", "fma", "avx512f"}
 
@@ -40,6 +40,35 @@ def test_auto_picks_bf16_only_where_it_is_native(flags, gpus, policy, reason):
     choice = choose("auto", flags, gpus)
     assert choice == Choice("auto", policy, reason)
     assert choice.line == f"precision: {policy} ({reason})"
+
+
+@pytest.mark.parametrize(
+    ("environ", "limit"),
+    [
+        ({}, None),
+        ({"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "ALL"}, None),
+        ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16"}, None),
+        ({"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_AMX"}, None),
+        ({"TF_ENABLE_ONEDNN_OPTS": "0"}, "oneDNN off (TF_ENABLE_ONEDNN_OPTS=0)"),
+        ({"TF_ENABLE_ONEDNN_OPTS": "False"}, "oneDNN off (TF_ENABLE_ONEDNN_OPTS=False)"),
+        ({"ONEDNN_MAX_CPU_ISA": "avx2"}, "oneDNN limited to AVX2 (ONEDNN_MAX_CPU_ISA)"),
+        (
+            {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
+            "oneDNN limited to AVX512_CORE (ONEDNN_MAX_CPU_ISA)",
+        ),
+        ({"DNNL_MAX_CPU_ISA": "AVX2"}, "oneDNN limited to AVX2 (DNNL_MAX_CPU_ISA)"),
+        # oneDNN reads ONEDNN_MAX_CPU_ISA first.
+        ({"ONEDNN_MAX_CPU_ISA": "ALL", "DNNL_MAX_CPU_ISA": "AVX2"}, None),
+    ],
+)
+def test_onednn_settings_that_rule_out_bf16_units(environ, limit):
+    assert onednn_limit(environ) == limit
+    choice = choose("auto", AVX2_ONLY | {"avx512_bf16", "amx_bf16"}, [], limit)
+    assert choice.policy == ("float32" if limit else "mixed_bfloat16")
+    assert choice.reason == (f"auto: {limit}" if limit else "auto: CPU has avx512_bf16+amx_bf16")
+    # On GPUs the model does not run in oneDNN's kernels; forced stays forced.
+    assert choose("auto", AVX2_ONLY, [(8, 0)], limit).policy == "mixed_bfloat16"
+    assert choose("mixed_bfloat16", AVX2_ONLY, [], limit).policy == "mixed_bfloat16"
 
 
 @pytest.mark.parametrize("forced", ["float32", "mixed_bfloat16"])

@@ -255,6 +255,22 @@ def test_a_trial_under_auto_reports_a_finite_metric_and_its_precision(synthetic_
     assert any(x.startswith("first step done ") for x in lines)
 
 
+def test_auto_trains_in_float32_where_onednn_is_capped_below_bf16(synthetic_data, tmp_path):
+    """Capped at AVX2, oneDNN cannot run a bf16 convolution at all, bf16 units or not."""
+    metrics_file = tmp_path / "hypertune" / "output.metrics"
+    result = run_trainer(
+        [f"--data={synthetic_data}", "--epochs=1", "--batch_size=16"],
+        CLOUD_ML_TRIAL_ID="4",
+        CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
+        ONEDNN_MAX_CPU_ISA="AVX2",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "precision: float32 (auto: oneDNN limited to AVX2 (ONEDNN_MAX_CPU_ISA))" in (
+        result.stderr.splitlines()
+    )
+    assert math.isfinite(float(read_hypertune(metrics_file)[-1]["accuracy"]))
+
+
 def test_a_diverging_trial_is_a_poor_trial_not_a_failed_one(synthetic_data, tmp_path):
     """Vertex counts a non-zero exit against max_failed_trial_count; a NaN loss must not."""
     metrics_file = tmp_path / "hypertune" / "output.metrics"

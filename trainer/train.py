@@ -87,8 +87,13 @@ def process_seconds() -> float | None:
 
 
 def resolve_precision(requested: str) -> precision.Choice:
-    """`requested` resolved on this machine (its CPU flags and GPUs)."""
-    return precision.choose(requested, precision.cpu_flags(), distribute.gpu_capabilities())
+    """`requested` resolved on this machine (its CPU flags, oneDNN's settings, its GPUs)."""
+    return precision.choose(
+        requested,
+        precision.cpu_flags(),
+        distribute.gpu_capabilities(),
+        precision.onednn_limit(os.environ),
+    )
 
 
 def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = None) -> TrainResult:
