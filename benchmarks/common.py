@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer import precision
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 QUICK_RESULTS_DIR = RESULTS_DIR / "quick"
@@ -112,6 +114,7 @@ def _version(package: str) -> str | None:
 # bfloat16 (`--precision mixed_bfloat16`) is fast only with AVX512-BF16 or AMX units (3.5x the
 # seeds' trainer on such a host, 0.56-0.64x on an AVX2-only one, same commit).
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "amx_int8")
+ONEDNN_SETTINGS = (precision.ONEDNN_SWITCH, *precision.ONEDNN_ISA_CAPS)
 CPUINFO = Path("/proc/cpuinfo")
 
 
@@ -152,9 +155,10 @@ def describe_cpu(m: Mapping[str, Any]) -> str:
     """`Intel(R) Xeon(R) Processor (avx2 avx512_bf16 amx_bf16 …)` from a machine record."""
     model = m.get("cpu_model") or m.get("processor") or "unknown CPU"
     flags = m.get("cpu_flags")
+    settings = "".join(f", {name}={value}" for name, value in (m.get("onednn") or {}).items())
     if flags is None:
-        return f"{model} (flags unknown)"
-    return f"{model} ({' '.join(flags) if flags else 'none of ' + ', '.join(CPU_FLAGS)})"
+        return f"{model} (flags unknown{settings})"
+    return f"{model} ({' '.join(flags) if flags else 'none of ' + ', '.join(CPU_FLAGS)}{settings})"
 
 
 def machine() -> dict[str, Any]:
@@ -167,6 +171,9 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         **cpu(),
+        # What oneDNN is told (off, or its instruction set capped) changes the figures as
+        # much as the flags: `ONEDNN_MAX_CPU_ISA=AVX2` runs this host as an AVX2-only one.
+        "onednn": {name: os.environ[name] for name in ONEDNN_SETTINGS if name in os.environ},
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "load_average": load,

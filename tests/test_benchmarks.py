@@ -91,6 +91,22 @@ def test_machine_record_holds_this_cpu(monkeypatch, tmp_path):
     assert m["cpu_model"] and m["cpu_flags"] is None  # the model from `platform`
 
 
+def test_machine_record_holds_what_onednn_is_told(monkeypatch, tmp_path):
+    """`ONEDNN_MAX_CPU_ISA=AVX2` runs a bf16 host as an AVX2-only one: it goes with the figures."""
+    fake = tmp_path / "cpuinfo"
+    fake.write_text(CPUINFO_AMX)
+    monkeypatch.setattr(common, "CPUINFO", fake)
+    for name in common.ONEDNN_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    assert common.machine()["onednn"] == {}
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    m = common.machine()
+    assert m["onednn"] == {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert common.describe_cpu(m).endswith(
+        "(avx2 avx512f avx512_bf16 amx_bf16 amx_tile, ONEDNN_MAX_CPU_ISA=AVX2)"
+    )
+
+
 def test_write_result_and_readme_table(tmp_path):
     path = common.write_result(
         "demo", {"x": 1.5}, headline=[["speed-up", "2.0×"]], quick=True, results_dir=tmp_path
