@@ -153,7 +153,11 @@ def digits() -> tuple[np.ndarray, np.ndarray]:
     Returns:
         Images (n, 8, 8) as float64 in 0..16, and labels (n,) as int.
     """
-    listed = [f for f in importlib.metadata.files("scikit-learn") or () if f.name == DIGITS_CSV]
+    try:
+        shipped = importlib.metadata.files("scikit-learn") or []
+    except importlib.metadata.PackageNotFoundError:  # load_digits then says what is missing
+        shipped = []
+    listed = [f for f in shipped if f.name == DIGITS_CSV]
     if not listed:
         from sklearn.datasets import load_digits
 

@@ -456,10 +456,16 @@ def test_the_sample_digits_are_load_digits_read_without_importing_scikit_learn(
     assert float(pixel_sum) == images.sum() and int(label_sum) == labels.sum()
     read_images, read_labels = sources.digits()
     assert np.array_equal(read_images, images) and np.array_equal(read_labels, labels)
-    # Another packaging that does not list the file: `load_digits` itself.
+    # Another packaging that does not list the file, or no distribution record: `load_digits`.
     monkeypatch.setattr(sources.importlib.metadata, "files", lambda name: [])
     fallback_images, fallback_labels = sources.digits()
     assert np.array_equal(fallback_images, images) and np.array_equal(fallback_labels, labels)
+
+    def unknown(name: str) -> None:
+        raise sources.importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(sources.importlib.metadata, "files", unknown)
+    assert np.array_equal(sources.digits()[1], labels)
 
 
 def test_the_in_memory_sample_prepares_as_its_image_folder_would(tmp_path: Path) -> None:
