@@ -240,7 +240,8 @@ def test_what_one_preload_blocks_the_next_served_module_can_import(tmp_path, mon
         monkeypatch.delitem(sys.modules, name, raising=False)
     server = fork_server.Server(f"\0hpt-test-{os.getpid()}", ["probe_blocker", "probe_needer"])
     try:
-        server.preload()
+        for name in server.modules:
+            server.preload_module(name)
     finally:
         server.listener.close()
     assert sys.modules["probe_needed"].VALUE == 1

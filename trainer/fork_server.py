@@ -144,11 +144,6 @@ class Server:
         # Requests for a module still to be preloaded: (connection, request, output fd).
         self.waiting: list[tuple[socket.socket, dict[str, Any], int]] = []
 
-    def preload(self) -> None:
-        """Import every served module and run its `preload()` (`preload_module`, in order)."""
-        for name in self.modules:
-            self.preload_module(name)
-
     def preload_module(self, name: str) -> None:
         """Import one served module and run its `preload()`; its requests are served after.
 
@@ -249,9 +244,10 @@ class Server:
                 os.close(fd)
             _send(conn, {"refused": why})
             conn.close()
-        else:
+        elif request["argv"][2] in self.loaded:
+            self._fork(conn, request, fds[0])
+        else:  # its module is still to be preloaded: checked again once it is in
             self.waiting.append((conn, request, fds[0]))
-            self._serve_waiting()
 
     def _serve_waiting(self) -> None:
         """Answer the waiting requests whose module is in now (or failed); keep the others."""
