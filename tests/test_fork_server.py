@@ -11,6 +11,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -123,6 +124,21 @@ def test_exit_codes_and_signals_come_back_as_from_popen(server, tmp_path):
         sleeper.wait(0.2)
     os.killpg(sleeper.pid, signal.SIGTERM)  # the executor signals the replica's group
     assert sleeper.wait(10) == -signal.SIGTERM
+
+
+def test_a_child_that_exits_before_its_pid_is_read_is_still_received(server, tmp_path):
+    """Its `{"pid"}` and `{"returncode"}` lines may come in one read (CI saw this race)."""
+    env = replica_environment(tmp_path, "q")
+    sent = server.send(probe_argv("exit", "4"), env, str(ROOT))
+    assert isinstance(sent, fork_client.Request), sent
+    deadline = time.monotonic() + 30
+    while sent.conn.recv(4096, socket.MSG_PEEK).count(b"\n") < 2:  # both lines queued
+        assert time.monotonic() < deadline, "the child's exit never came"
+        time.sleep(0.02)
+    child = server.receive(sent)
+    assert isinstance(child, ForkedProcess), child
+    assert child.poll() == 4 and child.wait(1) == 4
+    assert json.loads(child.stdout.read().decode().splitlines()[0])["argv"] == ["exit", "4"]
 
 
 def test_a_request_that_a_fresh_process_would_see_differently_is_refused(server, tmp_path):

@@ -64,7 +64,15 @@ class ForkedProcess:
     closing it (this process ending) makes the server kill the child.
     """
 
-    def __init__(self, args: Sequence[str], pid: int, conn: socket.socket, stdout: IO[bytes]):
+    def __init__(
+        self,
+        args: Sequence[str],
+        pid: int,
+        conn: socket.socket,
+        stdout: IO[bytes],
+        received: bytes = b"",
+    ):
+        """`received`: what came after the `{"pid": N}` line (its exit, if it was that quick)."""
         self.args = list(args)
         self.pid = pid
         self.stdout = stdout
@@ -72,6 +80,17 @@ class ForkedProcess:
         self._conn = conn
         self._buffer = b""
         self._lock = threading.Lock()
+        self._take(received)
+
+    def _take(self, data: bytes) -> None:
+        self._buffer += data
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            message = json.loads(line)
+            if "returncode" in message:
+                self.returncode = int(message["returncode"])
+        if self.returncode is not None:
+            self._conn.close()
 
     def _read(self, timeout: float) -> None:
         with self._lock:
@@ -83,14 +102,7 @@ class ForkedProcess:
             data = self._conn.recv(4096)
             if not data:  # the server is gone, and its children with it (PR_SET_PDEATHSIG)
                 self.returncode = -signal.SIGKILL
-            self._buffer += data
-            while b"\n" in self._buffer:
-                line, self._buffer = self._buffer.split(b"\n", 1)
-                message = json.loads(line)
-                if "returncode" in message:
-                    self.returncode = int(message["returncode"])
-            if self.returncode is not None:
-                self._conn.close()
+            self._take(data)
 
     def poll(self) -> int | None:
         """The exit code if the child has exited (negative: killed by that signal), else None."""
@@ -222,12 +234,14 @@ class ForkServer:
         """The child the server forked for `request` (waits for it), or why it refused."""
         reply = b""
         try:
-            while not reply.endswith(b"\n"):
+            while b"\n" not in reply:
                 more = request.conn.recv(4096)
                 if not more:
                     raise ConnectionError("the fork server closed the connection")
                 reply += more
-            message = json.loads(reply)
+            # A child that exits at once may have its exit status in the same read.
+            line, _, later = reply.partition(b"\n")
+            message = json.loads(line)
         except (OSError, ValueError) as err:
             message = {"refused": f"fork server {self.address} unreachable ({err})"}
         if "pid" not in message:
@@ -235,7 +249,7 @@ class ForkServer:
             os.close(request.output)
             return str(message.get("refused", message))
         return ForkedProcess(
-            request.argv, int(message["pid"]), request.conn, os.fdopen(request.output, "rb")
+            request.argv, int(message["pid"]), request.conn, os.fdopen(request.output, "rb"), later
         )
 
     def close(self) -> None:
