@@ -96,3 +96,29 @@ def test_training_batches_come_in_the_compute_dtype(synthetic_data: str) -> None
     images, labels = next(iter(dataset_fn(tf.distribute.InputContext())))
     assert images.dtype == tf.bfloat16 and images.shape == (16, *metadata["image_shape"])
     assert labels.shape == (16,)
+
+
+def test_the_validation_step_is_traced_once_whatever_the_last_batch(synthetic_data: str) -> None:
+    """A split's last batch is partial; it must not cost the process a second trace."""
+    from trainer.train import evaluation_step
+
+    metadata = records.read_metadata(synthetic_data)
+    count = metadata["splits"]["validation"]["count"]
+    batch = count // 2 + 1  # two batches, the second one partial
+    dataset = data.eval_dataset(synthetic_data, metadata, "validation", batch)
+    keras.utils.set_random_seed(3)
+    model = build_model(metadata["image_shape"], len(metadata["class_names"]), 8)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+    step = evaluation_step(model, loss_fn, dataset.element_spec)
+    sizes, loss, correct = [], 0.0, 0.0
+    for images, labels in dataset:
+        sizes.append(int(labels.shape[0]))
+        batch_loss, batch_correct = step(images, labels)
+        loss, correct = loss + float(batch_loss), correct + float(batch_correct)
+    assert sizes == [batch, count - batch] and step.experimental_get_tracing_count() == 1
+    every_image = np.concatenate([images.numpy() for images, _ in dataset])
+    every_label = np.concatenate([labels.numpy() for _, labels in dataset])
+    logits = model(every_image, training=False)
+    expected_loss = float(tf.reduce_sum(loss_fn(every_label, logits)))
+    np.testing.assert_allclose(loss, expected_loss, rtol=1e-5)
+    assert correct == float(np.sum(np.argmax(logits, -1) == every_label))
