@@ -17,6 +17,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,6 +58,16 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     start = time.perf_counter()
     result = fn()
     return time.perf_counter() - start, result
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's children that have ended and been waited for.
+
+    The difference around a `run_command` is that command's CPU time: the work it did,
+    which, unlike its wall time, does not grow while it waits or stands idle.
+    """
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def repeat(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> list[float]:

@@ -157,3 +157,17 @@ def test_hpt_stand_in_runs_the_local_studys_sampler():
     for algorithm in bench_hpt.ALGORITHMS:
         best = bench_hpt.stand_in_best(algorithm, seed=0, trials=3)
         assert 0.0 < best <= 1.0
+
+
+def test_children_cpu_seconds_counts_a_childs_work_not_its_waiting():
+    """The equal-work benchmark's CPU column: a busy child counts, a sleeping one hardly."""
+
+    def child_cpu(code: str) -> float:
+        before = common.children_cpu_seconds()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        return common.children_cpu_seconds() - before
+
+    busy = "import time\nwhile time.process_time() < 0.4: pass"
+    idle = "import time\ntime.sleep(0.4)"
+    assert child_cpu(busy) >= 0.4  # at least what the child itself counted
+    assert child_cpu(idle) < 0.3  # the interpreter's start-up, not the sleep
