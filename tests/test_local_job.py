@@ -189,6 +189,18 @@ def test_parameter_servers_are_stopped_once_the_others_succeed(tmp_path):
     assert {k for k in result.exit_codes if k.startswith("ps-")} == {"ps-0", "ps-1"}
 
 
+def test_a_job_ends_when_its_replicas_exit_not_at_the_next_poll(tmp_path):
+    """The wait wakes on a replica's exit: with a 60 s poll, a 2-replica job still ends at once."""
+    job = LocalCustomJob(
+        fake_job("--epochs=2"), base_output_directory=str(tmp_path), echo=None, grace_period=1
+    )
+    started = time.monotonic()
+    with job:
+        result = job.wait(poll_interval=60)
+    assert time.monotonic() - started < 30  # ~1 s of work; a poll would have slept 60
+    assert result.exit_codes == {"chief-0": 0, "worker-0": 0} and not result.stopped
+
+
 def test_gcs_base_is_refused(tmp_path):
     with pytest.raises(CustomJobError, match="needs a local path"):
         LocalCustomJob(fake_job(workers=0), base_output_directory="gs://bucket/run")

@@ -95,6 +95,14 @@ class Replica:
         """Exit code once it has exited (negative: killed by that signal)."""
         return None if self.process is None else self.process.poll()
 
+    def wait_for_exit(self, seconds: float) -> None:
+        """Return when it exits or after `seconds`, whichever comes first."""
+        if self.process is None:
+            time.sleep(seconds)
+            return
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=seconds)
+
 
 @dataclasses.dataclass(frozen=True)
 class JobResult:
@@ -381,9 +389,10 @@ class LocalCustomJob:
         """Wait for the job; raise `CustomJobError` when a replica fails or a deadline passes.
 
         Args:
-            on_tick: Called every `poll_interval` seconds; returning True stops the job,
-                which then ends as stopped (not failed).
-            poll_interval: Seconds between checks.
+            on_tick: Called at least every `poll_interval` seconds (and when a replica
+                exits); returning True stops the job, which then ends as stopped (not failed).
+            poll_interval: Longest time between checks; the job also ends as soon as its
+                last replica exits.
         """
         if self.started_at is None:
             self.start()
@@ -438,7 +447,9 @@ class LocalCustomJob:
                 if on_tick is not None and on_tick():
                     self.stop()
                     return self._result(stopped=True)
-                time.sleep(poll_interval)
+                # Not a plain sleep: a job ends as soon as its last replica exits.
+                running = [r for r in others if r.returncode is None] or self.replicas
+                running[0].wait_for_exit(poll_interval)
         except BaseException:
             self._terminate(self.replicas)
             raise
