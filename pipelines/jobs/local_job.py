@@ -447,9 +447,11 @@ class LocalCustomJob:
                 if on_tick is not None and on_tick():
                     self.stop()
                     return self._result(stopped=True)
-                # Not a plain sleep: a job ends as soon as its last replica exits.
-                running = [r for r in others if r.returncode is None] or self.replicas
-                running[0].wait_for_exit(poll_interval)
+                # Not a plain sleep: a job ends as soon as its last replica exits (one that
+                # exited since the checks above is seen on the next pass, without waiting).
+                unfinished = next((r for r in others if r.returncode is None), None)
+                if unfinished is not None:
+                    unfinished.wait_for_exit(poll_interval)
         except BaseException:
             self._terminate(self.replicas)
             raise
