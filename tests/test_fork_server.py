@@ -109,6 +109,34 @@ def test_a_forked_child_has_the_state_of_a_fresh_process(server, tmp_path):
     assert first["blas_works"]  # numpy's BLAS threads after a fork
 
 
+def test_signals_the_client_ignores_stay_ignored_as_across_an_exec(server, tmp_path):
+    # Under `nohup`, or in a shell's background job, SIGHUP and SIGINT are ignored, and a
+    # fresh process inherits that; a forked one must too (it used to get the defaults).
+    env = replica_environment(tmp_path, "1")
+    ignoring = {signal.SIGINT: signal.SIG_IGN, signal.SIGHUP: signal.SIG_IGN}
+    handling = {signal.SIGINT: signal.default_int_handler, signal.SIGHUP: signal.SIG_DFL}
+    states = {}
+    saved = {sig: signal.getsignal(sig) for sig in ignoring}
+    try:
+        for name, dispositions in (("ignoring", ignoring), ("handling", handling)):
+            for sig, handler in dispositions.items():
+                signal.signal(sig, handler)
+            forked, code = forked_state(server, env, "one")
+            assert code == 0
+            states[name] = forked["signals"], fresh_state(env, "one")["signals"]
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    for forked_signals, fresh_signals in states.values():
+        assert forked_signals == fresh_signals
+    forked_signals = states["ignoring"][0]
+    assert forked_signals["SIGINT"] == forked_signals["SIGHUP"] == str(signal.SIG_IGN)
+    assert forked_signals["SIGTERM"] == str(signal.SIG_DFL)
+    forked_signals = states["handling"][0]
+    assert forked_signals["SIGINT"] == str(signal.default_int_handler)
+    assert forked_signals["SIGHUP"] == str(signal.SIG_DFL)
+
+
 def test_exit_codes_and_signals_come_back_as_from_popen(server, tmp_path):
     env = replica_environment(tmp_path, "x")
     assert forked_state(server, env, "exit", "3")[1] == 3

@@ -11,7 +11,8 @@ would be:
   /dev/null, stdout and stderr the file descriptor sent with the request;
 * its own session and process group (the executor signals the group), and SIGKILL
   when the server dies (`PR_SET_PDEATHSIG`);
-* signal dispositions of a fresh interpreter, Python's `random` reseeded from
+* signal dispositions of a fresh interpreter (those the client ignores stay ignored,
+  as they would across its exec: e.g. SIGHUP under `nohup`), Python's `random` reseeded from
   `os.urandom`, `tempfile`'s cached folder forgotten (it follows the requested
   `TMPDIR`), and the module run as `__main__` (`runpy`, like `-m`); its exit status
   goes back to the client.
@@ -26,13 +27,13 @@ and the client starts a fresh process instead.
 
 Protocol (Linux; an abstract Unix stream socket, peers of another user refused, one
 connection per child): the client sends one JSON line
-`{"argv": [...], "env": {...}, "cwd": ...}` with one file descriptor (SCM_RIGHTS)
-for the child's output; the server answers `{"pid": N}` or `{"refused": why}`, later
-`{"returncode": C}` (negative: killed by that signal) when the child exits. Once the
-first module is preloaded it prints `ready <pid>` (or `unavailable: <why>`) on stdout;
-the others are preloaded one by one after that, and a request for one of them waits
-until it is in (refused if its preload failed). It exits when its stdin reaches EOF
-(the executor is gone), killing the children it still has.
+`{"argv": [...], "env": {...}, "cwd": ..., "ignored_signals": [...]}` with one file
+descriptor (SCM_RIGHTS) for the child's output; the server answers `{"pid": N}` or
+`{"refused": why}`, later `{"returncode": C}` (negative: killed by that signal) when the
+child exits. Once the first module is preloaded it prints `ready <pid>` (or
+`unavailable: <why>`) on stdout; the others are preloaded one by one after that, and a
+request for one of them waits until it is in (refused if its preload failed). It exits
+when its stdin reaches EOF (the executor is gone), killing the children it still has.
 """
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ REPLICA_VARIABLES = (
     CPU_THREADS_ENV,
     "HPT_FORK_SERVER",
 )
+# Signals a child gets as a fresh interpreter would: default, or ignored where the client
+# (whose fresh children would inherit that across exec) ignores them; SIGINT then raises
+# KeyboardInterrupt as Python's own handler, unless ignored.
+RESET_SIGNALS = ("SIGINT", "SIGTERM", "SIGCHLD", "SIGHUP", "SIGUSR1", "SIGUSR2")
 PRELOAD_FUNCTION = "preload"  # a served module's function that imports what it will need
 MAX_REQUEST_BYTES = 1 << 20
 _PR_SET_PDEATHSIG = 1
@@ -304,6 +309,23 @@ def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
     conn.sendall(json.dumps(message).encode() + b"\n")
 
 
+def ignored_signals() -> list[str]:
+    """The `RESET_SIGNALS` this process ignores (a fresh child of it would ignore them too)."""
+    return [
+        name for name in RESET_SIGNALS if signal.getsignal(getattr(signal, name)) == signal.SIG_IGN
+    ]
+
+
+def reset_signals(ignored: Sequence[str]) -> None:
+    """Give `RESET_SIGNALS` a fresh interpreter's dispositions, `ignored` ones ignored."""
+    for name in RESET_SIGNALS:
+        sig = getattr(signal, name)
+        if name in ignored:
+            signal.signal(sig, signal.SIG_IGN)
+        else:
+            signal.signal(sig, signal.default_int_handler if name == "SIGINT" else signal.SIG_DFL)
+
+
 def _become(request: Mapping[str, Any], output_fd: int, started_fd: int) -> None:
     """In the forked child: turn into `python -m <module> <args>` and exit with its status."""
     code = 1
@@ -322,9 +344,7 @@ def _become(request: Mapping[str, Any], output_fd: int, started_fd: int) -> None
             if fd > 2:  # the listener, other children's connections, pidfds, the lifeline
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        for sig in (signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        reset_signals(request.get("ignored_signals", ()))
         os.environ.clear()
         os.environ.update(request["env"])
         cwd = request.get("cwd")

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, NamedTuple
 
-from trainer.fork_server import REPLICA_VARIABLES
+from trainer.fork_server import REPLICA_VARIABLES, ignored_signals
 
 ENV = "HPT_FORK_SERVER"
 LOG_FILE = "fork-server.log"  # the server's own output, beside the logs of the job it serves
@@ -220,7 +220,12 @@ class ForkServer:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             conn.connect("\0" + self.address)
-            request = {"argv": list(argv), "env": dict(env), "cwd": cwd or os.getcwd()}
+            request = {
+                "argv": list(argv),
+                "env": dict(env),
+                "cwd": cwd or os.getcwd(),
+                "ignored_signals": ignored_signals(),
+            }
             socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [write_end])
         except OSError as err:
             conn.close()
