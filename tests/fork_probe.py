@@ -24,6 +24,12 @@ def preload() -> None:
     import numpy  # noqa: F401
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def state() -> dict:
     """What a process started for a replica must get as its own."""
     import numpy as np
@@ -46,6 +52,9 @@ def state() -> dict:
             name: str(signal.getsignal(getattr(signal, name)))
             for name in ("SIGINT", "SIGTERM", "SIGCHLD", "SIGHUP", "SIGPIPE")
         },
+        "blocked_signals": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "umask": _umask(),
+        "cpus": sorted(os.sched_getaffinity(0)),
         "open_fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd")),
         "blas_works": float((matrix @ matrix)[0, 0]) == 256.0,
         "task_module_imported": "trainer.task" in sys.modules,
