@@ -240,15 +240,11 @@ class Server:
                 data += more
             request = json.loads(data)
         except (OSError, ValueError) as err:
-            _send(conn, {"refused": f"bad request ({err})"})
-            conn.close()
+            _refuse(conn, f"bad request ({err})")
             return
         why = "no output file descriptor sent" if len(fds) != 1 else self.refusal(request)
         if why:
-            for fd in fds:
-                os.close(fd)
-            _send(conn, {"refused": why})
-            conn.close()
+            _refuse(conn, why, fds)
         elif request["argv"][2] in self.loaded:
             self._fork(conn, request, fds[0])
         else:  # its module is still to be preloaded: checked again once it is in
@@ -264,9 +260,7 @@ class Server:
                 continue
             why = self.refusal(request)  # again: what is loaded now may be shadowed
             if why:
-                os.close(fd)
-                _send(conn, {"refused": why})
-                conn.close()
+                _refuse(conn, why, [fd])
             else:
                 self._fork(conn, request, fd)
         self.waiting = still
@@ -307,6 +301,14 @@ class Server:
 
 def _send(conn: socket.socket, message: Mapping[str, Any]) -> None:
     conn.sendall(json.dumps(message).encode() + b"\n")
+
+
+def _refuse(conn: socket.socket, why: str, fds: Sequence[int] = ()) -> None:
+    """Answer a request with `{"refused": why}` and drop it: its connection and `fds`."""
+    for fd in fds:
+        os.close(fd)
+    _send(conn, {"refused": why})
+    conn.close()
 
 
 def ignored_signals() -> list[str]:
