@@ -285,7 +285,8 @@ def tfds_source(spec: str) -> TfdsSource:
 
     name = spec.removeprefix(TFDS_PREFIX)
     try:
-        builder = tfds.builder(name)
+        # TFDS_DATA_DIR: `hpt-pipeline run` sets it inside its output (never $HOME).
+        builder = tfds.builder(name, data_dir=os.environ.get("TFDS_DATA_DIR") or None)
     except (ValueError, AssertionError) as error:  # DatasetNotFoundError is a ValueError
         reason = str(error).strip().splitlines()[0][:200]
         raise PreparationError(

@@ -138,6 +138,32 @@ LOCAL_RUN_DEFAULTS = dict(
     final_accelerator_count=1,
 )
 
+# The settings that change what a trial means: recorded with a local study, and a rerun
+# into the same output must repeat them (`pipelines/app/study_identity.py`). Settings not
+# listed (max_trials, parallel_trials, max_failed_trials, thresholds, replicas…) may change
+# on resume. A new setting that changes what a trial trains or measures is added here.
+STUDY_SETTINGS = (
+    "source",  # with the dataset's fingerprint, recorded beside it
+    "image_size",
+    "validation_fraction",
+    "test_fraction",
+    "seed",
+    "search_space",  # with its content's digest, recorded beside it
+    "metric_tag",
+    "goal",
+    "algorithm",
+    "measurement_selection",
+    "early_stopping",
+    "epochs",
+    "batch_size",
+    "precision",
+    "trial_accelerator_count",
+    # "model", "weights",  # issue 30: add when those settings exist
+)
+# Local-run defaults that give way to an explicit setting they conflict with (clamped, with
+# a note): (default's field, the explicit field that bounds it from above).
+CLAMPED_DEFAULTS = (("parallel_trials", "max_trials"),)
+
 
 def _check(s: Settings) -> None:
     def need(ok: bool, name: str, expected: str) -> None:
@@ -167,7 +193,11 @@ def _check(s: Settings) -> None:
         f"one of {', '.join(MEASUREMENT_SELECTIONS)}",
     )
     need(s.max_trials >= 1, "max_trials", "an integer >= 1")
-    need(1 <= s.parallel_trials <= s.max_trials, "parallel_trials", "an integer in [1, max_trials]")
+    need(
+        1 <= s.parallel_trials <= s.max_trials,
+        "parallel_trials",
+        f"an integer in [1, max_trials={s.max_trials}]",
+    )
     need(s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")
     need(s.epochs >= 1, "epochs", "an integer >= 1")
     need(s.batch_size >= 1, "batch_size", "an integer >= 1")
@@ -310,17 +340,36 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
     defaults: Mapping[str, Any] | None = None,
+    notes: list[str] | None = None,
 ) -> Settings:
-    """Merge settings: `overrides` (flags; None = unset) > config YAML > HPT_* env > defaults."""
+    """Merge settings: `overrides` (flags; None = unset) > config YAML > HPT_* env > defaults.
+
+    A default in `CLAMPED_DEFAULTS` that conflicts with an explicit setting is lowered to
+    fit it, and a line saying so is appended to `notes`; explicit values are never changed.
+    """
     env = os.environ if environ is None else environ
     values: dict[str, Any] = dict(defaults or {})
+    explicit: set[str] = set()
     for name in FIELDS:
         if (raw := env.get(ENV_PREFIX + name.upper())) not in (None, ""):
             values[name] = raw
+            explicit.add(name)
     if config:
-        values.update(read_config(config))
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return Settings(**{k: _coerce(k, v) for k, v in values.items()})
+        from_file = read_config(config)
+        values.update(from_file)
+        explicit.update(from_file)
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    values.update(given)
+    explicit.update(given)
+    coerced = {k: _coerce(k, v) for k, v in values.items()}
+    for name, bound in CLAMPED_DEFAULTS:
+        ceiling = coerced.get(bound, getattr(Settings, bound))
+        value = coerced.get(name, getattr(Settings, name))
+        if name not in explicit and bound in explicit and value > ceiling:
+            coerced[name] = ceiling
+            if notes is not None:
+                notes.append(f"{name} lowered from its default {value} to {bound}={ceiling}")
+    return Settings(**coerced)
 
 
 def require_cloud(settings: Settings, *names: str) -> None:

@@ -27,18 +27,38 @@ def check_source(source: str) -> None:
         )
 
 
-def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
+def _settings(
+    config: Path | None,
+    defaults: dict[str, Any] | None,
+    notes: list[str] | None = None,
+    **flags: Any,
+) -> Settings:
     from pipelines.settings_space import study_space
     from pipelines.study.search_space import SearchSpaceError
 
     try:
-        settings = load_settings(config=config, overrides=flags, defaults=defaults)
+        settings = load_settings(config=config, overrides=flags, defaults=defaults, notes=notes)
         check_source(settings.source)
         # A bad space, or one the algorithm cannot search, fails here, before any work.
         study_space(settings)
     except (SettingsError, SearchSpaceError) as err:
         fail(str(err))
     return settings
+
+
+def _preflight(settings: Settings) -> list[str]:
+    """Refuse what would fail late on this machine (one line); return the warnings."""
+    from pipelines.app import local_preflight
+
+    try:
+        local_preflight.check_memory(settings)
+        local_preflight.check_tfds_reachable(
+            settings.source, local_preflight.tfds_data_dir(settings.output)
+        )
+    except SettingsError as err:
+        fail(str(err))
+    warning = local_preflight.replica_warning(settings)
+    return [warning] if warning else []
 
 
 def run(
@@ -74,9 +94,11 @@ def run(
     config: Path = typer.Option(None, help="YAML settings file."),
 ) -> None:
     """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
+    notes: list[str] = []
     settings = _settings(
         config,
         LOCAL_RUN_DEFAULTS,
+        notes,
         source=source,
         image_size=image_size,
         max_trials=max_trials,
@@ -96,9 +118,11 @@ def run(
         output=output,
         registry=registry,
     )
+    notes += _preflight(settings)
     from rich.console import Console
 
-    from pipelines.app import local_run, run_summary
+    from pipelines import ownership
+    from pipelines.app import interrupts, local_run, run_summary
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     console.print(
@@ -107,13 +131,31 @@ def run(
         f"epochs={settings.epochs} final job=1 chief + {settings.replicas} worker(s) "
         f"→ {settings.output}"
     )
+    for note in notes:
+        console.out(f"note: {note}" if not note.startswith("warning") else note)
     try:
         result = local_run.run_local(settings, echo=console.out)
+    except (ownership.BusyError, SettingsError) as err:  # another run owns it; another study
+        fail(str(err))
+    except KeyboardInterrupt as err:
+        console.out(interrupted_line(Path(settings.output)))
+        raise typer.Exit(interrupts.exit_code(err)) from None
     except RuntimeError as err:  # kfp.local: a task failed
         log = Path(settings.output) / local_run.LOG_FILE
         reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
         fail(f"{reason} (full log: {log}{scratch.notes(err)})")
     run_summary.show(console, result)
+
+
+def interrupted_line(output: Path) -> str:
+    """What the screen says when a run is interrupted: trials done, and how to resume."""
+    from pipelines.app import study_identity
+
+    counts = study_identity.trial_counts(output / study_identity.STUDY_DIR) or {"done": 0}
+    return (
+        f"interrupted: {counts['done']} trial(s) done, rerun the same command to resume "
+        f"(--output {output})"
+    )
 
 
 def compile_command(

@@ -11,12 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipelines import scratch
+from pipelines import ownership, scratch
+from pipelines.app import interrupts, local_preflight, study_identity
 from pipelines.jobs import fork_client
 from pipelines.lineage.local import SPEC_FILE, task_outputs
 from pipelines.settings import Settings
 
 LOG_FILE = "pipeline.log"
+LOCK_FILE = "run.lock"  # held by the run that owns the output (`pipelines.ownership`)
 TMP_DIR = "tmp"  # the run's temporary files: <output>/tmp/run-XXXX while it runs
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # Component output that is TensorFlow's and absl's chatter, kept in the log file only:
@@ -130,27 +132,55 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     files, TensorFlow's autograph files) under `<output>/tmp/run-XXXX/` (trial and
     final-job replicas in their job's `local/tmp/`, see `local_job`): removed when the
     run ends well; when it fails, kept and named in a note on the error.
+
+    The run owns its output: it holds `<output>/run.lock` from before it writes anything
+    until it ends, and resumes the study there only when the settings that define it are
+    the same (`study_identity`). SIGTERM and SIGHUP stop it as Ctrl-C does.
+
+    Raises:
+        ownership.BusyError: Another run holds the output.
+        study_identity.StudyMismatch: The output holds a study of other settings.
+        KeyboardInterrupt: The run was interrupted (`interrupts.RunInterrupted` for a
+            signal); its steps have recorded their trials for a resume.
     """
     terminal = sys.stdout
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
     output = Path(settings.output).resolve()
+    with ownership.owned(str(output / LOCK_FILE), f"--output={settings.output}"):
+        resumed = study_identity.check_and_record(settings, output)
+        if resumed:
+            echo(resumed)
+        return _owned_run(settings, output, echo)
+
+
+def _owned_run(settings: Settings, output: Path, echo: Callable[[str], None]) -> dict[str, Any]:
+    """`run_local` once the output is this run's."""
     artifacts = output / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     registry = Path(settings.registry).resolve()
     before = set(artifacts.iterdir())
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # TFDS datasets are kept in the output unless the user chose a folder (never in $HOME).
+    os.environ[local_preflight.TFDS_DATA_ENV] = local_preflight.tfds_data_dir(settings.output)
     with (
         scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
         # Started first: it preloads TensorFlow while this process imports kfp (0.35 s)
         # and builds the pipeline.
-        fork_client.shared_for_children(log_path=str(output / fork_client.LOG_FILE)),
+        fork_client.shared_for_children(log_path=str(output / fork_client.LOG_FILE)) as server,
     ):
         from pipelines.compiler import compile_pipeline
         from pipelines.pipeline import build_pipeline
 
+        keep = {server.process.pid} if server is not None and server.process else set()
         pipeline = build_pipeline("local", settings)
-        _run(pipeline, artifacts, output, registry, echo)
+        with interrupts.forwarded(keep) as signalled:
+            try:
+                _run(pipeline, artifacts, output, registry, echo)
+            except KeyboardInterrupt:  # the steps record their trials before the server goes
+                steps = signalled or [p for p in interrupts.children() if p not in keep]
+                interrupts.wait_for(steps)
+                raise
     run_dir = latest_run_dir(artifacts, before)
     compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
     return {

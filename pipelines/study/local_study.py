@@ -41,27 +41,34 @@ local options. What Vertex does, done here:
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import json
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pipelines import ownership
 from pipelines.jobs import fork_client, local_job
 from pipelines.payloads import payload_items
-from pipelines.study import failure_rules, optuna_study, progress_lines, trial_runner
-from pipelines.study import trials as trials_lib
-from pipelines.study.measurements import (
-    best_trial,
+from pipelines.study import (
+    failure_rules,
+    interruption,
+    optuna_study,
+    progress_lines,
+    spec_reader,
+    trial_runner,
 )
+from pipelines.study import trials as trials_lib
+from pipelines.study.measurements import best_trial
 from pipelines.study.optuna_study import EarlyStopping
+from pipelines.study.progress_lines import StudyProgress
 from pipelines.study.sampler import grid_points, suggest
-from pipelines.study.search_space import SearchSpace, SearchSpaceError
-from pipelines.study.spec_reader import from_study_spec
+from pipelines.study.search_space import SearchSpace
 from pipelines.study.trials import TrialState
 
 STUDY_FILE = "study.json"
+LOCK_FILE = "study.lock"  # held while the study runs trials (`pipelines.ownership`)
+LOCK_WAIT_S = 30.0  # for the study of an interrupted run to let go
 METRIC_FILE = trial_runner.METRIC_FILE
 
 
@@ -69,18 +76,8 @@ class StudyError(RuntimeError):
     """The study cannot start, or stopped under the failure rules (message says why)."""
 
 
-@dataclasses.dataclass(frozen=True)
-class StudyProgress:
-    """Where a study stands; given to `on_progress` after every change."""
-
-    total: int
-    done: int
-    succeeded: int
-    failed: int
-    early_stopped: int
-    running: int
-    best: dict[str, Any] | None
-    last: dict[str, Any] | None
+class StudyInterrupted(StudyError):
+    """The run was interrupted: running trials are kept to rerun on resume."""
 
 
 def _local(trial: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,6 +125,7 @@ class _LocalStudy:
         self.params_by_id = {p.parameter_id: p for p in space.all_parameters()}
         self.lock = threading.Lock()
         self.cancel = threading.Event()
+        self.watch = interruption.RunWatch(self.cancel.set)
         self.trials: dict[str, dict[str, Any]] = {}
         self.grid = grid_points(space.parameters) if algorithm == "GRID_SEARCH" else None
         self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
@@ -153,16 +151,9 @@ class _LocalStudy:
         if os.path.exists(self.study_path):
             with open(self.study_path, encoding="utf-8") as f:
                 saved = json.load(f)
-            spec = saved.get("studySpec", {})
-            try:
-                same = (
-                    from_study_spec(spec.get("parameters", []), spec.get("metrics", []))
-                    == self.space
-                    and spec.get("algorithm") == self.algorithm
-                    and spec.get("measurementSelectionType") == self.selection
-                )
-            except SearchSpaceError:
-                same = False
+            same = spec_reader.same_study(
+                saved.get("studySpec", {}), self.space, self.algorithm, self.selection
+            )
             if not same:
                 raise StudyError(
                     f"{self.base} already holds a different study (parameters, metrics, algorithm "
@@ -197,14 +188,7 @@ class _LocalStudy:
         return [self.trials[k] for k in sorted(self.trials, key=int)]
 
     def _counts(self) -> dict[str, int]:
-        trials = self._ordered()
-        return {
-            "total": len(trials),
-            "succeeded": sum(trials_lib.trial_state(t) == TrialState.SUCCEEDED for t in trials),
-            "failed": sum(failure_rules.counts_as_failed(t) for t in trials),
-            "earlyStopped": sum(bool(_local(t).get("earlyStopped")) for t in trials),
-            "running": sum(trials_lib.trial_state(t) == TrialState.ACTIVE for t in trials),
-        }
+        return progress_lines.counts(self._ordered())
 
     # --- optuna ------------------------------------------------------------------------------
 
@@ -259,10 +243,12 @@ class _LocalStudy:
         """Record a trial's outcome, tell the sampler, persist."""
         import optuna
 
+        if outcome.state != TrialState.SUCCEEDED and self.watch.stopped_by_run(outcome.exit_code):
+            return self._interrupted(outcome.trial_id, frozen)
         with self.lock:
             old = self.trials[outcome.trial_id]
             start = old.get("startTime")
-            started = _parse_time(start) if start else None
+            started = trials_lib.parse_timestamp(start) if start else None
             local_dir = local_job.job_local_dir(self.base, outcome.trial_id)
             succeeded = outcome.final is not None and outcome.state == TrialState.SUCCEEDED
             trial = trials_lib.make_trial(
@@ -305,6 +291,17 @@ class _LocalStudy:
             self._save()
             return dict(trial)
 
+    def _interrupted(self, trial_id: str, frozen: Any) -> dict[str, Any]:
+        """Keep a trial the run's interruption stopped ACTIVE, to rerun on resume."""
+        import optuna
+
+        with self.lock:
+            trial = self.trials[trial_id]
+            trial[trials_lib.LOCAL_KEY] = {**_local(trial), "interrupted": self.watch.why}
+            self.optuna.tell(frozen, state=optuna.trial.TrialState.FAIL)  # this process only
+            self._save()
+            return dict(trial)
+
     def stop_reason(self) -> str | None:
         """Why the failure rules stop the study now (None: they do not)."""
         return failure_rules.stop_reason(self._ordered(), self.max_failed)
@@ -317,21 +314,28 @@ class _LocalStudy:
     def run(self) -> list[dict[str, Any]]:
         """Run trials until done or stopped; return the trials."""
         reason = self.stop_reason()
-        interrupted = [
-            k
-            for k in sorted(self.trials, key=int)
-            if trials_lib.trial_state(self.trials[k]) == TrialState.ACTIVE
+        active = [
+            k for k, t in self.trials.items() if trials_lib.trial_state(t) == TrialState.ACTIVE
         ]
+        interrupted = sorted(active, key=int)
         self.view.start(self._snapshot(None))
         running: dict[concurrent.futures.Future[trial_runner.Outcome], Any] = {}
         try:
             with (
+                ownership.owned(
+                    os.path.join(self.base, LOCK_FILE), f"the study in {self.base}", LOCK_WAIT_S
+                ),
+                self.watch.watching(),
                 trial_runner.fork_session(self) as self.fork_server,
                 concurrent.futures.ThreadPoolExecutor(self.parallel, "trial") as pool,
             ):
                 try:
                     while True:
-                        while reason is None and len(running) < self.parallel:
+                        while (
+                            reason is None
+                            and not self.cancel.is_set()
+                            and len(running) < self.parallel
+                        ):
                             job = self._next_trial(interrupted)
                             if job is None:
                                 break
@@ -355,6 +359,9 @@ class _LocalStudy:
         finally:
             self.view.stop()
         trials = self._ordered()
+        if self.watch.interrupted.is_set():
+            self._save("ACTIVE", f"interrupted: {self.watch.why}")
+            raise StudyInterrupted(f"interrupted: {self.watch.why}; rerun to resume")
         if reason is not None:
             self._save("FAILED", reason)
             self.view.print(f"study stopped: {reason}")
@@ -391,12 +398,6 @@ class _LocalStudy:
         self.view.update(snap, trial)
         if self.on_progress is not None:
             self.on_progress(snap)
-
-
-def _parse_time(value: str) -> float:
-    import datetime
-
-    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
 
 
 def run_study(
@@ -470,7 +471,7 @@ def run_study(
     )
     pools = payload_items(worker_pool_specs)
     validate_worker_pool_specs(pools)
-    space = from_study_spec(parameters, metrics)
+    space = spec_reader.from_study_spec(parameters, metrics)
     if isinstance(early_stopping, bool):
         early_stopping = EarlyStopping() if early_stopping else None  # type: ignore[assignment]
     study = _LocalStudy(

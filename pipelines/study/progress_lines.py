@@ -2,12 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.study import failure_rules
 from pipelines.study import trials as trials_lib
 from pipelines.study.trials import TrialState
 from trainer.contract import format_value
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyProgress:
+    """Where a study stands; given to `on_progress` after every change."""
+
+    total: int
+    done: int
+    succeeded: int
+    failed: int
+    early_stopped: int
+    running: int
+    best: dict[str, Any] | None
+    last: dict[str, Any] | None
+
+
+def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """A study's trials by outcome (`running` includes those interrupted, to rerun)."""
+    local = [t.get(trials_lib.LOCAL_KEY) or {} for t in trials]
+    return {
+        "total": len(trials),
+        "succeeded": sum(trials_lib.trial_state(t) == TrialState.SUCCEEDED for t in trials),
+        "failed": sum(failure_rules.counts_as_failed(t) for t in trials),
+        "earlyStopped": sum(bool(x.get("earlyStopped")) for x in local),
+        "running": sum(trials_lib.trial_state(t) == TrialState.ACTIVE for t in trials),
+    }
 
 
 def describe(snap: Any, metric: str) -> str:
@@ -35,6 +63,8 @@ def trial_line(trial: Mapping[str, Any]) -> str:
         return f"trial {trial['id']} {status}: {metrics} (step {final.get('stepCount')}) {params}"
     if local.get("cancelled"):
         return f"trial {trial['id']} cancelled {params}"
+    if local.get("interrupted"):
+        return f"trial {trial['id']} interrupted ({local['interrupted']}): rerun on resume {params}"
     return f"trial {trial['id']} failed: {trial.get('infeasibleReason', '')} {params}"
 
 

@@ -107,3 +107,16 @@ def from_study_spec(
         parameters=parse_study_spec_parameters(study_spec_parameters),
         metrics=parse_study_spec_metrics(study_spec_metrics),
     )
+
+
+def same_study(spec: Mapping[str, Any], space: SearchSpace, algorithm: str, selection: str) -> bool:
+    """Whether a saved study spec (`study.json`'s `studySpec`) is the study asked for."""
+    try:
+        saved = from_study_spec(spec.get("parameters", []), spec.get("metrics", []))
+    except SearchSpaceError:
+        return False
+    return (
+        saved == space
+        and spec.get("algorithm") == algorithm
+        and spec.get("measurementSelectionType") == selection
+    )

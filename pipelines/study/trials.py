@@ -54,6 +54,11 @@ def timestamp(when: float | None = None) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def parse_timestamp(value: str) -> float:
+    """Seconds since the epoch of an RFC 3339 timestamp (`timestamp`'s inverse)."""
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
 def measurement(
     step: int, metrics: Mapping[str, float], elapsed_seconds: float | None = None
 ) -> dict[str, Any]:

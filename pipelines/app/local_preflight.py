@@ -1,0 +1,138 @@
+"""Before a local run starts: what would fail late (memory, network) is refused now, in one line.
+
+* Memory: the default CNN's weights and activations at the run's image size, batch,
+  logical replicas and parallel trials, against this machine's memory (`--image-size
+  5000` would otherwise die after the preparation with ResourceExhaustedError).
+* TFDS: a `tfds:<name>` dataset not yet in the TFDS data folder needs the network;
+  without it TFDS retries for minutes, so it is refused in seconds. The data folder is
+  `$TFDS_DATA_DIR`, or `<output>/tensorflow_datasets` (nothing written in $HOME).
+* Cores: more logical replicas than cores is allowed, with a warning giving the numbers.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pipelines.settings import Settings, SettingsError
+
+TFDS_HOST = ("storage.googleapis.com", 443)  # where TFDS downloads from (GCS mirror first)
+TFDS_DATA_ENV = "TFDS_DATA_DIR"
+REACH_TIMEOUT_S = 5.0
+# The CNN (trainer/model.py): three 3×3 conv (16/32/64) + 2×2 pool blocks, then
+# Dense(num_units) on the (size/8)² × 64 features. Float32 bytes held per input pixel
+# for one image's activations in the forward and backward pass (measured layout: input 3
+# + conv 16 + pool/relu 2 × 4 + conv 32 / 4 + … ≈ 45 floats, × 2 for the gradients).
+ACTIVATION_BYTES_PER_PIXEL = 45 * 4 * 2
+DENSE_FEATURES = 64  # channels of the last conv block
+MAX_UNITS = 256  # the largest num_units of the presets
+PARAM_COPIES = 3  # weights, gradients, optimizer momentum
+MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
+GIB = 1 << 30
+
+
+def machine_memory() -> int:
+    """Bytes of memory this process may use: physical memory, or its cgroup's limit if lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return total
+
+
+def trial_bytes(image_size: int, batch_size: int, replicas: int) -> int:
+    """Estimated peak bytes of one training process of the CNN (all its logical replicas)."""
+    features = (image_size // 8) ** 2 * DENSE_FEATURES
+    params = features * MAX_UNITS * 4 * PARAM_COPIES
+    activations = batch_size * image_size**2 * ACTIVATION_BYTES_PER_PIXEL
+    return replicas * (params + activations)
+
+
+def planned_bytes(settings: Settings, image_size: int | None = None) -> int:
+    """Peak bytes of the study's parallel trials or of the final job, whichever is more."""
+    size = image_size or settings.image_size
+    trials = settings.parallel_trials * trial_bytes(
+        size, settings.batch_size, max(1, settings.trial_accelerator_count)
+    )
+    final = (1 + settings.replicas) * trial_bytes(
+        size, settings.batch_size, max(1, settings.final_accelerator_count)
+    )
+    return max(trials, final)
+
+
+def check_memory(settings: Settings, memory: int | None = None) -> None:
+    """Refuse an image size whose training cannot fit in this machine's memory.
+
+    Raises:
+        SettingsError: Naming the image size, the estimate and the largest size that fits.
+    """
+    memory = memory or machine_memory()
+    budget = memory * MEMORY_SHARE
+    need = planned_bytes(settings)
+    if need <= budget:
+        return
+    fits = settings.image_size
+    while fits > 1 and planned_bytes(settings, fits) > budget:
+        fits = int(fits * 0.9)
+    raise SettingsError(
+        f"image_size={settings.image_size}: training would need ~{need / GIB:.0f} GiB "
+        f"({settings.image_size}×{settings.image_size} px × batch {settings.batch_size} × "
+        f"{settings.trial_accelerator_count} logical replica(s) × {settings.parallel_trials} "
+        f"parallel trial(s), and the CNN's Dense({MAX_UNITS}) weights on "
+        f"{(settings.image_size // 8) ** 2 * DENSE_FEATURES:,} features), more than "
+        f"{MEMORY_SHARE:.0%} of this machine's {memory / GIB:.0f} GiB; expected "
+        f"image_size <= {fits} at these settings (or a smaller batch or fewer parallel trials)"
+    )
+
+
+def tfds_data_dir(output: str) -> str:
+    """Where TFDS keeps datasets for this run: `$TFDS_DATA_DIR`, else inside the output."""
+    return os.environ.get(TFDS_DATA_ENV) or str(Path(output).resolve() / "tensorflow_datasets")
+
+
+def tfds_prepared(data_dir: str, name: str) -> bool:
+    """Whether `name` (optionally `name/config`) is already prepared in `data_dir`."""
+    return any(Path(data_dir, name.split(":")[0]).glob("**/dataset_info.json"))
+
+
+def check_tfds_reachable(
+    source: str, data_dir: str, host: tuple[str, int] = TFDS_HOST, timeout: float = REACH_TIMEOUT_S
+) -> None:
+    """Refuse, in seconds, a TFDS dataset that must be downloaded when the network is not there.
+
+    Raises:
+        SettingsError: Naming the source, the data folder and why the host is unreachable.
+    """
+    if not source.startswith("tfds:"):
+        return
+    name = source.removeprefix("tfds:")
+    if tfds_prepared(data_dir, name):
+        return
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise SettingsError(
+            f"source={source}: not prepared in {data_dir} and {host[0]} (TFDS's download "
+            f"host) is unreachable ({reason}); connect to the network, or prepare it on a "
+            f"machine that has one and copy it there (set {TFDS_DATA_ENV} to use another folder)"
+        ) from None
+
+
+def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
+    """A line when trials run more logical replicas than the machine has cores, else None."""
+    cores = cores or os.cpu_count() or 1
+    per_trial = max(1, settings.trial_accelerator_count)
+    total = per_trial * settings.parallel_trials
+    if total <= cores:
+        return None
+    return (
+        f"warning: {settings.parallel_trials} parallel trial(s) × {per_trial} logical "
+        f"replica(s) = {total} replicas on {cores} core(s), global batch "
+        f"{per_trial * settings.batch_size} per trial: they share the cores and run slower "
+        f"(--trial-accelerators {max(1, cores // settings.parallel_trials)} fits)"
+    )

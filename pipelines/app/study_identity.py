@@ -1,0 +1,136 @@
+"""What a local study is: the settings that change what its trials mean, kept with the study.
+
+The first run into an output folder writes `<output>/study/identity.json`: the values of
+`settings.STUDY_SETTINGS`, the dataset's fingerprint and the search space's content digest.
+A later run into the same folder resumes the study only when those are the same; otherwise
+it is refused in one line listing what differs (before anything runs), since its trials
+would be mixed with trials of another meaning. Settings not listed (max_trials,
+parallel_trials, max_failed_trials, thresholds, final-job replicas) may change on resume.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pipelines.settings import STUDY_SETTINGS, Settings, SettingsError
+from pipelines.settings_space import study_space
+from pipelines.study import trials as trials_lib
+from pipelines.study.trials import TrialState
+
+IDENTITY_FILE = "identity.json"
+STUDY_DIR = "study"
+_DIGEST_CHARS = 12
+
+
+class StudyMismatch(SettingsError):
+    """A rerun whose settings would change what the study's trials mean."""
+
+
+def _digest(data: Any) -> str:
+    text = json.dumps(data, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def dataset_fingerprint(source: str) -> str:
+    """A short fingerprint of a dataset source's content, computed without TensorFlow.
+
+    An image folder: every file's relative path, size and modification time (a file
+    added, removed or rewritten changes it). The sample and `tfds:` datasets are named
+    by their spec (their content is fixed by the installed packages); gs:// by its path.
+    """
+    if source == "sample" or source.startswith(("tfds:", "gs://")):
+        return source
+    root = Path(source)
+    entries = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            path = Path(folder) / name
+            stat = path.stat()
+            entries.append((str(path.relative_to(root)), stat.st_size, stat.st_mtime_ns))
+    return f"{len(entries)} files, sha256 {_digest(entries)}"
+
+
+def identity(settings: Settings) -> dict[str, Any]:
+    """The settings that define the study, plus the dataset and search-space digests."""
+    values: dict[str, Any] = {
+        name: getattr(settings, name) for name in STUDY_SETTINGS if hasattr(settings, name)
+    }
+    if not settings.source.startswith(("tfds:", "gs://")) and settings.source != "sample":
+        values["source"] = str(Path(settings.source).resolve())
+    values["dataset"] = dataset_fingerprint(settings.source)
+    space = study_space(settings)
+    values["search_space_content"] = _digest(
+        [space.to_study_spec_parameters(), space.to_study_spec_metrics()]
+    )
+    return values
+
+
+def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """`name: old → new` for each value that differs (a name missing on one side included)."""
+    return [
+        f"{name}: {recorded.get(name, '(unset)')!r} → {current.get(name, '(unset)')!r}"
+        for name in sorted(set(recorded) | set(current))
+        if recorded.get(name) != current.get(name)
+    ]
+
+
+def check_and_record(settings: Settings, output: Path) -> str | None:
+    """Refuse a run that would change the study in `output`; record the study's identity.
+
+    Returns:
+        A line for the screen when an existing study is resumed (what is reused), else None.
+
+    Raises:
+        StudyMismatch: The folder holds a study of other settings (the message lists them).
+    """
+    study = output / STUDY_DIR
+    path = study / IDENTITY_FILE
+    current = json.loads(json.dumps(identity(settings), default=str))
+    if path.is_file():
+        recorded = json.loads(path.read_text())
+        changed = differences(recorded, current)
+        if changed:
+            raise StudyMismatch(
+                f"--output={settings.output} holds a study of other settings ("
+                + "; ".join(changed)
+                + "); rerun with the same settings to resume it, or pass a new --output"
+            )
+    study.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return resume_line(study)
+
+
+def trial_counts(study: Path) -> dict[str, int] | None:
+    """Trials of the study in `study` by state: done, failed, to rerun (None: no trials yet)."""
+    path = study / trials_lib.TRIALS_FILE
+    if not path.is_file():
+        return None
+    try:
+        trials = trials_lib.read_trials(str(path))
+    except trials_lib.TrialsError:
+        return None
+    states = [trials_lib.trial_state(t) for t in trials]
+    return {
+        "done": states.count(TrialState.SUCCEEDED),
+        "failed": states.count(TrialState.INFEASIBLE),
+        "rerun": states.count(TrialState.ACTIVE),
+    }
+
+
+def resume_line(study: Path) -> str | None:
+    """What a resumed study reuses and what it reruns (None: nothing to resume)."""
+    counts = trial_counts(study)
+    if counts is None:
+        return None
+    return (
+        f"resuming the study in {study}: {counts['done']} trial(s) done, reused"
+        + (f"; {counts['failed']} failed, kept" if counts["failed"] else "")
+        + (f"; {counts['rerun']} interrupted, to rerun" if counts["rerun"] else "")
+    )
