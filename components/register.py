@@ -31,6 +31,8 @@ def register_locally(
                 "dataset_source": dataset.metadata.get("source"),
                 "dataset_metadata_sha256": dataset.metadata.get("metadata_sha256"),
                 "trials": trials.uri,
+                "study": trials.metadata.get("study"),
+                "run": trials.uri.rsplit("/", 2)[0],  # <pipeline root>/<run>/<task>/trials
                 "best_trial_id": best_trial_id,
                 "model": model.uri,
                 "evaluation": evaluation.uri,

@@ -174,7 +174,15 @@ def test_models_lists_the_registry(tmp_path):
         model,
         tmp_path / "reg",
         "hpt-cnn",
-        {"metrics": {"accuracy": 0.875}, "lineage": {"best_trial_id": "3"}},
+        {
+            "metrics": {"accuracy": 0.875},
+            "lineage": {
+                "best_trial_id": "3",
+                "dataset_source": "/data/shapes",
+                "run": "/out/artifacts/hpt-pipeline-2026-01-01",
+                "study": "/out/study",
+            },
+        },
     )
     result = RUNNER.invoke(cli.app, ["models", "--registry", str(tmp_path / "reg")])
     assert result.exit_code == 0
@@ -191,8 +199,11 @@ def test_models_lists_the_registry(tmp_path):
     as_csv = RUNNER.invoke(
         cli.app, ["models", "--registry", str(tmp_path / "reg"), "--format", "csv"]
     )
-    assert as_csv.stdout.splitlines()[0] == "model,version,registered,accuracy,best trial,path"
+    assert as_csv.stdout.splitlines()[0] == (
+        "model,version,registered,accuracy,best trial,dataset,run,study,path"
+    )
     assert as_csv.stdout.splitlines()[1].startswith("hpt-cnn,v1,")
+    assert ",3,/data/shapes,hpt-pipeline-2026-01-01,/out/study," in as_csv.stdout
     none = RUNNER.invoke(
         cli.app, ["models", "--registry", str(tmp_path / "none"), "--format", "json"]
     )

@@ -125,16 +125,19 @@ def run(
     from pipelines.app import interrupts, local_run, run_summary
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
-    console.print(
-        f"[bold]hpt-pipeline run[/]: source={settings.source} image_size={settings.image_size} "
-        f"trials={settings.max_trials} (parallel {settings.parallel_trials}) "
-        f"epochs={settings.epochs} final job=1 chief + {settings.replicas} worker(s) "
-        f"→ {settings.output}"
-    )
-    for note in notes:
-        console.out(f"note: {note}" if not note.startswith("warning") else note)
+
+    def announce() -> None:  # once the output is this run's: a refusal stays one line
+        console.print(
+            f"[bold]hpt-pipeline run[/]: source={settings.source} "
+            f"image_size={settings.image_size} trials={settings.max_trials} "
+            f"(parallel {settings.parallel_trials}) epochs={settings.epochs} "
+            f"final job=1 chief + {settings.replicas} worker(s) → {settings.output}"
+        )
+        for note in notes:
+            console.out(note if note.startswith("warning") else f"note: {note}")
+
     try:
-        result = local_run.run_local(settings, echo=console.out)
+        result = local_run.run_local(settings, echo=console.out, announce=announce)
     except (ownership.BusyError, SettingsError) as err:  # another run owns it; another study
         fail(str(err))
     except KeyboardInterrupt as err:
@@ -197,17 +200,31 @@ def models(
     if not cards and format == "table":
         typer.echo(f"no models registered in {registry}")
         return
-    columns = ("model", "version", "registered", "accuracy", "best trial", "path")
+    columns = (
+        "model",
+        "version",
+        "registered",
+        "accuracy",
+        "best trial",
+        "dataset",
+        "run",
+        "study",
+        "path",
+    )
     rows = []
     for card in cards:
         accuracy = card.get("metrics", {}).get("accuracy")
+        lineage = card.get("lineage", {})
         rows.append(
             (
                 card["name"],
                 f"v{card['version']}",
                 card["registered_at"][:19],
                 f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
-                str(card.get("lineage", {}).get("best_trial_id", "-")),
+                str(lineage.get("best_trial_id", "-")),
+                str(lineage.get("dataset_source") or "-"),
+                Path(lineage["run"]).name if lineage.get("run") else "-",
+                str(lineage.get("study") or "-"),
                 card["path"],
             )
         )

@@ -124,15 +124,14 @@ def check_tfds_reachable(
 
 
 def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
-    """A line when trials run more logical replicas than the machine has cores, else None."""
+    """A line when a trial runs more logical replicas than the machine has cores, else None."""
     cores = cores or os.cpu_count() or 1
     per_trial = max(1, settings.trial_accelerator_count)
-    total = per_trial * settings.parallel_trials
-    if total <= cores:
+    if per_trial <= cores:
         return None
     return (
-        f"warning: {settings.parallel_trials} parallel trial(s) × {per_trial} logical "
-        f"replica(s) = {total} replicas on {cores} core(s), global batch "
-        f"{per_trial * settings.batch_size} per trial: they share the cores and run slower "
-        f"(--trial-accelerators {max(1, cores // settings.parallel_trials)} fits)"
+        f"warning: trial_accelerator_count={per_trial} logical replicas per trial on "
+        f"{cores} core(s) (× {settings.parallel_trials} parallel trial(s)), global batch "
+        f"{per_trial} × {settings.batch_size} = {per_trial * settings.batch_size}: the replicas "
+        f"share the cores and each step is slower; --trial-accelerators {cores} matches the cores"
     )

@@ -120,13 +120,18 @@ def latest_run_dir(artifacts_root: Path, before: set[Path]) -> Path:
     return max(new, key=lambda p: p.stat().st_mtime)
 
 
-def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_local(
+    settings: Settings,
+    echo: Callable[[str], None] | None = None,
+    announce: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Run the whole pipeline on this machine; return a summary of the run.
 
     Artifacts go to `<output>/artifacts/<run>/`, the study to `<output>/study/`
     (a rerun with the same output resumes it), registered models to
     `settings.registry`, and the full log to `<output>/pipeline.log`. Progress
-    lines go to `echo` (default: this process's stdout, captured before the run).
+    lines go to `echo` (default: this process's stdout, captured before the run);
+    `announce` is called once the output is this run's, before any progress.
 
     Every process the run starts writes its temporary files (kfp.local's component
     files, TensorFlow's autograph files) under `<output>/tmp/run-XXXX/` (trial and
@@ -148,6 +153,8 @@ def run_local(settings: Settings, echo: Callable[[str], None] | None = None) -> 
     output = Path(settings.output).resolve()
     with ownership.owned(str(output / LOCK_FILE), f"--output={settings.output}"):
         resumed = study_identity.check_and_record(settings, output)
+        if announce is not None:
+            announce()
         if resumed:
             echo(resumed)
         return _owned_run(settings, output, echo)

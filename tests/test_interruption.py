@@ -1,0 +1,152 @@
+"""An interrupted run is not a failed trial: its running trials are rerun on resume, never counted.
+
+The study runs in a child of a stand-in "run" process, as the tune step runs under
+`hpt-pipeline run`; the run is then killed (`kill -9`) or the study signalled (SIGTERM,
+SIGHUP), with a failure budget of 1 so that one wrongly counted trial would stop the study.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pipelines.study import interruption, progress_lines
+from pipelines.study import trials as tl
+from pipelines.study.local_study import run_study
+from pipelines.study.trials import TrialState
+from tests.conftest import ROOT
+from tests.test_local_study import SPACE, fake_specs, ledger, processes_mentioning
+
+RUN = textwrap.dedent(
+    """
+    import subprocess, sys
+    study = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]])
+    print(study.pid, flush=True)
+    study.wait()
+    """
+)
+STUDY = textwrap.dedent(
+    """
+    import json, sys
+    from pipelines.study.local_study import run_study
+    run_study(**json.load(open(sys.argv[1])), show_progress=False)
+    """
+)
+
+
+def payload(tmp_path: Path) -> dict:
+    book = tmp_path / "ledger.jsonl"
+    return {
+        "worker_pool_specs": fake_specs("--epochs=4", "--sleep=0.5", f"--ledger={book}"),
+        "study_spec_metrics": SPACE.to_study_spec_metrics(),
+        "study_spec_parameters": SPACE.to_study_spec_parameters(),
+        "max_trial_count": 4,
+        "parallel_trial_count": 2,
+        "max_failed_trial_count": 1,  # one trial wrongly failed would stop the study
+        "base_output_directory": str(tmp_path / "study"),
+        "seed": 0,
+    }
+
+
+def start_run(tmp_path: Path) -> tuple[subprocess.Popen[str], int, dict]:
+    """The stand-in run and its study child, once the study has trials running."""
+    values = payload(tmp_path)
+    path = tmp_path / "payload.json"
+    path.write_text(json.dumps(values))
+    run = subprocess.Popen(
+        [sys.executable, "-c", RUN, STUDY, str(path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert run.stdout is not None
+    study_pid = int(run.stdout.readline())
+    trials_file = Path(values["base_output_directory"]) / tl.TRIALS_FILE
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if trials_file.exists() and any(
+            tl.trial_state(t) == TrialState.ACTIVE for t in tl.read_trials(str(trials_file))
+        ):
+            time.sleep(0.5)  # the trial processes have started
+            return run, study_pid, values
+    run.kill()
+    pytest.fail("the study started no trial")
+
+
+def wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"process {pid} outlived the interruption")
+
+
+def check_interrupted_then_resume(values: dict) -> None:
+    base = Path(values["base_output_directory"])
+    book = base.parent / "ledger.jsonl"
+    after = tl.read_trials(str(base / tl.TRIALS_FILE))
+    assert TrialState.INFEASIBLE not in {tl.trial_state(t) for t in after}
+    stopped = [t for t in after if tl.trial_state(t) == TrialState.ACTIVE]
+    assert stopped, "the interruption stopped no running trial"
+    assert progress_lines.counts(after)["failed"] == 0
+    assert not processes_mentioning(str(book)), "trial processes outlived the interruption"
+
+    trials = run_study(**values, show_progress=False)  # resume: the same call
+
+    assert [tl.trial_state(t) for t in trials] == [TrialState.SUCCEEDED] * 4
+    runs = ledger(book)
+    for t in stopped:  # rerun with the same parameters
+        assert [r["params"] for r in runs if r["trial"] == t["id"]] == [tl.trial_parameters(t)]
+
+
+def test_kill_9_of_the_run_keeps_its_trials_to_rerun_and_counts_no_failure(tmp_path):
+    run, study_pid, values = start_run(tmp_path)
+    run.kill()  # SIGKILL to the top process: the study is orphaned
+    run.wait()
+    wait_gone(study_pid)
+    after = tl.read_trials(str(Path(values["base_output_directory"]) / tl.TRIALS_FILE))
+    marked = [t for t in after if (t.get(tl.LOCAL_KEY) or {}).get("interrupted")]
+    assert marked and all("run stopped" in t[tl.LOCAL_KEY]["interrupted"] for t in marked)
+    check_interrupted_then_resume(values)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun(tmp_path, sig):
+    run, study_pid, values = start_run(tmp_path)
+    os.kill(study_pid, sig)
+    run.wait(timeout=60)
+    check_interrupted_then_resume(values)
+
+
+def test_a_trial_killed_by_a_signal_while_the_run_lives_is_a_failure():
+    stopped: list[bool] = []
+    watch = interruption.RunWatch(lambda: stopped.append(True))
+    assert watch.stopped_by_run(-signal.SIGKILL) is False  # the OOM killer: a real failure
+    assert watch.stopped_by_run(3) is False  # the trainer's own exit code
+    assert not stopped
+    watch.interrupt("the run got SIGTERM")
+    assert watch.stopped_by_run(3) is True and stopped == [True]
+
+
+def test_a_trial_line_says_interrupted_not_failed():
+    trial = tl.make_trial(
+        "2",
+        {"momentum": 0.5},
+        state=TrialState.ACTIVE,
+        local={"interrupted": "the run got SIGTERM"},
+    )
+    line = progress_lines.trial_line(trial)
+    assert line.startswith("trial 2 interrupted (the run got SIGTERM): rerun on resume")
