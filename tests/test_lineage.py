@@ -318,6 +318,8 @@ def test_spec_tasks_of_the_compiled_local_pipeline(tmp_path):
 
 # --------------------------------------------------------------------------- rendering
 
+SVG_NS = "http://www.w3.org/2000/svg"
+
 
 def test_mermaid_html_and_tree_show_the_same_graph(run_dir):
     graph = local_lineage_lib.local_lineage(run_dir)
@@ -328,14 +330,20 @@ def test_mermaid_html_and_tree_show_the_same_graph(run_dir):
     assert "★ best" in text and SHA[:12] in text
 
     page = lineage_render.html_page(graph)
-    assert '<pre class="mermaid">' in page
-    # offline the Mermaid source is folded under a note; the script unfolds it when it loads
-    folded = page.split('<details id="graph">', 1)[1].split("</details>", 1)[0]
-    assert folded.startswith(f"<summary>{html.escape(lineage_render.OFFLINE_NOTE)}</summary>")
+    # drawn with no network: an inline SVG with a box per node and a path per edge, no script
+    assert "<script" not in page and "http://" not in page.replace(SVG_NS, "")
+    assert "https://" not in page
+    drawing = page.split('<div id="graph">', 1)[1].split("</div>", 1)[0]
+    assert drawing.startswith("<svg ") and drawing.endswith("</svg>")
+    assert drawing.count("<rect ") == len(graph.nodes)
+    assert drawing.count("marker-end=") == len(graph.edges)
+    assert drawing.count('stroke="#c62828"') == 1  # the best trial
+    for node in graph.nodes.values():
+        assert f"<title>{html.escape(node.name)}" in drawing
+    assert page.index("</svg>") < page.index("<h2>Lineage (from the inputs down)</h2>")
+    folded = page.split("<details>", 1)[1].split("</details>", 1)[0]  # Mermaid, for docs
     assert '<pre class="mermaid">' in folded and "flowchart TD" in folded
-    assert page.index("</details>") < page.index("<h2>Lineage (from the inputs down)</h2>")
-    assert "replaceWith(chart)" in page.split('<script type="module">', 1)[1]
-    fallback = page.split("</pre>", 1)[1]  # the list readable without Mermaid
+    fallback = page.split("<h2>Lineage (from the inputs down)</h2>", 1)[1]
     for node in graph.nodes.values():
         assert node.name.replace("(", "").split()[0] in fallback
     assert SHA[:12] in fallback

@@ -1,4 +1,4 @@
-"""Draw a lineage graph: a Rich tree, Mermaid text, or a standalone HTML page."""
+"""Draw a lineage graph: a Rich tree, Mermaid text, or a standalone HTML page (SVG, offline)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pipelines.lineage import svg
 from pipelines.lineage.graph import LineageGraph, Node
 
 if TYPE_CHECKING:
@@ -194,36 +195,25 @@ def _html_list(items: Sequence[TreeItem]) -> str:
     return f"<ul>{''.join(rows)}</ul>"
 
 
-MERMAID_SCRIPT = "https://cdn.jsdelivr.net/npm/mermaid@11/dist/mermaid.esm.min.mjs"
-OFFLINE_NOTE = (
-    "The graph is drawn by Mermaid, loaded from cdn.jsdelivr.net, which this page could not "
-    "reach; the list below holds the same lineage. Mermaid source:"
-)
-
-
 def html_page(graph: LineageGraph) -> str:
-    """A standalone page: the Mermaid chart and the same lineage as a nested list.
+    """A standalone page that needs no network: the graph drawn as SVG, and the same list.
 
-    The chart is drawn when the browser can load Mermaid; the list needs no network.
-    Offline, the chart's Mermaid source stays folded under a note that says so, so the
-    page opens on the title and the list rather than on a screen of Mermaid text.
+    The Mermaid source (for docs and wikis) stays folded at the end of the page.
     """
     title = html.escape(f"Lineage of {graph.title}")
+    drawing = svg.svg(graph, _topological(graph), headline)
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}}li{{margin:2px 0}}code{{color:#555}}
-pre.mermaid{{background:#fafafa;padding:1em}}summary{{color:#555;cursor:pointer}}</style>
+pre.mermaid{{background:#fafafa;padding:1em}}summary{{color:#555;cursor:pointer}}
+#graph{{overflow-x:auto}}</style>
 </head><body>
 <h1>{title}</h1>
 <h2>Graph</h2>
-<details id="graph"><summary>{html.escape(OFFLINE_NOTE)}</summary>
-<pre class="mermaid">
-{html.escape(mermaid(graph))}</pre></details>
+<div id="graph">{drawing}</div>
 <h2>Lineage (from the inputs down)</h2>
 {_html_list(spanning_tree(graph))}
-<script type="module">import mermaid from "{MERMAID_SCRIPT}";
-const chart = document.querySelector("#graph pre.mermaid");
-document.getElementById("graph").replaceWith(chart);  // unfolded: no offline note
-mermaid.initialize({{startOnLoad: false}});
-await mermaid.run({{nodes: [chart]}});</script>
+<details><summary>Mermaid source</summary>
+<pre class="mermaid">
+{html.escape(mermaid(graph))}</pre></details>
 </body></html>
 """
