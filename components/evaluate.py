@@ -62,7 +62,7 @@ def evaluate_model(
     )
     if use_threshold:
         metrics.log_metric("threshold", float(threshold))
-    page = eval_report.write_report(result, figures.path, title=f"Evaluation of {model.uri}")
+    page = eval_report.write_report(result, figures.path, title="Evaluation of the retrained model")
     with open(report.path, "w") as f:
         f.write(page.read_text())
     with open(os.path.join(figures.path, "evaluation.json"), "w") as f:

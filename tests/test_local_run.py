@@ -152,6 +152,7 @@ def test_evaluation_matches_an_independent_recomputation(two_runs):
     assert total == metadata["splits"]["test"]["count"]
     assert first["test_metrics"]["accuracy"] == pytest.approx(correct / total)
     assert first["test_metrics"]["test_examples"] == total
+    assert first["report"] == f"{first['figures']}/index.html"  # opens in a browser as a page
     report = Path(first["report"]).read_text()
     assert "<html>" in report and f"{correct / total:.4f}" in report
     from PIL import Image

@@ -481,3 +481,40 @@ def test_cli_bad_format_is_a_one_line_error(output):
     result = CliRunner().invoke(_app(), ["trials", str(output), "--format", "xml"])
     assert result.exit_code == 2
     assert result.stderr == "hpt-pipeline: error: --format=xml: expected one of table, csv, json\n"
+
+
+def test_report_titles_name_the_run_or_job_not_a_path():
+    local = "/home/me/runs/latest/artifacts/hpt-pipeline-2026-01-02/tune-locally/trials"
+    assert trial_report.title_of(local) == "Trials of hpt-pipeline-2026-01-02"
+    assert trial_report.title_of("/home/me/runs/exp1/study/trials.json") == "Trials of exp1"
+    job = "projects/1/locations/us-central1/hyperparameterTuningJobs/77"
+    assert trial_report.title_of(job) == "Trials of HPT job 77"
+
+
+def test_a_log_scale_parameter_gets_a_log_axis_even_over_a_short_span():
+    trials = [  # learning_rate spans less than the two decades that alone ask for a log axis
+        _trial(str(i), S.SUCCEEDED, {"learning_rate": lr, "momentum": m}, [(acc, 0.5)], seconds=1)
+        for i, (lr, m, acc) in enumerate([(0.004, 0.8, 0.7), (0.01, 0.85, 0.8), (0.03, 0.9, 0.9)])
+    ]
+    metric = Metric("accuracy", "maximize")
+    scales = {"learning_rate": "log", "momentum": "linear"}
+    fig = trial_plots.parameters_figure(trials, metric, {}, scales)
+    axis = {ax.get_xlabel(): ax.get_xscale() for ax in fig.axes if ax.get_xlabel()}
+    assert axis == {"learning_rate": "log", "momentum": "linear"}
+    specs = search_space.default_search_space().to_study_spec_parameters()
+    declared = trial_report.parameter_types(specs, "scale")  # what the report reads
+    assert (declared["learning_rate"], declared["momentum"]) == ("log", "linear")
+
+
+def test_early_stopped_trials_are_marked_and_the_legend_hides_no_curve(tmp_path, monkeypatch):
+    figures: list[Any] = []
+    monkeypatch.setattr(trial_plots, "_save", lambda fig, path: figures.append(fig) or path)
+    metric = Metric("accuracy", "maximize")
+    trial_plots.plot_curves(make_trials(), metric, tmp_path / "c.png")
+    trial_plots.plot_metric_per_trial(make_trials(), metric, tmp_path / "m.png")
+    curves, per_trial = (fig.axes[0] for fig in figures)
+    labels = [t.get_text() for t in curves.get_legend().get_texts()]
+    assert "trial 4 (early-stopped)" in labels and "trial 1" in labels
+    box = curves.get_legend().get_window_extent(figures[0].canvas.get_renderer())
+    assert box.x0 >= curves.get_window_extent().x1  # beside the axes, not over the curves
+    assert "early-stopped" in [t.get_text() for t in per_trial.get_legend().get_texts()]

@@ -12,6 +12,10 @@ def _parameter(tasks: dict[str, Any], task: str, name: str) -> Any:
     return tasks.get(task, {}).get("parameterValues", {}).get(name)
 
 
+def _page(folder: str | None) -> str | None:
+    return f"{folder.rstrip('/')}/index.html" if folder else None
+
+
 def summarize(result: dict[str, Any]) -> dict[str, Any]:
     """Pull the headline facts of a run out of its task outputs."""
     tasks = result["tasks"]
@@ -31,7 +35,9 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
             k: v for k, v in metrics.get("metadata", {}).items() if isinstance(v, int | float)
         },
         "passed": _parameter(tasks, "evaluate-model", "Output"),
-        "report": _artifact(tasks, "evaluate-model", "report").get("uri"),
+        # The figures folder's index.html is the same page as the `report` artifact, whose
+        # file has no extension (kfp names it), so a browser would show it as text.
+        "report": _page(_artifact(tasks, "evaluate-model", "figures").get("uri")),
         "figures": _artifact(tasks, "evaluate-model", "figures").get("uri"),
         "registered": registered.get("uri"),
         "version": registered.get("metadata", {}).get("version"),

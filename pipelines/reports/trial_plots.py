@@ -68,18 +68,23 @@ def plot_metric_per_trial(trials: Sequence[Mapping[str, Any]], metric: Metric, p
     ys: list[float] = []
     best: list[float] = []
     failed: list[int] = []
+    stopped: list[tuple[int, float]] = []
     pick = max if metric.goal == "maximize" else min
     for position, trial in enumerate(ordered, start=1):
         value = trials_lib.final_metric(trial, metric.metric_id)
         if value is None:
             failed.append(position)
             continue
+        if (trial.get(trials_lib.LOCAL_KEY) or {}).get("earlyStopped"):
+            stopped.append((position, value))
         xs.append(position)
         ys.append(value)
         best.append(pick(best[-1], value) if best else value)
     ax.plot(xs, ys, "o", label=metric.metric_id)
     if xs:
         ax.step(xs, best, where="post", color="tab:orange", label=f"best so far ({metric.goal})")
+    if stopped:
+        ax.plot(*zip(*stopped, strict=True), "X", color="tab:red", label="early-stopped")
     if failed:  # no metric: marked along the bottom of the axes
         ax.plot(
             failed,
@@ -145,14 +150,16 @@ def parameters_figure(
     trials: Sequence[Mapping[str, Any]],
     metric: Metric,
     types: Mapping[str, str] | None = None,
+    scales: Mapping[str, str] | None = None,
 ) -> Any:
     """The metric against each parameter, one panel per parameter; the best trial starred.
 
     `types` (parameter id -> type, as in `StudyTrials.parameter_types`) picks the axis;
-    see `category_labels`.
+    see `category_labels`. A parameter searched on a log scale (`scales`) gets a log
+    axis, as does one whose values span two orders of magnitude.
     """
     plt = plotting.pyplot()
-    types = types or {}
+    types, scales = types or {}, scales or {}
     names = parameter_names(trials) or ["(no parameters)"]
     columns = min(3, len(names))
     rows = math.ceil(len(names) / columns)
@@ -177,7 +184,7 @@ def parameters_figure(
             ax.set_xlim(-0.5, max(len(labels), 1) - 0.5)
         else:
             ax.margins(x=0.08)
-            if wants_log_axis(raw):
+            if wants_log_axis(raw) or (scales.get(name) == "log" and _numeric(raw) and raw):
                 ax.set_xscale("log")
         ax.scatter([x_of(v) for v in raw], ys, alpha=0.8)
         ax.margins(y=0.12)  # room for the best trial's star at the top
@@ -199,15 +206,20 @@ def plot_parameters(
     metric: Metric,
     path: Path,
     types: Mapping[str, str] | None = None,
+    scales: Mapping[str, str] | None = None,
 ) -> Path:
     """`parameters_figure` as a PNG."""
-    return _save(parameters_figure(trials, metric, types), path)
+    return _save(parameters_figure(trials, metric, types, scales), path)
 
 
 def plot_curves(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
-    """The metric per step (epoch) of each trial, from its intermediate measurements."""
+    """The metric per step (epoch) of each trial, from its intermediate measurements.
+
+    An early-stopped trial's last point is a red cross and its label says so; the legend
+    sits beside the axes, so it hides no curve.
+    """
     plt = plotting.pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(8.5, 4))
     drawn = 0
     for trial in _in_order(trials):
         points = [
@@ -219,16 +231,21 @@ def plot_curves(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path)
             continue
         succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
         steps, values = zip(*sorted(points), strict=True)
-        ax.plot(steps, values, "-" if succeeded else "--", marker=".", label=f"trial {trial['id']}")
+        stopped = bool((trial.get(trials_lib.LOCAL_KEY) or {}).get("earlyStopped"))
+        label = f"trial {trial['id']}" + (" (early-stopped)" if stopped else "")
+        ax.plot(steps, values, "-" if succeeded else "--", marker=".", label=label)
+        if stopped:
+            ax.plot(steps[-1], values[-1], "X", color="tab:red", markersize=10, zorder=5)
         drawn += 1
     if not drawn:
         ax.text(0.5, 0.5, "no intermediate measurements", ha="center", transform=ax.transAxes)
     elif drawn <= 12:
-        ax.legend(loc="best", fontsize=8)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, borderaxespad=0)
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step (epoch)")
     ax.set_ylabel(metric.metric_id)
-    ax.set_title(f"{metric.metric_id} per epoch (dashed: did not succeed)")
+    ax.set_title(f"{metric.metric_id} per epoch (dashed: did not succeed; ✕ early-stopped)")
+    fig.tight_layout()
     return _save(fig, path)

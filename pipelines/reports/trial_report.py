@@ -48,6 +48,8 @@ class StudyTrials:
     home: Path | None  # the local folder a report goes under by default
     # parameter id -> `Parameter.type` (double, integer, discrete, categorical), when known
     parameter_types: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # parameter id -> scale (linear, log, reverse_log) as the study spec declares it
+    parameter_scales: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +105,11 @@ def _objective(metric_specs: Sequence[Any]) -> Metric | None:
     return metrics[0] if metrics else None
 
 
-def parameter_types(parameter_specs: Sequence[Any]) -> dict[str, str]:
+def parameter_types(parameter_specs: Sequence[Any], field: str = "type") -> dict[str, str]:
     """`{parameter id: type}` of a study spec's parameters (conditional ones included).
 
-    Empty when the specs cannot be read: the plots then go by the values alone.
+    `field="scale"` gives their declared scales instead. Empty when the specs cannot be
+    read: the plots then go by the values alone.
     """
     try:
         top = parse_study_spec_parameters(parameter_specs)
@@ -116,9 +119,19 @@ def parameter_types(parameter_specs: Sequence[Any]) -> dict[str, str]:
     stack = list(top)
     while stack:
         p = stack.pop()
-        found[p.parameter_id] = p.type
+        if getattr(p, field):
+            found[p.parameter_id] = getattr(p, field)
         stack.extend(p.conditional)
     return found
+
+
+def title_of(source: str) -> str:
+    """A report's title: the run or HPT job it shows, never a filesystem path."""
+    if source.startswith("projects/"):
+        return f"Trials of HPT job {source.rsplit('/', 1)[-1]}"
+    plumbing = {"trials", "trials.json", "study", "tune-locally", "artifacts", ""}
+    names = [part for part in reversed(Path(source).parts) if part not in plumbing]
+    return f"Trials of {names[0]}" if names and names[0] != "/" else "Trials"
 
 
 def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
@@ -192,6 +205,7 @@ def load_trials(
         _objective(spec.get("metrics", [])),
         home,
         parameter_types(spec.get("parameters", [])),
+        parameter_types(spec.get("parameters", []), "scale"),
     )
 
 
@@ -211,8 +225,9 @@ def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
     spec = job.gca_resource.study_spec
     metrics = [StudySpec.MetricSpec.to_json(m) for m in spec.metrics]
     objective = parse_study_spec_metrics(metrics)[0] if metrics else None
-    types = parameter_types([StudySpec.ParameterSpec.to_json(p) for p in spec.parameters])
-    return StudyTrials(trials, job_name, objective, None, types)
+    specs = [StudySpec.ParameterSpec.to_json(p) for p in spec.parameters]
+    scales = parameter_types(specs, "scale")
+    return StudyTrials(trials, job_name, objective, None, parameter_types(specs), scales)
 
 
 def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> Metric:
@@ -357,7 +372,7 @@ def write_report(study: StudyTrials, out_dir: str | Path, metric: Metric) -> Rep
     figures = {
         "metric per trial": trial_plots.plot_metric_per_trial(trials, metric, out / METRIC_PLOT),
         "parameters": trial_plots.plot_parameters(
-            trials, metric, out / PARAMETER_PLOT, study.parameter_types
+            trials, metric, out / PARAMETER_PLOT, study.parameter_types, study.parameter_scales
         ),
         "learning curves": trial_plots.plot_curves(trials, metric, out / CURVE_PLOT),
     }
@@ -375,14 +390,15 @@ def write_report(study: StudyTrials, out_dir: str | Path, metric: Metric) -> Rep
         f"<figcaption>{html.escape(title)}</figcaption></figure>"
         for title, p in figures.items()
     )
-    title = html.escape(f"Trials of {study.source}")
+    title = html.escape(title_of(study.source))
     page = out / PAGE
     page.write_text(
         f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:3px 10px;text-align:right}}
 tr.failed td{{color:#b71c1c}}figure{{display:inline-block;margin:1em}}img{{max-width:100%}}</style>
 </head><body><h1>{title}</h1>
-<p>{len(trials)} trials ({html.escape(counts or "none")}); sorted by
+<p>From <code>{html.escape(study.source)}</code>.
+{len(trials)} trials ({html.escape(counts or "none")}); sorted by
 <b>{html.escape(metric.metric_id)}</b> ({metric.goal}); {best_text}.</p>
 {_table_html(rows, metric, parameter_names(trials))}
 {images}</body></html>
