@@ -32,7 +32,7 @@ with collector_paused():  # a fresh step process: TensorFlow's import 0.3-0.4 s 
     import tensorflow as tf
 
     from dataprep import splitting
-    from dataprep.sources import PreparationError, Source, open_source, plain
+    from dataprep.sources import IMAGE_EXTENSIONS, PreparationError, Source, open_source, plain
     from trainer import preprocess, records, staging
     from trainer.contract import PREPARATION
 
@@ -138,6 +138,7 @@ def prepare_dataset(
                 "source_description": opened.description,
                 "source_images": total,
                 "skipped": skipped.files,
+                "ignored": ignored_summary(getattr(opened, "ignored", [])),
                 "seed": seed,
                 "validation_fraction": validation_fraction,
                 "test_fraction": test_fraction,
@@ -187,6 +188,40 @@ class _SkippedImages:
             f"--source={self._source}: {count} of {self._total} images are unreadable or corrupt, "
             f"more than --max-bad-fraction={self._max_bad_fraction} allows; first: {first}"
         )
+
+
+def ignored_summary(files: Sequence[str]) -> dict[str, Any]:
+    """Files of a folder source that are not images: their count by extension, the first few."""
+    by_extension: dict[str, int] = {}
+    for name in files:
+        extension = posixpath.splitext(posixpath.basename(name))[1].lower() or "(none)"
+        by_extension[extension] = by_extension.get(extension, 0) + 1
+    return {
+        "count": len(files),
+        "by_extension": by_extension,
+        "first": list(files[:NAMED_BAD_FILES]),
+    }
+
+
+def skipped_lines(metadata: dict[str, Any]) -> list[str]:
+    """What a person should know was left out: unreadable images and files that are not images."""
+    lines = []
+    skipped = metadata.get("skipped") or []
+    if skipped:
+        named = ", ".join(f"{s['file']} ({s['reason']})" for s in skipped[:NAMED_BAD_FILES])
+        more = (
+            f" and {len(skipped) - NAMED_BAD_FILES} more" if len(skipped) > NAMED_BAD_FILES else ""
+        )
+        lines.append(f"skipped {len(skipped)} unreadable image(s): {named}{more}")
+    ignored = metadata.get("ignored") or {}
+    if ignored.get("count"):
+        kinds = ", ".join(f"{ext} {n}" for ext, n in sorted(ignored["by_extension"].items()))
+        lines.append(
+            f"ignored {ignored['count']} file(s) that are not images ({kinds}; read: "
+            f"{'/'.join(IMAGE_EXTENSIONS)}): {', '.join(ignored['first'])}"
+            + (" …" if ignored["count"] > len(ignored["first"]) else "")
+        )
+    return lines
 
 
 def report_lines(write: Callable[[str], None], every: float = 0.1) -> Progress:
@@ -378,6 +413,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         overwrite=args.overwrite,
         progress=report_lines(lambda line: print(line, flush=True)),
     )
+    for line in skipped_lines(metadata):
+        print(line, flush=True)
     digest = records.file_digest(posixpath.join(args.output, records.METADATA_FILE))
     with open(args.result, "w", encoding="utf-8") as f:
         json.dump({"metadata": metadata, "metadata_sha256": digest["sha256"]}, f)

@@ -27,7 +27,7 @@ import tensorflow as tf
 
 from trainer import records
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
 SAMPLE = "sample"
 TFDS_PREFIX = "tfds:"
 DIGITS_CSV = "digits.csv.gz"  # the sample: scikit-learn's bundled digits (`digits()`)
@@ -71,9 +71,10 @@ class Source(abc.ABC):
 
 @dataclasses.dataclass
 class FolderSource(Source):
-    """Image files under `root`, one folder per class."""
+    """Image files under `root`, one folder per class; `ignored`: the other files there."""
 
     root: str = ""
+    ignored: list[str] = dataclasses.field(default_factory=list)
 
     def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
         """Read the items' files (local or gs://)."""
@@ -228,6 +229,12 @@ def folder_source(root: str) -> FolderSource:
     }
     class_names = sorted({name for by_class in files.values() for name in by_class})
     _check_classes(root, class_names, files)
+    ignored = [
+        posixpath.join(folder, name, other)
+        for split, folder in folders.items()
+        for name in files[split]
+        for other in _other_files(posixpath.join(root, folder, name))
+    ]
     splits = {
         split: [
             Item(posixpath.join(folders[split], name, file), label)
@@ -236,7 +243,9 @@ def folder_source(root: str) -> FolderSource:
         ]
         for split, by_class in files.items()
     }
-    return FolderSource(root, f"image folder {root}", class_names, splits, root=root)
+    return FolderSource(
+        root, f"image folder {root}", class_names, splits, root=root, ignored=ignored
+    )
 
 
 def _check_classes(root: str, class_names: list[str], files: dict[str, dict[str, list]]) -> None:
@@ -276,6 +285,16 @@ def _image_files(path: str) -> list[str]:
         name
         for name in tf.io.gfile.listdir(path)
         if not name.startswith(".") and name.lower().endswith(IMAGE_EXTENSIONS)
+    )
+
+
+def _other_files(path: str) -> list[str]:
+    """Sorted names of the files directly in `path` that are not read as images."""
+    return sorted(
+        name
+        for name in tf.io.gfile.listdir(path)
+        if (name.startswith(".") or not name.lower().endswith(IMAGE_EXTENSIONS))
+        and not tf.io.gfile.isdir(posixpath.join(path, name))
     )
 
 

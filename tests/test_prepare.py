@@ -536,7 +536,7 @@ def test_component_runs_under_kfp_local_without_installing_kfp(tmp_path: Path) -
     assert json.loads(Path(dataset.path, records.METADATA_FILE).read_text())["seed"] == 42
 
 
-@pytest.mark.parametrize("fmt", ["GIF", "BMP", "PNG", "JPEG"])
+@pytest.mark.parametrize("fmt", ["GIF", "BMP", "PNG", "JPEG", "WEBP"])
 def test_every_format_decodes_to_greyscale_and_rgb(fmt):
     import io
 
@@ -551,3 +551,33 @@ def test_every_format_decodes_to_greyscale_and_rgb(fmt):
         image = decode_and_resize(buffer.getvalue(), (24, 24, channels)).numpy()
         assert image.shape == (24, 24, channels)
         assert abs(int(image.mean()) - 120) <= 3
+
+
+def test_webp_is_read_and_other_files_are_counted_and_named_on_screen(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataprep.prepare import main, skipped_lines
+
+    source = make_folder(tmp_path / "src")
+    (source / "cat" / "extra.webp").write_bytes(encode_image(7, "WEBP", "RGB"))
+    (source / "cat" / "notes.txt").write_text("not an image")
+    (source / "dog" / "scan.tiff").write_bytes(b"II*\0")
+    (source / "dog" / ".DS_Store").write_bytes(b"\0")
+    out, result = tmp_path / "out", tmp_path / "result.json"
+    main(["--source", str(source), "--output", str(out), "--result", str(result)])
+    printed = capsys.readouterr().out
+    metadata = json.loads(result.read_text())["metadata"]
+    assert metadata["source_images"] == sum(CLASS_SIZES.values()) + 1  # the .webp
+    assert "cat/extra.webp" in set().union(*membership(out, metadata).values())
+    assert metadata["ignored"]["by_extension"] == {".txt": 1, ".tiff": 1, "(none)": 1}
+    ignored = next(line for line in printed.splitlines() if line.startswith("ignored 3 file(s)"))
+    assert "(none) 1, .tiff 1, .txt 1" in ignored and "cat/notes.txt" in ignored
+
+    corrupt = add_corrupt_files(source, 5)
+    metadata = prepare_dataset(
+        str(source), str(tmp_path / "out2"), image_size=SIZE, max_bad_fraction=0.2
+    )
+    (skipped, _) = skipped_lines(metadata)
+    assert skipped.startswith("skipped 5 unreadable image(s): dog/corrupt")
+    assert skipped.endswith(" and 2 more")
+    assert sum(name in skipped for name in corrupt) == 3  # the first few named
