@@ -3,6 +3,7 @@
 import io
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from pipelines.app import cli
@@ -211,3 +212,19 @@ def test_models_lists_the_registry(tmp_path):
     _one_line_error(
         ["models", "--format", "yaml"], "--format=yaml: expected one of table, csv, json"
     )
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_compile_refuses_placeholder_images_for_a_cloud_target(tmp_path, monkeypatch, target):
+    spec = tmp_path / "p.yaml"
+    monkeypatch.delenv("HPT_TRAINER_IMAGE", raising=False)
+    monkeypatch.delenv("HPT_COMPONENTS_IMAGE", raising=False)
+    _one_line_error(["compile", "--target", target, "--output", str(spec)], "trainer_image=")
+    assert not spec.exists()
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    result = RUNNER.invoke(cli.app, ["compile", "--target", target, "--output", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "registry.example/hpt/trainer:v1" in spec.read_text()
+    local = RUNNER.invoke(cli.app, ["compile", "--output", str(tmp_path / "l.yaml")])
+    assert local.exit_code == 0, local.output  # the local target runs no image

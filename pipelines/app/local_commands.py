@@ -174,6 +174,10 @@ def compile_command(
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
     settings = _settings(config, None)
     try:
+        if target != "local":  # a cloud spec with placeholder images would fail at its first pull
+            from pipelines.app.preflight import check_images
+
+            check_images(settings, "set {env} (or {name} in --config) to the pushed image")
         path = compile_pipeline(target, settings, output)
     except SettingsError as err:  # a setting the target cannot honour
         fail(str(err))
