@@ -205,7 +205,7 @@ def html_page(graph: LineageGraph) -> str:
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:sans-serif;margin:2em}}li{{margin:2px 0}}code{{color:#555}}
 pre.mermaid{{background:#fafafa;padding:1em}}summary{{color:#555;cursor:pointer}}
-#graph{{overflow-x:auto}}</style>
+#graph svg{{max-width:100%;height:auto}}</style>
 </head><body>
 <h1>{title}</h1>
 <h2>Graph</h2>
