@@ -34,7 +34,7 @@ def test_precedence(tmp_path):
         ({"algorithm": "BAYES"}, "algorithm='BAYES': expected one of ALGORITHM_UNSPECIFIED"),
         (
             {"parallel_trials": 9, "max_trials": 3},
-            "parallel_trials=9: expected an integer in [1, max_trials]",
+            "parallel_trials=9: expected an integer in [1, max_trials=3]",
         ),
         ({"image_size": 10}, "image_size=10: expected an integer >= 22"),
         ({"labels": "Team=ML"}, "labels=Team=ML: expected lowercase"),

@@ -7,7 +7,7 @@ import re
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,20 @@ def run_local(
         return _owned_run(settings, output, echo)
 
 
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """`name=value` in this process's environment (and its children's) for the block."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 def _owned_run(settings: Settings, output: Path, echo: Callable[[str], None]) -> dict[str, Any]:
     """`run_local` once the output is this run's."""
     artifacts = output / "artifacts"
@@ -168,9 +182,9 @@ def _owned_run(settings: Settings, output: Path, echo: Callable[[str], None]) ->
     before = set(artifacts.iterdir())
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # TFDS datasets are kept in the output unless the user chose a folder (never in $HOME).
-    os.environ[local_preflight.TFDS_DATA_ENV] = local_preflight.tfds_data_dir(settings.output)
     with (
+        # TFDS datasets are kept in the output unless the user chose a folder (never $HOME).
+        _environ(local_preflight.TFDS_DATA_ENV, local_preflight.tfds_data_dir(settings.output)),
         scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
         # Started first: it preloads TensorFlow while this process imports kfp (0.35 s)
         # and builds the pipeline.
