@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterator
 
@@ -81,10 +82,11 @@ def forwarded(keep: set[int]) -> Iterator[list[int]]:
                 signalled.append(pid)
         raise RunInterrupted(signum)
 
+    main = threading.current_thread() is threading.main_thread()  # only it may set handlers
     previous = {
         sig: signal.signal(sig, handler)
         for sig in STOP_SIGNALS
-        if signal.getsignal(sig) is not signal.SIG_IGN
+        if main and signal.getsignal(sig) is not signal.SIG_IGN
     }
     try:
         yield signalled
