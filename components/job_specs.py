@@ -15,6 +15,8 @@ from components.base import component
 def trial_job_spec(
     dataset: dsl.Input[dsl.Dataset],
     trainer_image: str,
+    model: str,
+    weights: str,
     epochs: int,
     batch_size: int,
     metric_tag: str,
@@ -44,6 +46,8 @@ def trial_job_spec(
         command=trainer_args.TRAINER_COMMAND,
         args=trainer_args.trainer_args(
             dataset,
+            model=model,
+            weights=weights,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
@@ -64,6 +68,8 @@ def final_job_spec(
     dataset: dsl.Input[dsl.Dataset],
     best_parameters: dict,
     trainer_image: str,
+    model: str,
+    weights: str,
     epochs: int,
     batch_size: int,
     metric_tag: str,
@@ -90,6 +96,8 @@ def final_job_spec(
 
     args = trainer_args.trainer_args(
         dataset,
+        model=model,
+        weights=weights,
         epochs=epochs,
         batch_size=batch_size,
         metric_tag=metric_tag,

@@ -18,11 +18,11 @@ from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
 from pipelines.settings import Settings, SettingsError
-from pipelines.settings_space import study_space
+from pipelines.settings_space import settings_model, study_space
 from pipelines.wiring import binding_for
 
 PIPELINE_DESCRIPTION = (
-    "Prepare an image dataset, tune a distributed TensorFlow CNN (MirroredStrategy trials), "
+    "Prepare an image dataset, tune a distributed TensorFlow model (MirroredStrategy trials), "
     "retrain the best configuration with MultiWorkerMirroredStrategy, evaluate and register it."
 )
 
@@ -35,8 +35,10 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         SearchSpaceError: A bad search space (before anything is compiled or run).
     """
     binding = binding_for(target)
-    space = study_space(settings)
+    known = settings_model(settings)
+    space = study_space(settings, known)
     s = settings
+    weights_default = s.weights or known.spec.default_weights
 
     parameters = space.to_study_spec_parameters()
     metrics = space.to_study_spec_metrics()
@@ -70,6 +72,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         early_stopping: bool = s.early_stopping,
         trial_threshold: float = s.trial_threshold or 0.0,
         use_trial_threshold: bool = s.trial_threshold is not None,
+        model: str = s.model,
+        weights: str = weights_default,
         epochs: int = s.epochs,
         batch_size: int = s.batch_size,
         precision: str = s.precision,
@@ -111,6 +115,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         trial_spec = op(trial_job_spec)(
             dataset=dataset,
             trainer_image=trainer_image,
+            model=model,
+            weights=weights,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
@@ -134,6 +140,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             dataset=dataset,
             best_parameters=best.outputs["best_parameters"],
             trainer_image=trainer_image,
+            model=model,
+            weights=weights,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
@@ -145,9 +153,9 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             worker_count=replicas,
             shared_root=shared_root,
         ).set_display_name("Build final job spec")
-        model, model_uri = binding.train_final(op, p, s, final_spec)
+        trained, model_uri = binding.train_final(op, p, s, final_spec)
         evaluation = op(evaluate_model)(
-            model=model,
+            model=trained,
             dataset=dataset,
             threshold=eval_threshold,
             use_threshold=use_eval_threshold,
@@ -158,7 +166,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
                 op,
                 p,
                 s,
-                model=model,
+                model=trained,
                 model_uri=model_uri,
                 evaluation=evaluation.outputs["metrics"],
                 trials=trials,

@@ -20,6 +20,7 @@ from pipelines import images
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
+    DEFAULT_MODEL,
     DEFAULT_PRECISION,
     METRIC_GOALS,
     MIN_IMAGE_SIZE,
@@ -28,6 +29,7 @@ from trainer.contract import (
     ContractError,
     check_goal,
 )
+from trainer.models import MODELS, check_weights, custom
 
 ENV_PREFIX = "HPT_"
 
@@ -76,6 +78,11 @@ class Settings:
     max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
     early_stopping: bool = False
     trial_threshold: float | None = None  # the best trial must reach it, else stop
+    # Model (trainer.models: a registered name or a team's builder, package.module:function)
+    model: str = DEFAULT_MODEL
+    weights: str | None = (
+        None  # imagenet | none | a weights file (local or gs://); None: the model's
+    )
     # Training
     epochs: int = 10
     batch_size: int = 32
@@ -145,10 +152,21 @@ def _check(s: Settings) -> None:
             raise SettingsError(f"{name}={getattr(s, name)!r}: expected {expected}")
 
     need(
-        s.image_size >= MIN_IMAGE_SIZE,
-        "image_size",
-        f"an integer >= {MIN_IMAGE_SIZE} (the CNN needs {MIN_IMAGE_SIZE} px per side)",
+        s.model in MODELS or bool(custom.REFERENCE.match(s.model)),
+        "model",
+        f"one of {', '.join(MODELS)} or package.module:function",
     )
+    minimum = MODELS[s.model].min_image_size if s.model in MODELS else MIN_IMAGE_SIZE
+    need(
+        s.image_size >= minimum,
+        "image_size",
+        f"an integer >= {minimum} (model {s.model} needs {minimum} px per side)",
+    )
+    if s.model in MODELS:
+        try:
+            check_weights(MODELS[s.model], s.weights)
+        except ContractError as err:
+            raise SettingsError(str(err)) from None
     need(0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
     need(0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
     need(

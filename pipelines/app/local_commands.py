@@ -27,15 +27,21 @@ def check_source(source: str) -> None:
         )
 
 
-def _settings(config: Path | None, defaults: dict[str, Any] | None, **flags: Any) -> Settings:
-    from pipelines.settings_space import study_space
+def _settings(
+    config: Path | None, defaults: dict[str, Any] | None, *, local: bool, **flags: Any
+) -> Settings:
+    from pipelines.settings_space import settings_model, study_space
     from pipelines.study.search_space import SearchSpaceError
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults)
         check_source(settings.source)
-        # A bad space, or one the algorithm cannot search, fails here, before any work.
-        study_space(settings)
+        # A model that cannot be built, a bad space, or one the algorithm cannot search,
+        # fails here, before any work. A run builds the model here: its module must import.
+        known = settings_model(settings, importable=local)
+        if known.note:
+            typer.echo(f"note: {known.note}; its hyperparameters are checked by the trainer")
+        study_space(settings, known)
     except (SettingsError, SearchSpaceError) as err:
         fail(str(err))
     return settings
@@ -51,6 +57,13 @@ def run(
     ),
     algorithm: str = typer.Option(
         None, help="ALGORITHM_UNSPECIFIED (TPE) | GRID_SEARCH | RANDOM_SEARCH."
+    ),
+    model: str = typer.Option(
+        None,
+        help="cnn (default) | resnet50 | mobilenet_v3_small | package.module:function (your own).",
+    ),
+    weights: str = typer.Option(
+        None, help="imagenet | none | a Keras weights file (default: the model's own)."
     ),
     epochs: int = typer.Option(None, help="Epochs per trial and for the final job."),
     batch_size: int = typer.Option(None, help="Per-replica batch size."),
@@ -77,12 +90,15 @@ def run(
     settings = _settings(
         config,
         LOCAL_RUN_DEFAULTS,
+        local=True,
         source=source,
         image_size=image_size,
         max_trials=max_trials,
         parallel_trials=parallel_trials,
         max_failed_trials=max_failed_trials,
         algorithm=algorithm,
+        model=model,
+        weights=weights,
         epochs=epochs,
         batch_size=batch_size,
         precision=precision,
@@ -102,7 +118,8 @@ def run(
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     console.print(
-        f"[bold]hpt-pipeline run[/]: source={settings.source} image_size={settings.image_size} "
+        f"[bold]hpt-pipeline run[/]: model={settings.model} source={settings.source} "
+        f"image_size={settings.image_size} "
         f"trials={settings.max_trials} (parallel {settings.parallel_trials}) "
         f"epochs={settings.epochs} final job=1 chief + {settings.replicas} worker(s) "
         f"→ {settings.output}"
@@ -127,7 +144,7 @@ def compile_command(
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
-    settings = _settings(config, None)
+    settings = _settings(config, None, local=target == "local")
     try:
         path = compile_pipeline(target, settings, output)
     except SettingsError as err:  # a setting the target cannot honour

@@ -30,6 +30,8 @@ def _root(settings: Settings) -> str:
 def _args(settings: Settings) -> list[str]:
     return trainer_args.trainer_flags(
         f"{_root(settings)}/example/dataset",
+        model=settings.model,
+        weights=settings.weights or "",
         epochs=settings.epochs,
         batch_size=settings.batch_size,
         metric_tag=settings.metric_tag,
