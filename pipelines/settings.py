@@ -111,7 +111,7 @@ class Settings:
     experiment: str | None = None
     enable_caching: bool | None = None  # None: as compiled (kfp caches every task by default)
     display_name: str = "hpt-pipeline"
-    model_display_name: str = "hpt-cnn"
+    model_display_name: str = ""  # empty: hpt-<model> (hpt-cnn; a reference: its function)
     parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version
     # Kubeflow (open source: Kubeflow Pipelines 2.x + Katib + Training Operator)
     kubeflow_host: str | None = None  # KFP API endpoint, e.g. http://localhost:8080
@@ -130,6 +130,9 @@ class Settings:
     def __post_init__(self) -> None:
         if not self.goal:
             object.__setattr__(self, "goal", METRIC_GOALS.get(self.metric_tag, "maximize"))
+        if not self.model_display_name:
+            name = self.model.rsplit(":", 1)[-1].replace("_", "-").lower()
+            object.__setattr__(self, "model_display_name", f"hpt-{name}")
         _check(self)
 
 
