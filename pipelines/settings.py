@@ -131,7 +131,10 @@ class Settings:
         if not self.goal:
             object.__setattr__(self, "goal", METRIC_GOALS.get(self.metric_tag, "maximize"))
         if not self.model_display_name:
-            name = self.model.rsplit(":", 1)[-1].replace("_", "-").lower()
+            module, _, function = self.model.rpartition(":")
+            if function in ("build", "build_model"):  # a reference: name it by its module
+                function = module.rsplit(".", 1)[-1]
+            name = (function or self.model).replace("_", "-").lower()
             object.__setattr__(self, "model_display_name", f"hpt-{name}")
         _check(self)
 
