@@ -124,6 +124,8 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         dataset=dataset,
         best_parameters={"learning_rate": 0.05, "momentum": 0.5, "num_units": 128.0},
         trainer_image="img:1",
+        model="resnet50",
+        weights="gs://bucket/weights/resnet50.weights.h5",
         epochs=3,
         batch_size=16,
         metric_tag="accuracy",
@@ -144,6 +146,8 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         assert {"--learning_rate=0.05", "--momentum=0.5", "--num_units=128"} <= set(args)
         assert "--precision=mixed_bfloat16" in args
         assert "--seed=7" in args  # the settings' seed reaches every replica
+        assert "--model=resnet50" in args  # so do the model and its weights
+        assert "--weights=gs://bucket/weights/resnet50.weights.h5" in args
         assert pool["container_spec"]["command"] == ["python", "-m", "trainer.task"]
 
 
@@ -158,6 +162,8 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
     pools, base = trial_job_spec.python_func(
         dataset=dataset,
         trainer_image="img:1",
+        model="cnn",
+        weights="none",
         epochs=2,
         batch_size=8,
         metric_tag="loss",
@@ -180,6 +186,8 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
     }
     assert pools[0]["container_spec"]["args"] == [
         "--data=/root/prepare-dataset/dataset",
+        "--model=cnn",
+        "--weights=none",
         "--epochs=2",
         "--batch_size=8",
         "--metric_tag=loss",
