@@ -10,6 +10,7 @@ import math
 import statistics
 from pathlib import Path
 
+import optuna
 import pytest
 
 from pipelines.study import optuna_study, sampler
@@ -62,7 +63,7 @@ def run_optuna_trial(study_, values: list[float]) -> int | None:
     for step, value in enumerate(values, start=1):
         trial.report(value, step)
         if trial.should_prune():
-            study_.tell(trial, state=__import__("optuna").trial.TrialState.PRUNED)
+            study_.tell(trial, state=optuna.trial.TrialState.PRUNED)
             return step
     study_.tell(trial, values[-1])
     return None
@@ -166,3 +167,14 @@ def test_resume_never_reruns_a_failed_trial(tmp_path):
 
     assert more[:3] == first
     assert read_lines(starts) == ["1", "2", "3", "4"]  # only the new trial ran
+
+
+def test_a_resumed_study_draws_new_values_not_the_first_runs_again(tmp_path):
+    """The same seed on resume must not replay the first run's draws as new trials."""
+    options = dict(parallel_trial_count=1, study_spec_algorithm="RANDOM_SEARCH")
+    first = study(tmp_path, "--epochs=1", max_trial_count=3, **options)
+    more = study(tmp_path, "--epochs=1", max_trial_count=6, **options)
+    assert more[:3] == first
+    drawn_first = {tl.trial_parameters(t)["learning_rate"] for t in first}
+    drawn_after = {tl.trial_parameters(t)["learning_rate"] for t in more[3:]}
+    assert len(drawn_after) == 3 and not drawn_after & drawn_first
