@@ -165,8 +165,8 @@ def test_resume_never_reruns_a_failed_trial(tmp_path):
 
     more = study(tmp_path, *args, max_trial_count=4, **options)
 
-    assert more[:3] == first
     assert read_lines(starts) == ["1", "2", "3", "4"]  # only the new trial ran
+    assert more[:3] == first
 
 
 def test_a_resumed_study_draws_new_values_not_the_first_runs_again(tmp_path):
