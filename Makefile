@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 include images/images.mk
 include images/check.mk
 include benchmarks/bench.mk
-.PHONY: help venv run test lint golden
+.PHONY: help venv run test lint golden mutants
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,3 +35,6 @@ lint: $(STAMP) ## ruff + mypy
 
 golden: $(STAMP) ## Regenerate the golden compiled specs (tests/golden) after an intended change
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_pipeline_spec.py -k golden
+
+mutants: $(STAMP) ## Plant known bugs one at a time in a copy and check the tests catch each (minutes)
+	$(PY) tests/mutants.py $(ARGS)

@@ -15,8 +15,31 @@ class FakeRegistry:
     def __init__(self, server_address, port, *, author, is_secure):
         self.where = (server_address, port, author, is_secure)
 
-    def register_model(self, name, uri, **fields):
-        FakeRegistry.made.append({"where": self.where, "name": name, "uri": uri, **fields})
+    # Keyword names of the real `ModelRegistry.register_model` (held to it in
+    # test_behaviour_fakes.py): a misspelt keyword fails here as it would on a cluster.
+    def register_model(
+        self,
+        name,
+        uri,
+        *,
+        model_format_name,
+        model_format_version,
+        version,
+        description=None,
+        metadata=None,
+    ):
+        FakeRegistry.made.append(
+            {
+                "where": self.where,
+                "name": name,
+                "uri": uri,
+                "model_format_name": model_format_name,
+                "model_format_version": model_format_version,
+                "version": version,
+                "description": description,
+                "metadata": metadata,
+            }
+        )
         return SimpleNamespace(id="17")
 
 
