@@ -20,6 +20,11 @@ from trainer.contract import MIN_IMAGE_SIZE
 # (overrides, the start of the one-line message): every check in `_check`, one row or more.
 REFUSED = [
     ({"image_size": MIN_IMAGE_SIZE - 1}, f"image_size={MIN_IMAGE_SIZE - 1}: expected an integer"),
+    ({"model": "resnet"}, "model='resnet': expected one of cnn, resnet50"),
+    ({"model": "teammodels.tiny"}, "model='teammodels.tiny': expected one of"),
+    ({"model": "resnet50", "image_size": 31}, "image_size=31: expected an integer >= 32"),
+    ({"weights": "imagenet"}, "weights='imagenet': model cnn has no pretrained backbone"),
+    ({"model": "resnet50", "weights": " "}, "weights=' ': expected imagenet, none or a file"),
     ({"validation_fraction": 1.0}, "validation_fraction=1.0: expected a number in [0, 1)"),
     ({"validation_fraction": -0.1}, "validation_fraction=-0.1: expected a number in [0, 1)"),
     ({"test_fraction": 1.0}, "test_fraction=1.0: expected a number in [0, 1)"),
@@ -68,6 +73,8 @@ REFUSED = [
 # The edge each check must still accept (the last valid value next to a refused one).
 ACCEPTED = [
     {"image_size": MIN_IMAGE_SIZE},
+    {"model": "resnet50", "image_size": 32, "weights": "gs://bucket/resnet50.weights.h5"},
+    {"model": "teammodels.tiny:build", "image_size": MIN_IMAGE_SIZE},
     {"validation_fraction": 0.0, "test_fraction": 0.0},
     {"validation_fraction": 0.6, "test_fraction": 0.39},
     {"metric_tag": "loss"},
