@@ -121,6 +121,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             accelerator_count=trial_accelerator_count,
             study_dir=study_dir,
             shared_root=shared_root,
+            expect_gpus=binding.expects_gpus,
         ).set_display_name("Build trial job spec")
         trials = binding.tune(op, p, s, dataset, trial_spec)
         best = op(select_best_trial)(
@@ -144,6 +145,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             accelerator_count=final_accelerator_count,
             worker_count=replicas,
             shared_root=shared_root,
+            expect_gpus=binding.expects_gpus,
         ).set_display_name("Build final job spec")
         model, model_uri = binding.train_final(op, p, s, final_spec)
         evaluation = op(evaluate_model)(
