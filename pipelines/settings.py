@@ -32,6 +32,7 @@ from trainer.contract import (
 from trainer.models import MODELS, check_weights, custom
 
 ENV_PREFIX = "HPT_"
+MAX_DISPLAY_NAME = 128  # Vertex's limit on every resource's display name
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -99,7 +100,7 @@ class Settings:
     # Images
     trainer_image: str = images.image_uris()["trainer"]
     components_image: str = images.image_uris()["components"]
-    serving_image: str = images.SERVING_IMAGE_URI
+    serving_image: str = ""  # empty: the table's container (pipelines/images.py) for the region
     # Cloud
     project: str | None = None
     region: str = "us-central1"
@@ -113,6 +114,7 @@ class Settings:
     display_name: str = "hpt-pipeline"
     model_display_name: str = ""  # empty: hpt-<model> (hpt-cnn; a reference: its function)
     parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version
+    keep_default_version: bool = False  # True: a new version does not take the `default` alias
     # Kubeflow (open source: Kubeflow Pipelines 2.x + Katib + Training Operator)
     kubeflow_host: str | None = None  # KFP API endpoint, e.g. http://localhost:8080
     kubeflow_namespace: str = "kubeflow"  # where Experiments, Trials and TFJobs are created
@@ -136,6 +138,8 @@ class Settings:
                 function = module.rsplit(".", 1)[-1]
             name = (function or self.model).replace("_", "-").lower()
             object.__setattr__(self, "model_display_name", f"hpt-{name}")
+        if not self.serving_image:
+            object.__setattr__(self, "serving_image", images.serving_image_uri(self.region))
         _check(self)
 
 
@@ -257,6 +261,13 @@ def _check(s: Settings) -> None:
         "parent_model",
         "projects/P/locations/L/models/ID",
     )
+    for name in ("display_name", "model_display_name"):  # `-study`/`-final` are appended
+        longest = len(getattr(s, name)) + (len("-study") if name == "display_name" else 0)
+        need(
+            longest <= MAX_DISPLAY_NAME,
+            name,
+            f"at most {MAX_DISPLAY_NAME} characters with its suffix",
+        )
     for key, value in s.labels.items():
         if not (_LABEL_KEY.match(key) and _LABEL_VALUE.match(str(value))):
             raise SettingsError(

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pipelines.models import KnownModel, describe_model
 from pipelines.settings import Settings, SettingsError
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import (
+    GOAL_NUMBERS,
     Metric,
     SearchSpace,
     SearchSpaceError,
     load_search_space,
     preset_names,
 )
-from trainer.contract import ContractError
+from trainer.contract import ContractError, metric_goal
 from trainer.models import check_weights
 
 
@@ -78,3 +81,23 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
         ) from None
     check_algorithm(space, settings.algorithm)
     return SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
+
+
+def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
+    """`study_spec_metrics` and the goal the trainer's metric `metric_tag` is optimised with.
+
+    Raises:
+        ContractError: The trainer does not report `metric_tag`.
+    """
+    goal = metric_goal(metric_tag)
+    return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal
+
+
+def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
+    """`study_spec_metrics` and the goal the trainer's metric `metric_tag` is optimised with.
+
+    Raises:
+        ContractError: The trainer does not report `metric_tag`.
+    """
+    goal = metric_goal(metric_tag)
+    return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal

@@ -81,11 +81,15 @@ def test_vertex_study_payload_is_the_search_space(tmp_path):
     root_inputs = spec["root"]["inputDefinitions"]["parameters"]
     space = study_space(settings)
     assert root_inputs["study_spec_parameters"]["defaultValue"] == space.to_study_spec_parameters()
-    assert root_inputs["study_spec_metrics"]["defaultValue"] == [
-        {"metric_id": "accuracy", "goal": 1}
-    ]
+    # The metric is one parameter, the tag: the study's metric spec and goal follow from it.
+    assert "study_spec_metrics" not in root_inputs and "goal" not in root_inputs
+    assert root_inputs["metric_tag"]["defaultValue"] == "accuracy"
     hpt = spec["root"]["dag"]["tasks"]["tune-on-vertex"]
     params = hpt["inputs"]["parameters"]
+    assert params["study_spec_metrics"]["taskOutputParameter"] == {
+        "outputParameterKey": "study_spec_metrics",
+        "producerTask": "study-metric",
+    }
     # early_stopping reaches the HPT job (GCPC's op had no stopping spec to carry it).
     assert params["early_stopping"] == {"componentInputParameter": "early_stopping"}
     assert params["project"]["runtimeValue"]["constant"] == "{{$.pipeline_google_cloud_project_id}}"
@@ -375,6 +379,7 @@ def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
     # What stays cacheable is pure: a function of its inputs only.
     assert {name for name, on in caching.items() if on} <= {
         "comp-trial-job-spec",
+        "comp-study-metric",
         "comp-final-job-spec",
         "comp-select-best-trial",
         "comp-evaluate-model",

@@ -81,6 +81,8 @@ class RunConfig:
         distribution: One of DISTRIBUTIONS.
         seed: Seed for shuffling and initialisation.
         precision: One of PRECISIONS; `auto` is resolved by `trainer.precision` when training.
+        expected_gpus: GPUs the replica was given (a cloud pool's accelerator_count); the
+            trainer refuses to train when it sees fewer. 0: no expectation.
     """
 
     data: str
@@ -91,8 +93,11 @@ class RunConfig:
     distribution: str = "auto"
     seed: int = DEFAULT_SEED
     precision: str = DEFAULT_PRECISION
+    expected_gpus: int = 0
 
     def __post_init__(self) -> None:
+        if self.expected_gpus < 0:
+            raise ConfigError(f"--expected_gpus={self.expected_gpus}: expected an integer >= 0")
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(
                 f"--distribution={self.distribution}: expected one of {', '.join(DISTRIBUTIONS)}"

@@ -75,6 +75,9 @@ def build_parser(spec: ModelSpec | None = None) -> argparse.ArgumentParser:
         default=DEFAULT_PRECISION,
         help=f"one of {', '.join(PRECISIONS)} (auto: bf16 where the hardware has it natively)",
     )
+    p.add_argument(
+        "--expected_gpus", type=int, default=0, help="GPUs this replica was given (0: any)"
+    )
     return p
 
 
@@ -120,6 +123,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
         distribution=args.distribution,
         seed=args.seed,
         precision=args.precision,
+        expected_gpus=args.expected_gpus,
     )
     if "://" not in run.data and not os.path.isfile(os.path.join(run.data, "metadata.json")):
         raise ConfigError(
@@ -251,7 +255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     preload()
     import hypertune
 
-    from trainer import export, records, train
+    from trainer import devices, export, records, train
+
+    try:  # the first line: what this replica trains on
+        print(devices.announce(run.expected_gpus), file=sys.stderr, flush=True)
+    except devices.DeviceError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
 
     reporter = None
 

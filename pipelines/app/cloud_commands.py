@@ -23,9 +23,11 @@ import typer
 from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.compiled import check_output, compiled_template
 from pipelines.app.errors import cloud_errors, fail
+from pipelines.app.parameter_checks import check_parameters
 from pipelines.app.preflight import check_cloud_run
 from pipelines.settings import Settings, SettingsError, load_settings, parse_labels, require_cloud
 from pipelines.targets.vertex import client as vertex_client
+from pipelines.targets.vertex import serving
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform
@@ -158,7 +160,11 @@ def _job(
 ) -> aiplatform.PipelineJob:
     """The pipeline job for the settings, template and `--param` values."""
     with compiled_template(template, settings, "vertex") as path:
-        values = vertex_client.parameter_values(vertex_client.read_template(path), params or [])
+        spec = vertex_client.read_template(path)
+        values = vertex_client.parameter_values(spec, params or [])
+        check_parameters(
+            spec, {**vertex_client.settings_parameters(spec, settings), **values}, values
+        )
         credentials = vertex_client.credentials(offline=offline)
         return vertex_client.build_job(settings, path, values, credentials=credentials)
 
@@ -302,6 +308,9 @@ def schedule_create(
     experiment: Annotated[
         str | None, typer.Option("--experiment", help="KFP experiment of the runs (kubeflow).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Past the serving container's end of availability.")
+    ] = False,
 ) -> None:
     """Create a schedule of pipeline runs (or --dry-run: write the request)."""
     with _one_line_errors():
@@ -343,7 +352,10 @@ def schedule_create(
             max_concurrent_run_count=max_concurrent_runs,
             allow_queueing=allow_queueing,
         )
+        warning = serving.check_availability(settings, until=spec.end_time, force=force)
         job = _job(settings, template, param, offline=dry_run)
+        if warning:
+            typer.echo(warning, err=True)
         if dry_run:
             schedule = vertex_client.build_schedule(job, spec, settings)
             where = _write_request(vertex_client.schedule_request(schedule), output)

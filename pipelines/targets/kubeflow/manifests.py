@@ -47,6 +47,7 @@ def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -
         args=_args(settings),
         accelerator_type=accelerator if accelerators else None,
         accelerator_count=accelerators,
+        expect_gpus=True,  # the pod requests the GPUs: the trainer refuses to train without them
     )
     return {**pools[0], "replica_count": count}
 
