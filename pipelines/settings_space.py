@@ -91,13 +91,3 @@ def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
     """
     goal = metric_goal(metric_tag)
     return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal
-
-
-def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
-    """`study_spec_metrics` and the goal the trainer's metric `metric_tag` is optimised with.
-
-    Raises:
-        ContractError: The trainer does not report `metric_tag`.
-    """
-    goal = metric_goal(metric_tag)
-    return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal
