@@ -21,6 +21,8 @@ from trainer.contract import MIN_IMAGE_SIZE
 REFUSED = [
     ({"image_size": MIN_IMAGE_SIZE - 1}, f"image_size={MIN_IMAGE_SIZE - 1}: expected an integer"),
     ({"model": "resnet"}, "model='resnet': expected one of cnn, resnet50"),
+    ({"display_name": "p" * 123}, "display_name='" + "p" * 123 + "': expected at most 128"),
+    ({"model_display_name": "m" * 129}, "model_display_name='" + "m" * 129 + "': expected at most"),
     ({"model": "teammodels.tiny"}, "model='teammodels.tiny': expected one of"),
     ({"model": "resnet50", "image_size": 31}, "image_size=31: expected an integer >= 32"),
     ({"weights": "imagenet"}, "weights='imagenet': model cnn has no pretrained backbone"),
@@ -73,6 +75,7 @@ REFUSED = [
 # The edge each check must still accept (the last valid value next to a refused one).
 ACCEPTED = [
     {"image_size": MIN_IMAGE_SIZE},
+    {"display_name": "p" * 122, "model_display_name": "m" * 128},
     {"model": "resnet50", "image_size": 32, "weights": "gs://bucket/resnet50.weights.h5"},
     {"model": "teammodels.tiny:build", "image_size": MIN_IMAGE_SIZE},
     {"validation_fraction": 0.0, "test_fraction": 0.0},
@@ -124,7 +127,8 @@ def test_fractions_summing_to_one_are_refused_before_a_run_is_submitted():
 def test_every_setting_the_checks_name_has_a_refusal_row():
     """A new check in `pipelines/settings.py` needs a row in REFUSED (and its edge in ACCEPTED)."""
     fields = {f.name for f in dataclasses.fields(Settings)}
-    tree = ast.parse(Path(settings_module.__file__).read_text())
+    module = ast.parse(Path(settings_module.__file__).read_text())
+    tree = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "_check")
     named = {
         node.value
         for node in ast.walk(tree)
