@@ -78,6 +78,10 @@ def test_the_manifest_field_by_field() -> None:
     for rtype in ("Chief", "Worker"):
         replica = spec["tfReplicaSpecs"][rtype]
         assert replica["restartPolicy"] == "Never"
+        # Out of Istio injection: a sidecar would keep the pod Running after TensorFlow exits.
+        assert replica["template"]["metadata"] == {
+            "annotations": {"sidecar.istio.io/inject": "false"}
+        }
         pod = replica["template"]["spec"]
         assert pod["serviceAccountName"] == "hpt-runner"
         assert pod["volumes"] == [

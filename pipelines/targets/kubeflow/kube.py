@@ -17,6 +17,9 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 CANCELLED_EXIT = 128 + signal.SIGTERM  # what a process killed by SIGTERM reports
+# Kubeflow profile namespaces (and `kubeflow`) inject Istio's sidecar; a pod that must *finish*
+# (a trial's Job, a TFJob replica) opts out, or the sidecar keeps it Running for ever.
+NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 
 
 def custom_objects_api() -> Any:
