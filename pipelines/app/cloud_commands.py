@@ -93,6 +93,22 @@ HostOption = Annotated[
 NamespaceOption = Annotated[
     str | None, typer.Option("--namespace", help="Kubernetes namespace of the runs (kubeflow).")
 ]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="Bearer token for Kubeflow Pipelines (kubeflow; prefer HPT_KUBEFLOW_TOKEN).",
+        show_default=False,
+    ),
+]
+CookieOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cookie",
+        help="Auth proxy session cookie NAME=VALUE, e.g. oauth2_proxy_kubeflow=… (kubeflow).",
+        show_default=False,
+    ),
+]
 
 
 @contextlib.contextmanager
@@ -202,6 +218,8 @@ def submit(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
+    token: TokenOption = None,
+    cookie: CookieOption = None,
 ) -> None:
     """Submit the pipeline to Vertex AI Pipelines or Kubeflow Pipelines (or --dry-run)."""
     with _one_line_errors():
@@ -213,7 +231,7 @@ def submit(
             host=host,
             namespace=namespace,
             vertex_only={"wait": wait},
-            kubeflow_only={},
+            kubeflow_only=dict(kubeflow_token=token, kubeflow_cookie=cookie),
             project=project,
             region=region,
             network=network,
@@ -302,6 +320,8 @@ def schedule_create(
     experiment: Annotated[
         str | None, typer.Option("--experiment", help="KFP experiment of the runs (kubeflow).")
     ] = None,
+    token: TokenOption = None,
+    cookie: CookieOption = None,
 ) -> None:
     """Create a schedule of pipeline runs (or --dry-run: write the request)."""
     with _one_line_errors():
@@ -313,7 +333,7 @@ def schedule_create(
             host=host,
             namespace=namespace,
             vertex_only={"max_runs": max_runs, "allow_queueing": allow_queueing},
-            kubeflow_only={"experiment": experiment},
+            kubeflow_only=dict(experiment=experiment, kubeflow_token=token, kubeflow_cookie=cookie),
             project=project,
             region=region,
             network=network,
@@ -369,15 +389,18 @@ def schedule_list(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
+    token: TokenOption = None,
+    cookie: CookieOption = None,
 ) -> None:
     """List the pipeline schedules of the project and region (kubeflow: of the namespace)."""
     from rich.console import Console
     from rich.table import Table
 
     with _one_line_errors():
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
+        auth = dict(kubeflow_token=token, kubeflow_cookie=cookie)
+        if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **auth):
             vertex = dict(filter=filter, project=project, region=region)
-            settings = kubeflow.host_settings(config, vertex, host, namespace)
+            settings = kubeflow.host_settings(config, vertex, host, namespace, **auth)
             where = f"namespace {settings.kubeflow_namespace} at {settings.kubeflow_host}"
             with kubeflow.api_errors(settings):
                 rows = kubeflow.schedule_rows(settings)
@@ -418,13 +441,17 @@ def _schedule_action(
     kubeflow_flags: tuple[str, str | None, str | None] = ("vertex", None, None),
     *,
     confirm: bool = False,
+    **auth: str | None,
 ) -> None:
-    """Fetch a schedule and pause, resume or delete it (asking first when `confirm`)."""
+    """Fetch a schedule and pause, resume or delete it (asking first when `confirm`).
+
+    `auth`: the Kubeflow credential flags (`kubeflow_token`, `kubeflow_cookie`).
+    """
     with _one_line_errors():
         target, host, namespace = kubeflow_flags
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
+        if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **auth):
             vertex = dict(project=project, region=region)
-            settings = kubeflow.host_settings(config, vertex, host, namespace)
+            settings = kubeflow.host_settings(config, vertex, host, namespace, **auth)
             with kubeflow.api_errors(settings):
                 line = kubeflow.schedule_action(action, settings, schedule, confirm=confirm)
             typer.echo(line)
@@ -449,9 +476,21 @@ def schedule_pause(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
+    token: TokenOption = None,
+    cookie: CookieOption = None,
 ) -> None:
     """Pause a schedule: no new runs until it is resumed."""
-    _schedule_action("pause", schedule, project, region, config, (target, host, namespace))
+    flags = (target, host, namespace)
+    _schedule_action(
+        "pause",
+        schedule,
+        project,
+        region,
+        config,
+        flags,
+        kubeflow_token=token,
+        kubeflow_cookie=cookie,
+    )
 
 
 @schedule_app.command("resume")
@@ -463,9 +502,21 @@ def schedule_resume(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
+    token: TokenOption = None,
+    cookie: CookieOption = None,
 ) -> None:
     """Resume a paused schedule (missed runs are not started)."""
-    _schedule_action("resume", schedule, project, region, config, (target, host, namespace))
+    flags = (target, host, namespace)
+    _schedule_action(
+        "resume",
+        schedule,
+        project,
+        region,
+        config,
+        flags,
+        kubeflow_token=token,
+        kubeflow_cookie=cookie,
+    )
 
 
 @schedule_app.command("delete")
@@ -478,7 +529,10 @@ def schedule_delete(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
+    token: TokenOption = None,
+    cookie: CookieOption = None,
 ) -> None:
     """Delete a schedule (its past runs stay)."""
     flags = (target, host, namespace)
-    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes)
+    auth = dict(kubeflow_token=token, kubeflow_cookie=cookie)
+    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes, **auth)

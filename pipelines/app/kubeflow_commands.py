@@ -34,7 +34,8 @@ def refuse_flags(flags: Mapping[str, Any], why: str) -> None:
     """
     for name, value in flags.items():
         if value not in (None, False, [], ()):
-            raise SettingsError(f"--{name.replace('_', '-')}: {why}")
+            flag = name.removeprefix("kubeflow_")  # kubeflow_token is the --token flag
+            raise SettingsError(f"--{flag.replace('_', '-')}: {why}")
 
 
 def run_settings(config: Path | None, vertex_flags: Mapping[str, Any], **flags: Any) -> Settings:
@@ -55,16 +56,20 @@ def run_settings(config: Path | None, vertex_flags: Mapping[str, Any], **flags: 
 
 
 def host_settings(
-    config: Path | None, vertex_flags: Mapping[str, Any], host: str | None, namespace: str | None
+    config: Path | None,
+    vertex_flags: Mapping[str, Any],
+    host: str | None,
+    namespace: str | None,
+    **auth: str | None,
 ) -> Settings:
-    """Settings to list or change recurring runs: a host is needed, nothing else.
+    """Settings to list or change recurring runs: a host (and a credential) is needed.
 
     Raises:
         SettingsError: A Vertex flag, a bad value, or no `kubeflow_host`.
     """
     refuse_flags(vertex_flags, VERTEX_ONLY)
     settings = load_settings(
-        config=config, overrides={"kubeflow_host": host, "kubeflow_namespace": namespace}
+        config=config, overrides={"kubeflow_host": host, "kubeflow_namespace": namespace, **auth}
     )
     if not settings.kubeflow_host:
         raise SettingsError(
