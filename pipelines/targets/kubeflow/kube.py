@@ -22,19 +22,28 @@ CANCELLED_EXIT = 128 + signal.SIGTERM  # what a process killed by SIGTERM report
 NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 
 
-def custom_objects_api() -> Any:
-    """A `kubernetes.client.CustomObjectsApi`: in-cluster config, else the kubeconfig.
-
-    Raises:
-        kubernetes.config.ConfigException: Neither is available.
-    """
+def _load_config() -> Any:
     from kubernetes import client, config
 
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
-    return client.CustomObjectsApi()
+    return client
+
+
+def custom_objects_api() -> Any:
+    """A `kubernetes.client.CustomObjectsApi`: in-cluster config, else the kubeconfig.
+
+    Raises:
+        kubernetes.config.ConfigException: Neither is available.
+    """
+    return _load_config().CustomObjectsApi()
+
+
+def core_v1_api() -> Any:
+    """A `kubernetes.client.CoreV1Api` (namespaces, claims, nodes), configured as above."""
+    return _load_config().CoreV1Api()
 
 
 def create_or_get(
