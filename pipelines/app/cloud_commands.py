@@ -93,22 +93,6 @@ HostOption = Annotated[
 NamespaceOption = Annotated[
     str | None, typer.Option("--namespace", help="Kubernetes namespace of the runs (kubeflow).")
 ]
-TokenOption = Annotated[
-    str | None,
-    typer.Option(
-        "--token",
-        help="Bearer token for Kubeflow Pipelines (kubeflow; prefer HPT_KUBEFLOW_TOKEN).",
-        show_default=False,
-    ),
-]
-CookieOption = Annotated[
-    str | None,
-    typer.Option(
-        "--cookie",
-        help="Auth proxy session cookie NAME=VALUE, e.g. oauth2_proxy_kubeflow=… (kubeflow).",
-        show_default=False,
-    ),
-]
 
 
 @contextlib.contextmanager
@@ -218,8 +202,8 @@ def submit(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
-    token: TokenOption = None,
-    cookie: CookieOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Submit the pipeline to Vertex AI Pipelines or Kubeflow Pipelines (or --dry-run)."""
     with _one_line_errors():
@@ -231,7 +215,7 @@ def submit(
             host=host,
             namespace=namespace,
             vertex_only={"wait": wait},
-            kubeflow_only=dict(kubeflow_token=token, kubeflow_cookie=cookie),
+            kubeflow_only=kubeflow.auth_flags(token, cookie),
             project=project,
             region=region,
             network=network,
@@ -320,8 +304,8 @@ def schedule_create(
     experiment: Annotated[
         str | None, typer.Option("--experiment", help="KFP experiment of the runs (kubeflow).")
     ] = None,
-    token: TokenOption = None,
-    cookie: CookieOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Create a schedule of pipeline runs (or --dry-run: write the request)."""
     with _one_line_errors():
@@ -333,7 +317,7 @@ def schedule_create(
             host=host,
             namespace=namespace,
             vertex_only={"max_runs": max_runs, "allow_queueing": allow_queueing},
-            kubeflow_only=dict(experiment=experiment, kubeflow_token=token, kubeflow_cookie=cookie),
+            kubeflow_only=dict(experiment=experiment, **kubeflow.auth_flags(token, cookie)),
             project=project,
             region=region,
             network=network,
@@ -389,15 +373,15 @@ def schedule_list(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
-    token: TokenOption = None,
-    cookie: CookieOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """List the pipeline schedules of the project and region (kubeflow: of the namespace)."""
     from rich.console import Console
     from rich.table import Table
 
     with _one_line_errors():
-        auth = dict(kubeflow_token=token, kubeflow_cookie=cookie)
+        auth = kubeflow.auth_flags(token, cookie)
         if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **auth):
             vertex = dict(filter=filter, project=project, region=region)
             settings = kubeflow.host_settings(config, vertex, host, namespace, **auth)
@@ -438,17 +422,14 @@ def _schedule_action(
     project: str | None,
     region: str | None,
     config: Path | None,
-    kubeflow_flags: tuple[str, str | None, str | None] = ("vertex", None, None),
+    kubeflow_flags: tuple[str, str | None, ...] = ("vertex", None, None, None, None),
     *,
     confirm: bool = False,
-    **auth: str | None,
 ) -> None:
-    """Fetch a schedule and pause, resume or delete it (asking first when `confirm`).
-
-    `auth`: the Kubeflow credential flags (`kubeflow_token`, `kubeflow_cookie`).
-    """
+    """Fetch a schedule and pause, resume or delete it (asking first when `confirm`)."""
     with _one_line_errors():
-        target, host, namespace = kubeflow_flags
+        target, host, namespace, token, cookie = kubeflow_flags
+        auth = kubeflow.auth_flags(token, cookie)
         if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **auth):
             vertex = dict(project=project, region=region)
             settings = kubeflow.host_settings(config, vertex, host, namespace, **auth)
@@ -476,21 +457,12 @@ def schedule_pause(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
-    token: TokenOption = None,
-    cookie: CookieOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Pause a schedule: no new runs until it is resumed."""
-    flags = (target, host, namespace)
-    _schedule_action(
-        "pause",
-        schedule,
-        project,
-        region,
-        config,
-        flags,
-        kubeflow_token=token,
-        kubeflow_cookie=cookie,
-    )
+    flags = (target, host, namespace, token, cookie)
+    _schedule_action("pause", schedule, project, region, config, flags)
 
 
 @schedule_app.command("resume")
@@ -502,21 +474,12 @@ def schedule_resume(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
-    token: TokenOption = None,
-    cookie: CookieOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Resume a paused schedule (missed runs are not started)."""
-    flags = (target, host, namespace)
-    _schedule_action(
-        "resume",
-        schedule,
-        project,
-        region,
-        config,
-        flags,
-        kubeflow_token=token,
-        kubeflow_cookie=cookie,
-    )
+    flags = (target, host, namespace, token, cookie)
+    _schedule_action("resume", schedule, project, region, config, flags)
 
 
 @schedule_app.command("delete")
@@ -529,10 +492,9 @@ def schedule_delete(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
-    token: TokenOption = None,
-    cookie: CookieOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Delete a schedule (its past runs stay)."""
-    flags = (target, host, namespace)
-    auth = dict(kubeflow_token=token, kubeflow_cookie=cookie)
-    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes, **auth)
+    flags = (target, host, namespace, token, cookie)
+    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes)

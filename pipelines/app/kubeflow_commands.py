@@ -12,7 +12,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +24,27 @@ from pipelines.targets.kubeflow import client as kfp_client
 from pipelines.templates import parameter_values, read_template
 
 VERTEX_ONLY = "a Vertex flag, not used with --target kubeflow"
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="Bearer token for Kubeflow Pipelines (kubeflow; prefer HPT_KUBEFLOW_TOKEN).",
+        show_default=False,
+    ),
+]
+CookieOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cookie",
+        help="Auth proxy session cookie NAME=VALUE, e.g. oauth2_proxy_kubeflow=… (kubeflow).",
+        show_default=False,
+    ),
+]
+
+
+def auth_flags(token: str | None, cookie: str | None) -> dict[str, str | None]:
+    """The credential flags as Settings fields (`--token` → `kubeflow_token`, ...)."""
+    return {"kubeflow_token": token, "kubeflow_cookie": cookie}
 
 
 def refuse_flags(flags: Mapping[str, Any], why: str) -> None:
