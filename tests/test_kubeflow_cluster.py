@@ -315,3 +315,14 @@ def test_the_dry_run_is_held_to_the_real_client() -> None:
             "kubeflow.org", "v1beta1", "team", "experiments", {}, dryrun="All"
         )
     assert cluster_checks.flag_value(pools(), "data") == "/mnt/hpt/data/prepared"
+
+
+def test_a_per_run_experiment_keeps_no_pvc_and_is_not_restarted() -> None:
+    cluster = ready(Cluster())
+    tune(cluster, resumable=False)
+    (stored,) = cluster.objects.values()
+    assert stored["spec"]["resumePolicy"] == "Never"  # Katib keeps no suggestion PVC for it
+    lines: list[str] = []
+    tune(cluster, lines, resumable=False, max_trial_count=12)
+    (line,) = [x for x in lines if "not applied" in x]
+    assert "resumePolicy FromVolume or LongRunning" in line and "resumePolicy Never" in line

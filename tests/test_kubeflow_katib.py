@@ -896,8 +896,11 @@ def test_tune_component_end_to_end_with_the_api_replaced(
         pvc_name="hpt-data",
         pvc_mount_path="/mnt/hpt",
         base_output_directory="/mnt/hpt/runs/r1/study",
+        resume_policy="Never",  # a per-run study folder (no study_dir): no PVC left per run
     )
     spec = body["spec"]
+    assert spec["resumePolicy"] == "Never" and spec["trialTemplate"]["retain"] is True
+    assert body["metadata"]["labels"] == {"app.kubernetes.io/part-of": "hpt-pipeline"}
     assert spec["maxTrialCount"] == 8 and isinstance(spec["maxTrialCount"], int)
     assert spec["earlyStopping"]["algorithmName"] == "medianstop"
     assert container(body)["resources"]["limits"] == {"cpu": "2", "memory": "8Gi"}

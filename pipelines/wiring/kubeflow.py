@@ -51,6 +51,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         display_name=p.study_display_name,
         experiment_name="",  # derived from the study folder: a rerun resumes the Experiment
         early_stopping=p.early_stopping,
+        study_dir=p.study_dir,  # given: a later run may resume the Experiment
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects

@@ -169,6 +169,7 @@ def run_katib_study(
     pvc_name: str = "",
     pvc_mount_path: str = "",
     early_stopping: bool = False,
+    resumable: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     poll_s: float | None = None,
     api: Any = None,
@@ -198,6 +199,8 @@ def run_katib_study(
         pvc_name: A PVC mounted in every trial pod ("" for none).
         pvc_mount_path: Where it is mounted.
         early_stopping: Katib's median stopping rule.
+        resumable: A later run may resume it (the user named the study folder): resume
+            policy FromVolume; else Never (no PVC kept per run).
         timeout_s: Longest wait.
         poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
         api: A `CustomObjectsApi`; default `kube.custom_objects_api()`.
@@ -236,6 +239,7 @@ def run_katib_study(
         pvc_name=pvc_name,
         pvc_mount_path=pvc_mount_path,
         early_stopping=early_stopping,
+        resume_policy=katib.RESUME_POLICY if resumable else katib.PER_RUN_POLICY,
     )
     check_experiment(body)
     api = api if api is not None else kube.custom_objects_api()
