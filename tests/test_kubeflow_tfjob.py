@@ -267,7 +267,7 @@ def test_a_one_replica_job_gets_no_tf_config_and_trains_alone_as_chief() -> None
 
 
 def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
-    role, binding = rbac.manifests("team-a", "default-editor")
+    role, binding, nodes, nodes_binding = rbac.manifests("team-a", "default-editor")
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "team-a"
     granted = {
         (group, resource): sorted(rule["verbs"])
@@ -282,7 +282,13 @@ def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
         ("kubeflow.org", "tfjobs"): full,
         ("", "pods"): ["get", "list", "watch"],
         ("", "pods/log"): ["get", "list", "watch"],
+        ("", "namespaces"): ["get"],  # the profile labels check
+        ("", "persistentvolumeclaims"): ["get"],  # the ReadWriteMany check
     }
+    assert nodes["kind"] == "ClusterRole" and nodes["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}  # the GPU check
+    ]
+    assert nodes_binding["subjects"] == binding["subjects"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
@@ -291,8 +297,12 @@ def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "default-editor", "namespace": "team-a"}
     ]
-    _, default = rbac.manifests("kubeflow")
-    assert default["subjects"][0]["name"] == "pipeline-runner"
+    _, standalone, *_ = rbac.manifests("kubeflow")
+    assert standalone["subjects"][0]["name"] == "pipeline-runner"  # standalone KFP
+    _, profile, *_ = rbac.manifests("team-a")  # multi-user KFP runs as default-editor there
+    assert profile["subjects"] == [
+        {"kind": "ServiceAccount", "name": "default-editor", "namespace": "team-a"}
+    ]
 
 
 def test_the_rbac_parses_as_kubernetes_rbac_objects() -> None:
@@ -302,12 +312,10 @@ def test_the_rbac_parses_as_kubernetes_rbac_objects() -> None:
         def __init__(self, obj: dict) -> None:
             self.data = json.dumps(obj)
 
-    role, binding = rbac.manifests("team-a")
     api = k8s.ApiClient()
-    parsed_role = api.deserialize(Response(role), "V1Role")
-    parsed_binding = api.deserialize(Response(binding), "V1RoleBinding")
-    assert api.sanitize_for_serialization(parsed_role) == role
-    assert api.sanitize_for_serialization(parsed_binding) == binding
+    for doc in rbac.manifests("team-a"):
+        parsed = api.deserialize(Response(doc), f"V1{doc['kind']}")
+        assert api.sanitize_for_serialization(parsed) == doc, doc["kind"]
 
 
 # --------------------------------------------------------------------------- waiting
