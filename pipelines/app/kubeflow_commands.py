@@ -284,6 +284,6 @@ def manifests_command(
         typer.echo(f"wrote {path}")
     label = ", ".join(f"{k}={v}" for k, v in manifests.NAMESPACE_LABEL.items())
     typer.echo(
-        f"check: kubectl apply --dry-run=server -f {output} "
-        f"(the namespace needs the label {label} for Katib to collect metrics)"
+        f"check: kubectl apply --dry-run=server -f {output} (use a Kubeflow profile "
+        f"namespace: Katib collects metrics only from profiles, which carry {label})"
     )
