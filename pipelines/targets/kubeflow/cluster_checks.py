@@ -111,8 +111,8 @@ def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
         raise ClusterCheckError(
             f"namespace {namespace}: not a Kubeflow profile (no label {key}={value}); since "
             "Kubeflow 1.9 Katib's NetworkPolicy admits trial metrics only from profile "
-            "namespaces, so every trial would fail: use a profile namespace (kubeflow_namespace) "
-            f"or create a Profile for {namespace}"
+            "namespaces, so every trial would fail: use a profile namespace (kubeflow_namespace), "
+            f"create a Profile for {namespace}, or label it {key}={value} (Katib without Profiles)"
         )
     key, value = COLLECTOR_LABEL
     if labels.get(key) != value:
