@@ -422,7 +422,7 @@ def _schedule_action(
     project: str | None,
     region: str | None,
     config: Path | None,
-    kubeflow_flags: tuple[str, str | None, ...] = ("vertex", None, None, None, None),
+    kubeflow_flags: kubeflow.ActionFlags = ("vertex", None, None, None, None),
     *,
     confirm: bool = False,
 ) -> None:

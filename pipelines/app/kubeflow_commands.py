@@ -42,6 +42,10 @@ CookieOption = Annotated[
 ]
 
 
+# --target, --host, --namespace, --token, --cookie of `schedule pause|resume|delete`
+ActionFlags = tuple[str, str | None, str | None, str | None, str | None]
+
+
 def auth_flags(token: str | None, cookie: str | None) -> dict[str, str | None]:
     """The credential flags as Settings fields (`--token` → `kubeflow_token`, ...)."""
     return {"kubeflow_token": token, "kubeflow_cookie": cookie}
