@@ -46,6 +46,7 @@ _OBJECT_STORE = re.compile(r"^(gs|s3|minio)://[^/]+")
 _URL = re.compile(r"^https?://[^\s/]+")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
+_COOKIE = re.compile(r"^[^=;\s]+=[^;\s]+(; ?[^=;\s]+=[^;\s]+)*$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -125,6 +126,10 @@ class Settings:
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
     kubeflow_timeout_s: int = 24 * 3600  # how long the tune and train steps wait for Katib/TFJob
+    # Kubeflow Pipelines API credentials (one at most; never shown in messages or repr)
+    kubeflow_token: str | None = dataclasses.field(default=None, repr=False)  # bearer token
+    kubeflow_token_file: str | None = None  # a token file re-read per request (projected SA token)
+    kubeflow_cookie: str | None = dataclasses.field(default=None, repr=False)  # auth proxy session
     # Local
     output: str = "runs/latest"
     registry: str = "runs/registry"
@@ -154,6 +159,25 @@ LOCAL_RUN_DEFAULTS = dict(
     trial_accelerator_count=2,
     final_accelerator_count=1,
 )
+
+
+def _check_kubeflow_auth(s: Settings) -> None:
+    """One credential at most; secrets are named, never shown."""
+    given = [
+        n for n in ("kubeflow_token", "kubeflow_token_file", "kubeflow_cookie") if getattr(s, n)
+    ]
+    if len(given) > 1:
+        raise SettingsError(
+            f"{', '.join(given)}: set together; give one Kubeflow Pipelines credential (a bearer "
+            "token, a token file or the auth proxy's session cookie)"
+        )
+    if s.kubeflow_token and re.search(r"\s", s.kubeflow_token):
+        raise SettingsError("kubeflow_token: expected a bearer token without spaces (not shown)")
+    if s.kubeflow_cookie and not _COOKIE.match(s.kubeflow_cookie):
+        raise SettingsError(
+            "kubeflow_cookie: expected NAME=VALUE (e.g. oauth2_proxy_kubeflow=…, the auth "
+            "proxy's session cookie; not shown)"
+        )
 
 
 def _check(s: Settings) -> None:
@@ -235,6 +259,7 @@ def _check(s: Settings) -> None:
         "model_registry_url",
         "an http:// or https:// URL of a Kubeflow Model Registry",
     )
+    _check_kubeflow_auth(s)
     need(bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m")
     need(
         bool(_QUANTITY.match(s.kubeflow_memory)),

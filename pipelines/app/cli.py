@@ -16,6 +16,7 @@ from pipelines.app import (
     local_commands,
     report_commands,
 )
+from pipelines.app import schedule_actions  # noqa: F401  # registers schedule list|pause|…
 
 app = typer.Typer(
     name="hpt-pipeline",
