@@ -14,6 +14,7 @@ import yaml
 from kfp import dsl
 
 from components.select_best_trial import select_best_trial
+from components.study_metric import study_metric
 from pipelines.compiler import compile_pipeline
 from pipelines.settings import Settings
 from pipelines.study import trials as tl
@@ -44,7 +45,11 @@ def select_as_compiled(tmp_path: Path, settings: Settings, trials: SimpleNamespa
     spec = yaml.safe_load(
         Path(compile_pipeline("local", settings, tmp_path / "p.yaml")).read_text()
     )
-    inputs = resolve_inputs(spec, outputs={})[SELECT]
+    # The study-metric step runs first, as in the pipeline: its goal feeds the selection.
+    tag = resolve_inputs(spec, outputs={})["study-metric"]["metric_tag"]
+    metrics, goal = study_metric.python_func(metric_tag=tag)
+    outputs = {"study-metric": {"study_spec_metrics": metrics, "goal": goal}}
+    inputs = resolve_inputs(spec, outputs=outputs)[SELECT]
     summary = dsl.Metrics(name="summary", uri=str(tmp_path / "summary"), metadata={})
     return select_best_trial.python_func(trials=trials, summary=summary, **inputs)
 
