@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 include images/images.mk
 include images/check.mk
 include benchmarks/bench.mk
-.PHONY: help venv run test lint golden
+.PHONY: help venv run test lint golden mutants serving-check
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -35,3 +35,17 @@ lint: $(STAMP) ## ruff + mypy
 
 golden: $(STAMP) ## Regenerate the golden compiled specs (tests/golden) after an intended change
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_pipeline_spec.py -k golden
+
+mutants: $(STAMP) ## Plant known bugs one at a time in a copy and check the tests catch each (minutes)
+	$(PY) tests/mutants.py $(ARGS)
+
+SERVING_VENV ?= /tmp/hpt-serving-venv
+SERVING_CHECK_DIR ?= /tmp/hpt-serving-check
+serving-check: $(STAMP) ## The export loads and serves in the serving container's TensorFlow (a second venv)
+	TF=$$($(PY) -c "from pipelines.images import SERVING_CONTAINERS as c; print(c[0].tensorflow)"); \
+	  test -x $(SERVING_VENV)/bin/python || $(PYTHON) -m venv $(SERVING_VENV); \
+	  $(SERVING_VENV)/bin/python -m pip install -q "tensorflow-cpu~=$$TF.0"
+	rm -rf $(SERVING_CHECK_DIR) && $(VENV)/bin/hpt-pipeline prepare --source sample --image-size 32 --output $(SERVING_CHECK_DIR)/data
+	$(PY) -m trainer.task --data $(SERVING_CHECK_DIR)/data --epochs 1 --model_dir $(SERVING_CHECK_DIR)/model
+	$(PY) images/serving_check.py export $(SERVING_CHECK_DIR)/model
+	$(SERVING_VENV)/bin/python images/serving_check.py serve $(SERVING_CHECK_DIR)/model

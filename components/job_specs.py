@@ -15,6 +15,8 @@ from components.base import component
 def trial_job_spec(
     dataset: dsl.Input[dsl.Dataset],
     trainer_image: str,
+    model: str,
+    weights: str,
     epochs: int,
     batch_size: int,
     metric_tag: str,
@@ -26,11 +28,13 @@ def trial_job_spec(
     study_dir: str,
     shared_root: str,
     study: dsl.Output[dsl.Artifact],
+    expect_gpus: bool = False,
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
 ):
     """Worker pool of one HPT trial: the trainer on one replica (HPT appends the tuned flags).
 
+    `expect_gpus` (cloud targets) tells the trainer to expect the pool's GPUs.
     The study's `base_output_directory` is `study_dir` when given (locally, a
     stable folder lets a rerun resume the study), else a unique folder under the
     pipeline root reserved by the `study` artifact.
@@ -44,6 +48,8 @@ def trial_job_spec(
         command=trainer_args.TRAINER_COMMAND,
         args=trainer_args.trainer_args(
             dataset,
+            model=model,
+            weights=weights,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
@@ -53,6 +59,7 @@ def trial_job_spec(
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
         accelerator_count=int(accelerator_count),
+        expect_gpus=expect_gpus,
     )
     worker_pools.validate_worker_pool_specs(pools)
     TrialJobSpec = namedtuple("TrialJobSpec", ["worker_pool_specs", "base_output_directory"])
@@ -64,6 +71,8 @@ def final_job_spec(
     dataset: dsl.Input[dsl.Dataset],
     best_parameters: dict,
     trainer_image: str,
+    model: str,
+    weights: str,
     epochs: int,
     batch_size: int,
     metric_tag: str,
@@ -75,6 +84,7 @@ def final_job_spec(
     worker_count: int,
     shared_root: str,
     job_dir: dsl.Output[dsl.Artifact],
+    expect_gpus: bool = False,
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "FinalJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
 ):
@@ -90,6 +100,8 @@ def final_job_spec(
 
     args = trainer_args.trainer_args(
         dataset,
+        model=model,
+        weights=weights,
         epochs=epochs,
         batch_size=batch_size,
         metric_tag=metric_tag,
@@ -104,6 +116,7 @@ def final_job_spec(
         accelerator_type=accelerator_type or None,
         accelerator_count=int(accelerator_count),
         worker_count=int(worker_count),
+        expect_gpus=expect_gpus,
     )
     worker_pools.validate_worker_pool_specs(pools)
     job_dir.metadata.update({"best_parameters": best_parameters, "replicas": 1 + int(worker_count)})

@@ -16,11 +16,14 @@ def register_on_kubeflow(
     model_registry_url: str,
     run_id: str,
     registered: dsl.Output[dsl.Model],
+    data_pvc: str = "",
+    data_mount_path: str = "",
 ):
     """The model as a `system.Model` carrying its test metrics and lineage in metadata.
 
     With `model_registry_url`, the model is also registered in Kubeflow Model Registry
-    as a new version (`run_id`) of `model_name`.
+    as a new version (`run_id`) of `model_name`, at a URI a server can read: on the data
+    claim `pvc://<data_pvc>/<path>`, not this pod's mount path.
     """
     from pipelines.jobs.trainer_args import LOCATION_KEY, artifact_location
 
@@ -46,10 +49,12 @@ def register_on_kubeflow(
     if model_registry_url:
         from pipelines.targets.kubeflow import model_registry
 
+        uri = model_registry.storage_uri(location, data_pvc, data_mount_path)
+        registered.metadata["storage_uri"] = uri
         ids = model_registry.register_version(
             url=model_registry_url,
             name=model_name,
-            uri=location,
+            uri=uri,
             version=run_id,
             metrics=metrics,
             lineage=lineage,

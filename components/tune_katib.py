@@ -33,8 +33,13 @@ def tune_on_katib(
     early_stopping: bool,
     timeout_s: int,
     trials: dsl.Output[dsl.Artifact],
+    study_dir: str = "",
 ):
-    """Run the study on Katib and write its trials (source `katib`)."""
+    """Run the study on Katib and write its trials (source `katib`).
+
+    With `study_dir` (the user's stable study folder) the Experiment can be resumed by a
+    later run; without, it is per run and keeps no PVC.
+    """
     from pipelines.study import trials_artifact
     from pipelines.targets.kubeflow import katib_tune
 
@@ -57,6 +62,7 @@ def tune_on_katib(
         cpu=cpu,
         memory=memory,
         early_stopping=early_stopping,
+        resumable=bool(study_dir),
         timeout_s=timeout_s,
     )
     meta = done["metadata"]

@@ -10,6 +10,8 @@ as the environment variables the pipeline settings read.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
 import os
 import re
 import tomllib
@@ -21,11 +23,55 @@ DEFAULT_REGISTRY = "us-docker.pkg.dev/your-project/hpt-pipeline"
 DEFAULT_TAG = "latest"
 IMAGES = ("trainer", "components")
 ENV_VARS = {"trainer": "HPT_TRAINER_IMAGE", "components": "HPT_COMPONENTS_IMAGE"}
+PREDICTION_CONTAINERS_SOURCE = (
+    "https://cloud.google.com/vertex-ai/docs/predictions/pre-built-containers"
+)
 
-# The newest prebuilt Vertex TensorFlow prediction containers listed are 2.15 (none for 2.21);
-# a TF 2.21 SavedModel of standard ops loads there (see images/README.md).
-SERVING_IMAGE_URI = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
-SERVING_IMAGE_URI_GPU = "us-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+
+@dataclasses.dataclass(frozen=True)
+class ServingContainer:
+    """A prebuilt Vertex prediction container and how long Vertex keeps it available."""
+
+    name: str  # the image name under vertex-ai/prediction, e.g. tf2-cpu.2-15
+    tensorflow: str  # the TensorFlow minor version it serves with
+    gpu: bool
+    end_of_availability: datetime.date  # after it, models using it cannot be deployed
+    source: str = PREDICTION_CONTAINERS_SOURCE
+
+    def uri(self, region: str = "us-central1") -> str:
+        """The container's URI in the Artifact Registry multi-region nearest `region`."""
+        area = region.split("-")[0]
+        host = f"{area}-docker" if area in ("europe", "asia") else "us-docker"
+        return f"{host}.pkg.dev/vertex-ai/prediction/{self.name}:latest"
+
+
+# The one table of serving containers. The newest prebuilt TensorFlow prediction containers
+# are 2.15 (none for 2.21; a TF 2.21 SavedModel of standard ops loads there, see
+# images/README.md and `make serving-check`); their end-of-availability date is the one
+# Vertex's prebuilt-containers page gives for TensorFlow 2.15 (read for issue 32).
+SERVING_CONTAINERS = (
+    ServingContainer(
+        "tf2-cpu.2-15", "2.15", gpu=False, end_of_availability=datetime.date(2027, 1, 14)
+    ),
+    ServingContainer(
+        "tf2-gpu.2-15", "2.15", gpu=True, end_of_availability=datetime.date(2027, 1, 14)
+    ),
+)
+
+
+def serving_container_for(uri: str) -> ServingContainer | None:
+    """The table's entry for a serving image URI (any region), or None for another image."""
+    match = re.fullmatch(r"[a-z]+-docker\.pkg\.dev/vertex-ai/prediction/([^:@/]+):latest", uri)
+    return next((c for c in SERVING_CONTAINERS if match and c.name == match.group(1)), None)
+
+
+def serving_image_uri(region: str = "us-central1", gpu: bool = False) -> str:
+    """The table's serving container (CPU, or GPU) from the multi-region nearest `region`."""
+    return next(c for c in SERVING_CONTAINERS if c.gpu == gpu).uri(region)
+
+
+SERVING_IMAGE_URI = serving_image_uri()
+SERVING_IMAGE_URI_GPU = serving_image_uri(gpu=True)
 
 # What the trainer image installs besides the `gpu` extra (TensorFlow): the trainer
 # imports only tensorflow/keras/numpy and hypertune, and tf.summary needs tensorboard.
@@ -49,13 +95,6 @@ def image_uris(registry: str = DEFAULT_REGISTRY, tag: str = DEFAULT_TAG) -> dict
 def configured_image_uris() -> dict[str, str]:
     """Image URIs from `HPT_TRAINER_IMAGE` / `HPT_COMPONENTS_IMAGE`, else the defaults."""
     return {name: os.environ.get(ENV_VARS[name], uri) for name, uri in image_uris().items()}
-
-
-def serving_image_uri(region: str = "us-central1", gpu: bool = False) -> str:
-    """The pinned prebuilt serving container from the multi-region nearest `region`."""
-    uri = SERVING_IMAGE_URI_GPU if gpu else SERVING_IMAGE_URI
-    area = region.split("-")[0]
-    return uri.replace("us-docker", f"{area}-docker", 1) if area in ("europe", "asia") else uri
 
 
 def requirement_name(requirement: str) -> str:

@@ -8,6 +8,7 @@ same payloads: `vertex` binds them to an HPT job sent with GCPC's launcher,
 CustomTrainingJobOp and ModelUploadOp; `local` to the local executors.
 """
 
+import inspect
 from typing import Any
 
 from kfp import dsl
@@ -17,12 +18,13 @@ from components.evaluate import evaluate_model
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
+from components.study_metric import study_metric
 from pipelines.settings import Settings, SettingsError
-from pipelines.settings_space import study_space
+from pipelines.settings_space import settings_model, study_space
 from pipelines.wiring import binding_for
 
 PIPELINE_DESCRIPTION = (
-    "Prepare an image dataset, tune a distributed TensorFlow CNN (MirroredStrategy trials), "
+    "Prepare an image dataset, tune a distributed TensorFlow model (MirroredStrategy trials), "
     "retrain the best configuration with MultiWorkerMirroredStrategy, evaluate and register it."
 )
 
@@ -35,11 +37,12 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         SearchSpaceError: A bad search space (before anything is compiled or run).
     """
     binding = binding_for(target)
-    space = study_space(settings)
+    known = settings_model(settings)
+    space = study_space(settings, known)
     s = settings
+    weights_default = s.weights or known.spec.default_weights
 
     parameters = space.to_study_spec_parameters()
-    metrics = space.to_study_spec_metrics()
     labels_default = dict(s.labels)
     if s.data_pvc and target != "kubeflow":
         raise SettingsError(
@@ -51,7 +54,6 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     def op(component: Any) -> Any:
         return base.with_image(component, s.components_image)
 
-    @dsl.pipeline(name=s.display_name, description=PIPELINE_DESCRIPTION)
     def hpt_pipeline(
         source: str = s.source,
         image_size: int = s.image_size,
@@ -59,9 +61,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         test_fraction: float = s.test_fraction,
         seed: int = s.seed,
         study_spec_parameters: list = parameters,
-        study_spec_metrics: list = metrics,
         metric_tag: str = s.metric_tag,
-        goal: str = s.goal,
         max_trial_count: int = s.max_trials,
         parallel_trial_count: int = s.parallel_trials,
         max_failed_trial_count: int = s.max_failed_trials,
@@ -70,6 +70,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         early_stopping: bool = s.early_stopping,
         trial_threshold: float = s.trial_threshold or 0.0,
         use_trial_threshold: bool = s.trial_threshold is not None,
+        model: str = s.model,
+        weights: str = weights_default,
         epochs: int = s.epochs,
         batch_size: int = s.batch_size,
         precision: str = s.precision,
@@ -111,6 +113,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         trial_spec = op(trial_job_spec)(
             dataset=dataset,
             trainer_image=trainer_image,
+            model=model,
+            weights=weights,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
@@ -121,12 +125,15 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             accelerator_count=trial_accelerator_count,
             study_dir=study_dir,
             shared_root=shared_root,
+            expect_gpus=binding.expects_gpus,
         ).set_display_name("Build trial job spec")
+        metric = op(study_metric)(metric_tag=metric_tag).set_display_name("Study metric")
+        p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the tag decides
         trials = binding.tune(op, p, s, dataset, trial_spec)
         best = op(select_best_trial)(
             trials=trials,
             metric_tag=metric_tag,
-            goal=goal,
+            goal=metric.outputs["goal"],
             threshold=trial_threshold,
             use_threshold=use_trial_threshold,
         ).set_display_name("Select best trial")
@@ -134,6 +141,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             dataset=dataset,
             best_parameters=best.outputs["best_parameters"],
             trainer_image=trainer_image,
+            model=model,
+            weights=weights,
             epochs=epochs,
             batch_size=batch_size,
             metric_tag=metric_tag,
@@ -144,10 +153,11 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             accelerator_count=final_accelerator_count,
             worker_count=replicas,
             shared_root=shared_root,
+            expect_gpus=binding.expects_gpus,
         ).set_display_name("Build final job spec")
-        model, model_uri = binding.train_final(op, p, s, final_spec)
+        trained, model_uri = binding.train_final(op, p, s, final_spec)
         evaluation = op(evaluate_model)(
-            model=model,
+            model=trained,
             dataset=dataset,
             threshold=eval_threshold,
             use_threshold=use_eval_threshold,
@@ -158,7 +168,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
                 op,
                 p,
                 s,
-                model=model,
+                model=trained,
                 model_uri=model_uri,
                 evaluation=evaluation.outputs["metrics"],
                 trials=trials,
@@ -166,7 +176,21 @@ def build_pipeline(target: str, settings: Settings) -> Any:
                 best_trial_id=best.outputs["best_trial_id"],
             )
 
-    return hpt_pipeline
+    _hide_parameters(hpt_pipeline, binding.hidden_parameters)
+    return dsl.pipeline(name=s.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
+
+
+def _hide_parameters(func: Any, hidden: frozenset[str]) -> None:
+    """Leave parameters a target never reads out of its spec (they keep their defaults).
+
+    kfp reads the signature and calls the function with one channel per parameter, in
+    order, so only trailing parameters can be hidden.
+    """
+    params = list(inspect.signature(func).parameters.values())
+    kept = [p for p in params if p.name not in hidden]
+    if params[: len(kept)] != kept:
+        raise ValueError(f"hidden parameters {sorted(hidden)} must come last in the pipeline")
+    func.__signature__ = inspect.Signature(kept)
 
 
 class _Params:

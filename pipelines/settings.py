@@ -20,6 +20,7 @@ from pipelines import images
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
+    DEFAULT_MODEL,
     DEFAULT_PRECISION,
     METRIC_GOALS,
     MIN_IMAGE_SIZE,
@@ -28,8 +29,10 @@ from trainer.contract import (
     ContractError,
     check_goal,
 )
+from trainer.models import MODELS, check_weights, custom
 
 ENV_PREFIX = "HPT_"
+MAX_DISPLAY_NAME = 128  # Vertex's limit on every resource's display name
 
 _PROJECT = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]+-[a-z]+\d+$")
@@ -43,6 +46,7 @@ _OBJECT_STORE = re.compile(r"^(gs|s3|minio)://[^/]+")
 _URL = re.compile(r"^https?://[^\s/]+")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
+_COOKIE = re.compile(r"^[^=;\s]+=[^;\s]+(; ?[^=;\s]+=[^;\s]+)*$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
@@ -76,6 +80,11 @@ class Settings:
     max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
     early_stopping: bool = False
     trial_threshold: float | None = None  # the best trial must reach it, else stop
+    # Model (trainer.models: a registered name or a team's builder, package.module:function)
+    model: str = DEFAULT_MODEL
+    weights: str | None = (
+        None  # imagenet | none | a weights file (local or gs://); None: the model's
+    )
     # Training
     epochs: int = 10
     batch_size: int = 32
@@ -92,7 +101,7 @@ class Settings:
     # Images
     trainer_image: str = images.image_uris()["trainer"]
     components_image: str = images.image_uris()["components"]
-    serving_image: str = images.SERVING_IMAGE_URI
+    serving_image: str = ""  # empty: the table's container (pipelines/images.py) for the region
     # Cloud
     project: str | None = None
     region: str = "us-central1"
@@ -104,8 +113,9 @@ class Settings:
     experiment: str | None = None
     enable_caching: bool | None = None  # None: as compiled (kfp caches every task by default)
     display_name: str = "hpt-pipeline"
-    model_display_name: str = "hpt-cnn"
+    model_display_name: str = ""  # empty: hpt-<model> (hpt-cnn; a reference: its function)
     parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version
+    keep_default_version: bool = False  # True: a new version does not take the `default` alias
     # Kubeflow (open source: Kubeflow Pipelines 2.x + Katib + Training Operator)
     kubeflow_host: str | None = None  # KFP API endpoint, e.g. http://localhost:8080
     kubeflow_namespace: str = "kubeflow"  # where Experiments, Trials and TFJobs are created
@@ -116,6 +126,10 @@ class Settings:
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
     kubeflow_timeout_s: int = 24 * 3600  # how long the tune and train steps wait for Katib/TFJob
+    # Kubeflow Pipelines API credentials (one at most; never shown in messages or repr)
+    kubeflow_token: str | None = dataclasses.field(default=None, repr=False)  # bearer token
+    kubeflow_token_file: str | None = None  # a token file re-read per request (projected SA token)
+    kubeflow_cookie: str | None = dataclasses.field(default=None, repr=False)  # auth proxy session
     # Local
     output: str = "runs/latest"
     registry: str = "runs/registry"
@@ -123,6 +137,14 @@ class Settings:
     def __post_init__(self) -> None:
         if not self.goal:
             object.__setattr__(self, "goal", METRIC_GOALS.get(self.metric_tag, "maximize"))
+        if not self.model_display_name:
+            module, _, function = self.model.rpartition(":")
+            if function in ("build", "build_model"):  # a reference: name it by its module
+                function = module.rsplit(".", 1)[-1]
+            name = (function or self.model).replace("_", "-").lower()
+            object.__setattr__(self, "model_display_name", f"hpt-{name}")
+        if not self.serving_image:
+            object.__setattr__(self, "serving_image", images.serving_image_uri(self.region))
         _check(self)
 
 
@@ -158,11 +180,31 @@ STUDY_SETTINGS = (
     "batch_size",
     "precision",
     "trial_accelerator_count",
-    # "model", "weights",  # issue 30: add when those settings exist
+    "model",
+    "weights",
 )
 # Local-run defaults that give way to an explicit setting they conflict with (clamped, with
 # a note): (default's field, the explicit field that bounds it from above).
 CLAMPED_DEFAULTS = (("parallel_trials", "max_trials"),)
+
+
+def _check_kubeflow_auth(s: Settings) -> None:
+    """One credential at most; secrets are named, never shown."""
+    given = [
+        n for n in ("kubeflow_token", "kubeflow_token_file", "kubeflow_cookie") if getattr(s, n)
+    ]
+    if len(given) > 1:
+        raise SettingsError(
+            f"{', '.join(given)}: set together; give one Kubeflow Pipelines credential (a bearer "
+            "token, a token file or the auth proxy's session cookie)"
+        )
+    if s.kubeflow_token and re.search(r"\s", s.kubeflow_token):
+        raise SettingsError("kubeflow_token: expected a bearer token without spaces (not shown)")
+    if s.kubeflow_cookie and not _COOKIE.match(s.kubeflow_cookie):
+        raise SettingsError(
+            "kubeflow_cookie: expected NAME=VALUE (e.g. oauth2_proxy_kubeflow=…, the auth "
+            "proxy's session cookie; not shown)"
+        )
 
 
 def _check(s: Settings) -> None:
@@ -171,10 +213,21 @@ def _check(s: Settings) -> None:
             raise SettingsError(f"{name}={getattr(s, name)!r}: expected {expected}")
 
     need(
-        s.image_size >= MIN_IMAGE_SIZE,
-        "image_size",
-        f"an integer >= {MIN_IMAGE_SIZE} (the CNN needs {MIN_IMAGE_SIZE} px per side)",
+        s.model in MODELS or bool(custom.REFERENCE.match(s.model)),
+        "model",
+        f"one of {', '.join(MODELS)} or package.module:function",
     )
+    minimum = MODELS[s.model].min_image_size if s.model in MODELS else MIN_IMAGE_SIZE
+    need(
+        s.image_size >= minimum,
+        "image_size",
+        f"an integer >= {minimum} (model {s.model} needs {minimum} px per side)",
+    )
+    if s.model in MODELS:
+        try:
+            check_weights(MODELS[s.model], s.weights)
+        except ContractError as err:
+            raise SettingsError(str(err)) from None
     need(0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
     need(0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
     need(
@@ -237,6 +290,7 @@ def _check(s: Settings) -> None:
         "model_registry_url",
         "an http:// or https:// URL of a Kubeflow Model Registry",
     )
+    _check_kubeflow_auth(s)
     need(bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m")
     need(
         bool(_QUANTITY.match(s.kubeflow_memory)),
@@ -263,6 +317,13 @@ def _check(s: Settings) -> None:
         "parent_model",
         "projects/P/locations/L/models/ID",
     )
+    for name in ("display_name", "model_display_name"):  # `-study`/`-final` are appended
+        longest = len(getattr(s, name)) + (len("-study") if name == "display_name" else 0)
+        need(
+            longest <= MAX_DISPLAY_NAME,
+            name,
+            f"at most {MAX_DISPLAY_NAME} characters with its suffix",
+        )
     for key, value in s.labels.items():
         if not (_LABEL_KEY.match(key) and _LABEL_VALUE.match(str(value))):
             raise SettingsError(

@@ -1,18 +1,93 @@
-"""The study a run's settings ask for: their search space, checked, optimising their metric."""
+"""The study a run's settings ask for: their model's search space, checked, with their metric."""
 
 from __future__ import annotations
 
-from pipelines.settings import Settings
+from typing import Any
+
+from pipelines.models import KnownModel, describe_model
+from pipelines.settings import Settings, SettingsError
 from pipelines.study.options import check_algorithm
-from pipelines.study.search_space import Metric, SearchSpace, load_search_space
+from pipelines.study.search_space import (
+    GOAL_NUMBERS,
+    Metric,
+    SearchSpace,
+    SearchSpaceError,
+    load_search_space,
+    preset_names,
+)
+from trainer.contract import ContractError, metric_goal
+from trainer.models import check_weights
 
 
-def study_space(settings: Settings) -> SearchSpace:
-    """The settings' search space with their metric and goal (the metric lives in settings only).
+def settings_model(settings: Settings, *, importable: bool = False) -> KnownModel:
+    """The settings' model, checked (a reference: imported and built in a process of its own).
+
+    Args:
+        settings: The run's settings.
+        importable: Refuse a reference whose module cannot be imported here (`run`).
 
     Raises:
-        SearchSpaceError: A space the trainer or the settings' algorithm cannot take.
+        SettingsError: An unusable model, in one line.
     """
-    space = load_search_space(settings.search_space)
+    try:
+        known = describe_model(settings.model, settings.image_size)
+    except ContractError as err:
+        raise SettingsError(str(err)) from None
+    if importable and not known.checked:
+        raise SettingsError(known.note)
+    if known.checked:
+        try:
+            check_weights(known.spec, settings.weights)
+        except ContractError as err:
+            raise SettingsError(str(err)) from None
+    if settings.image_size < known.spec.min_image_size:
+        raise SettingsError(
+            f"image_size={settings.image_size}: model {known.spec.name} needs at least "
+            f"{known.spec.min_image_size} px per side"
+        )
+    return known
+
+
+def fitting_presets(known: KnownModel) -> list[str]:
+    """The packaged presets whose every parameter the model takes."""
+    fit = []
+    for name in preset_names():
+        try:
+            load_search_space(name, known.spec.all_hyperparameters(), open_ended=not known.checked)
+        except SearchSpaceError:
+            continue
+        fit.append(name)
+    return fit
+
+
+def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSpace:
+    """The settings' search space (None: the model's default preset) with their metric.
+
+    Raises:
+        SearchSpaceError: A space the trainer, the model or the algorithm cannot take.
+    """
+    known = known or settings_model(settings)
+    name = settings.search_space or known.spec.presets[0]
+    try:
+        space = load_search_space(
+            name, known.spec.all_hyperparameters(), open_ended=not known.checked
+        )
+    except SearchSpaceError as err:
+        if name not in preset_names():
+            raise
+        fit = ", ".join(fitting_presets(known)) or "none (write one: see seeds.yaml)"
+        raise SearchSpaceError(
+            f"{err} — preset {name!r} does not fit model {known.spec.name}; presets that fit: {fit}"
+        ) from None
     check_algorithm(space, settings.algorithm)
     return SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
+
+
+def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
+    """`study_spec_metrics` and the goal the trainer's metric `metric_tag` is optimised with.
+
+    Raises:
+        ContractError: The trainer does not report `metric_tag`.
+    """
+    goal = metric_goal(metric_tag)
+    return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal

@@ -19,6 +19,8 @@ Control flags:
     --fail_trials=1,3   fail/hang/silent apply only to these CLOUD_ML_TRIAL_IDs
     --no_report         train without reporting any metric
     --ledger=PATH       on success append one JSON line: trial, task, params, env
+    --starts=PATH       on start append one line: the trial id (every run, failed ones too)
+    --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ CONTROL_FLAGS = {
     "no_report",
     "ledger",
     "tmp_file",
+    "starts",
+    "falling",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -115,6 +119,9 @@ def main(argv: list[str]) -> int:
     fail_at = control.get("fail_at") if targeted else None
     hang_at = control.get("hang_at") if targeted else None
     say(f"fake_trainer: {task} trial={trial or '-'} params={json.dumps(params, sort_keys=True)}")
+    if control.get("starts") and task == "chief":
+        with open(str(control["starts"]), "a", encoding="utf-8") as f:
+            f.write(f"{trial}\n")
 
     if control.get("tmp_file"):  # as TensorFlow's autograph does
         with tempfile.NamedTemporaryFile("w", prefix="fake_autograph", delete=False) as f:
@@ -139,6 +146,8 @@ def main(argv: list[str]) -> int:
             continue
         time.sleep(float(control.get("sleep", 0)))
         value = epoch_value(params, epoch, int(control.get("decay_after", 0)))
+        if control.get("falling"):
+            value = 1.0 - value
         if reporter is not None and task == "chief":
             reporter.report_hyperparameter_tuning_metric(
                 hyperparameter_metric_tag=control.get("metric_tag", "accuracy"),

@@ -75,20 +75,25 @@ def test_cpu_threads_variable_is_validated():
 
 def test_hparams_name_the_bad_value():
     with pytest.raises(ConfigError, match=r"--num_units=0: expected an integer >= 1"):
-        HParams(num_units=0)
+        HParams(model_params={"num_units": 0})
+    with pytest.raises(ConfigError, match=r"--trainable_blocks: model cnn has no such"):
+        HParams(model_params={"trainable_blocks": 1})
+    with pytest.raises(ConfigError, match=r"--optimizer=rmsprop: expected one of sgd, adam"):
+        HParams(optimizer="rmsprop")
 
 
 def _tiny_export(model_dir: str, **card):
     from trainer import export
-    from trainer.model import build_model
+    from trainer.config import HParams
+    from trainer.models.cnn import build as build_model
 
-    weights = build_model((24, 24, 3), 2, 4).get_weights()
+    weights = build_model((24, 24, 3), 2, num_units=4).get_weights()
     return export.export_model(
         weights,
         model_dir=model_dir,
         image_shape=(24, 24, 3),
         class_names=("a", "b"),
-        num_units=4,
+        hparams=HParams(model_params={"num_units": 4}),
         card=card,
     )
 

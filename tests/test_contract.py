@@ -9,6 +9,7 @@ from pipelines.study import search_space as ss
 from pipelines.study.search_space import SearchSpaceError
 from trainer import contract
 from trainer.config import ConfigError
+from trainer.models import MODELS
 from trainer.task import parse_args
 
 
@@ -79,16 +80,39 @@ def test_unknown_preset_names_the_presets():
         ss.load_search_space("nonesuch")
 
 
-@pytest.mark.parametrize("preset", ss.preset_names())
-def test_every_bound_and_discrete_value_of_every_preset_passes_the_trainer_flags(preset, data_dir):
+def proposed_texts(p: ss.Parameter) -> list[str]:
+    """Every text a study can send for `p`: bounds and values, integers also as `128.0`."""
+    if p.type == "categorical":
+        return list(p.values)
+    values = [p.min, p.max] if p.type in ("double", "integer") else list(p.values)
+    return sorted({t for v in values for t in (contract.format_value(v), repr(float(v)))})
+
+
+PRESET_MODELS = [(preset, model) for model, spec in MODELS.items() for preset in spec.presets]
+
+
+@pytest.mark.parametrize("preset, model", PRESET_MODELS, ids=[f"{p}-{m}" for p, m in PRESET_MODELS])
+def test_every_value_of_every_preset_passes_the_flags_of_each_model_it_fits(
+    preset, model, data_dir
+):
     """Vertex may propose any bound and any discrete value, and may render integers as 128.0."""
-    space = ss.load_search_space(preset)
+    space = ss.load_search_space(preset, MODELS[model].all_hyperparameters())
     for p in space.all_parameters():
-        values = [p.min, p.max] if p.type in ("double", "integer") else list(p.values)
-        for value in values:
-            for text in {contract.format_value(value), repr(float(value))}:  # 128 and 128.0
-                hparams, _ = parse_args(["--data", data_dir, f"--{p.parameter_id}={text}"])
-                assert float(getattr(hparams, p.parameter_id)) == pytest.approx(float(value))
+        for text in proposed_texts(p):
+            hparams, _ = parse_args(
+                ["--data", data_dir, f"--model={model}", f"--{p.parameter_id}={text}"]
+            )
+            value = hparams.hyperparameters()[p.parameter_id]
+            if p.type == "categorical":
+                assert value == text
+            else:
+                assert float(value) == pytest.approx(float(text))
+
+
+def test_every_preset_fits_some_model_and_every_model_has_a_preset():
+    fitted = {preset for preset, _ in PRESET_MODELS}
+    assert fitted == set(ss.preset_names())
+    assert all(spec.presets for spec in MODELS.values())
 
 
 def test_a_space_from_yaml_passes_the_trainer_flags_at_every_bound(tmp_path, data_dir):
@@ -97,13 +121,12 @@ def test_a_space_from_yaml_passes_the_trainer_flags_at_every_bound(tmp_path, dat
         "parameters:\n"
         "  - {id: batch_size, type: integer, min: 8, max: 64, scale: log}\n"
         "  - {id: momentum, type: double, min: 0.5, max: 0.999, scale: reverse_log}\n"
-        "  - {id: num_units, type: discrete, values: [32, 64.0, 256]}\n",
+        "  - {id: num_units, type: discrete, values: [32, 64.0, 256]}\n"
+        "  - {id: optimizer, type: categorical, values: [adam, sgd]}\n",
     )
     for p in ss.load_search_space(path).all_parameters():
-        values = [p.min, p.max] if p.type in ("double", "integer") else list(p.values)
-        for value in values:
-            for text in {contract.format_value(value), repr(float(value))}:
-                parse_args(["--data", data_dir, f"--{p.parameter_id}={text}"])
+        for text in proposed_texts(p):
+            parse_args(["--data", data_dir, f"--{p.parameter_id}={text}"])
 
 
 @pytest.mark.parametrize(

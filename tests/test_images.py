@@ -739,20 +739,21 @@ def test_serving_image_is_the_newest_prebuilt_tf_container_not_newer_than_ours()
 
 @pytest.fixture(scope="module")
 def exported_model(tmp_path_factory):
+    from trainer.config import HParams
     from trainer.export import export_model
-    from trainer.model import build_model
+    from trainer.models.cnn import build as build_model
 
     shape = (32, 32, 3)
     model_dir = str(tmp_path_factory.mktemp("serving") / "model")
     with pytest.MonkeyPatch.context() as mp:  # autograph's files: in a folder of this fixture
         use_temp_folder(tmp_path_factory.mktemp("serving-tmp"), mp)
-        model = build_model(shape, 2, 8)
+        model = build_model(shape, 2, num_units=8)
         export_model(
             model.get_weights(),
             model_dir=model_dir,
             image_shape=shape,
             class_names=["a", "b"],
-            num_units=8,
+            hparams=HParams(model_params={"num_units": 8}),
             card={},
         )
     return model_dir

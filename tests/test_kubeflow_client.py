@@ -52,6 +52,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.config/kfp/context.json
     monkeypatch.setenv("HPT_TRAINER_IMAGE", IMAGES["trainer"])
     monkeypatch.setenv("HPT_COMPONENTS_IMAGE", IMAGES["components"])
+    monkeypatch.setenv("HPT_DATA_PVC", "hpt-data")  # a data location the pods can read
 
 
 def invoke(*args: str, input: str | None = None) -> Any:
@@ -504,10 +505,15 @@ def test_api_refusals_and_unreachable_hosts_are_one_line(
 
 def test_preflight_for_kubeflow() -> None:
     ok = Settings(
-        kubeflow_host=HOST, trainer_image=IMAGES["trainer"], components_image=IMAGES["components"]
+        kubeflow_host=HOST,
+        trainer_image=IMAGES["trainer"],
+        components_image=IMAGES["components"],
+        data_pvc="hpt-data",
     )
     check_kubeflow_run(ok)
     with pytest.raises(SettingsError, match="kubeflow_host is not set: pass --host URL"):
         check_kubeflow_run(Settings(trainer_image=IMAGES["trainer"]))
     with pytest.raises(SettingsError, match="components_image=.*your-project.*a placeholder"):
-        check_kubeflow_run(Settings(kubeflow_host=HOST, trainer_image=IMAGES["trainer"]))
+        check_kubeflow_run(
+            Settings(kubeflow_host=HOST, trainer_image=IMAGES["trainer"], data_pvc="hpt-data")
+        )

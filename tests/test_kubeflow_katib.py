@@ -26,6 +26,7 @@ from pipelines.targets.kubeflow import katib_trials, katib_tune, kube
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests import fake_trainer
+from tests.fake_kube import Cluster, held_to
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "ghcr.io/acme/hpt-trainer:v1"
@@ -737,7 +738,27 @@ def test_collector_reads_hypertune_lines_as_katib_does(tmp_path: Path) -> None:
 
 
 class FakeCustomObjects:
-    """CustomObjectsApi's four calls the tune step makes; records every call."""
+    """CustomObjectsApi's calls the tune step makes; records every call but the checks'.
+
+    Every call is first held to the real method's signature and keywords
+    (`fake_kube.held_to`); discovery and the dry run answer as Katib 0.19 would.
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        from kubernetes.client import CustomObjectsApi
+
+        attr = object.__getattribute__(self, name)
+        if name.endswith("_custom_object") or name == "get_api_resources":
+
+            def held(*args: Any, **kwargs: Any) -> Any:
+                held_to(CustomObjectsApi, name, *args, **kwargs)
+                return attr(*args, **kwargs)
+
+            return held
+        return attr
+
+    def get_api_resources(self, group: str, version: str) -> Any:
+        return Cluster().custom.get_api_resources(group, version)
 
     def __init__(
         self,
@@ -750,10 +771,18 @@ class FakeCustomObjects:
         self.created: dict[str, Any] | None = None
 
     def create_namespaced_custom_object(
-        self, group: str, version: str, namespace: str, plural: str, body: dict[str, Any]
+        self,
+        group: str,
+        version: str,
+        namespace: str,
+        plural: str,
+        body: dict[str, Any],
+        dry_run: str | None = None,
     ) -> dict[str, Any]:
         from kubernetes.client import ApiException
 
+        if dry_run == "All":  # the cluster check: Katib's webhooks, nothing stored
+            return Cluster().admit(body)
         self.calls.append(("create", (group, version, namespace, plural), {}))
         if self.existing is not None:
             raise ApiException(status=409, reason="AlreadyExists")
@@ -851,6 +880,7 @@ def test_tune_component_end_to_end_with_the_api_replaced(
 
     api = FakeCustomObjects([RUNNING, RUNNING, SUCCEEDED], KATIB_TRIALS)
     monkeypatch.setattr(kube, "custom_objects_api", lambda: api)
+    monkeypatch.setattr(kube, "core_v1_api", lambda: Cluster().core)
     monkeypatch.setattr(katib_tune, "DEFAULT_POLL_S", 0.001)
     args = component_args(tmp_path)
     tune_on_katib.python_func(**args)
@@ -866,8 +896,11 @@ def test_tune_component_end_to_end_with_the_api_replaced(
         pvc_name="hpt-data",
         pvc_mount_path="/mnt/hpt",
         base_output_directory="/mnt/hpt/runs/r1/study",
+        resume_policy="Never",  # a per-run study folder (no study_dir): no PVC left per run
     )
     spec = body["spec"]
+    assert spec["resumePolicy"] == "Never" and spec["trialTemplate"]["retain"] is True
+    assert body["metadata"]["labels"] == {"app.kubernetes.io/part-of": "hpt-pipeline"}
     assert spec["maxTrialCount"] == 8 and isinstance(spec["maxTrialCount"], int)
     assert spec["earlyStopping"]["algorithmName"] == "medianstop"
     assert container(body)["resources"]["limits"] == {"cpu": "2", "memory": "8Gi"}
@@ -929,6 +962,7 @@ def run(tmp_path: Path, api: Any, **options: Any) -> tuple[dict[str, Any], list[
         pvc_name="hpt-data",
         pvc_mount_path="/mnt/hpt",
         api=api,
+        core_api=Cluster().core,
         sleep=lambda s: None,
         echo=lambda line: None,
     )
@@ -946,8 +980,11 @@ def test_a_rerun_resumes_the_same_experiment(tmp_path: Path) -> None:
     assert [c[0] for c in same.calls] == ["create", "get", "get", "list"]
     assert len(trials) == 6
 
-    more = FakeCustomObjects([SUCCEEDED], KATIB_TRIALS, existing=existing)
+    stale = {**SUCCEEDED, "trials": 8}  # read before Katib's controller acts on the patch
+    restarting = {"conditions": [{"type": "Restarting", "status": "True"}], "trials": 8}
+    more = FakeCustomObjects([stale, restarting, SUCCEEDED], KATIB_TRIALS, existing=existing)
     run(tmp_path, more, max_trial_count=12.0)
+    assert [c[0] for c in more.calls] == ["create", "get", "patch", "get", "get", "get", "list"]
     patches = [c for c in more.calls if c[0] == "patch"]
     assert patches == [
         (

@@ -25,6 +25,12 @@ def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):
     (job,) = yaml.safe_load_all((out / "tfjob.yaml").read_text())
     tfjob.validate_tfjob(job)
     assert tfjob.to_manifest(tfjob.from_manifest(job)) == job
+    for rtype, replica in job["spec"]["tfReplicaSpecs"].items():  # out of Istio injection
+        assert replica["template"]["metadata"]["annotations"] == {
+            "sidecar.istio.io/inject": "false"
+        }, rtype
+    trial_pod = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
+    assert trial_pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
     access = list(yaml.safe_load_all((out / "rbac.yaml").read_text()))
     role = next(d for d in access if d["kind"] == "Role")
     verbs = {res: set(r["verbs"]) for r in role["rules"] for res in r["resources"]}

@@ -15,8 +15,31 @@ class FakeRegistry:
     def __init__(self, server_address, port, *, author, is_secure):
         self.where = (server_address, port, author, is_secure)
 
-    def register_model(self, name, uri, **fields):
-        FakeRegistry.made.append({"where": self.where, "name": name, "uri": uri, **fields})
+    # Keyword names of the real `ModelRegistry.register_model` (held to it in
+    # test_behaviour_fakes.py): a misspelt keyword fails here as it would on a cluster.
+    def register_model(
+        self,
+        name,
+        uri,
+        *,
+        model_format_name,
+        model_format_version,
+        version,
+        description=None,
+        metadata=None,
+    ):
+        FakeRegistry.made.append(
+            {
+                "where": self.where,
+                "name": name,
+                "uri": uri,
+                "model_format_name": model_format_name,
+                "model_format_version": model_format_version,
+                "version": version,
+                "description": description,
+                "metadata": metadata,
+            }
+        )
         return SimpleNamespace(id="17")
 
 
@@ -68,3 +91,34 @@ def test_the_registered_artifact_carries_location_metrics_and_lineage():
     assert meta["dataset"] == "/mnt/hpt/run-7/dataset" and meta["best_trial_id"] == "3"
     assert meta["hyperparameters"] == {"learning_rate": 0.01}
     assert "registered_model_id" not in meta  # no registry configured: nothing sent
+
+
+def test_with_a_data_claim_the_registry_gets_a_pvc_uri(monkeypatch: Any) -> None:
+    FakeRegistry.made.clear()
+    real = model_registry.register_version
+    monkeypatch.setattr(
+        model_registry, "register_version", lambda **kw: real(**kw, client_factory=FakeRegistry)
+    )
+    model = artifact(
+        "minio://mlpipeline/v2/artifacts/p/run-7/train/model", location="/mnt/hpt/run-7/model"
+    )
+    registered = artifact("minio://x/registered")
+    register_on_kubeflow.python_func(
+        model=model,
+        evaluation=artifact("minio://x/eval", accuracy=0.9),
+        trials=artifact("minio://x/trials"),
+        dataset=artifact("minio://x/dataset", location="/mnt/hpt/run-7/dataset"),
+        best_trial_id="3",
+        model_name="hpt-cnn",
+        model_registry_url="https://registry.kubeflow.svc:8443",
+        run_id="run-7",
+        registered=registered,
+        data_pvc="hpt-data",
+        data_mount_path="/mnt/hpt",
+    )
+    (made,) = FakeRegistry.made
+    assert made["uri"] == "pvc://hpt-data/run-7/model"  # not this pod's /mnt/hpt path
+    assert registered.metadata["storage_uri"] == "pvc://hpt-data/run-7/model"
+    assert registered.metadata["location"] == "/mnt/hpt/run-7/model"  # where steps read it
+    assert model_registry.storage_uri("gs://b/m", "hpt-data", "/mnt/hpt") == "gs://b/m"
+    assert model_registry.storage_uri("/mnt/hptx/m", "hpt-data", "/mnt/hpt") == "/mnt/hptx/m"

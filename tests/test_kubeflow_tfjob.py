@@ -13,6 +13,7 @@ from pipelines.jobs.replica_env import cluster_env, output_dirs
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.targets.kubeflow import final_job, kube, rbac, tfjob
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
+from tests.fake_kube import Cluster, held_to
 from trainer import cluster
 
 IMAGE = "registry.example.com/hpt/trainer:v1"
@@ -78,6 +79,10 @@ def test_the_manifest_field_by_field() -> None:
     for rtype in ("Chief", "Worker"):
         replica = spec["tfReplicaSpecs"][rtype]
         assert replica["restartPolicy"] == "Never"
+        # Out of Istio injection: a sidecar would keep the pod Running after TensorFlow exits.
+        assert replica["template"]["metadata"] == {
+            "annotations": {"sidecar.istio.io/inject": "false"}
+        }
         pod = replica["template"]["spec"]
         assert pod["serviceAccountName"] == "hpt-runner"
         assert pod["volumes"] == [
@@ -262,7 +267,7 @@ def test_a_one_replica_job_gets_no_tf_config_and_trains_alone_as_chief() -> None
 
 
 def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
-    role, binding = rbac.manifests("team-a", "default-editor")
+    role, binding, nodes, nodes_binding = rbac.manifests("team-a", "default-editor")
     assert role["kind"] == "Role" and role["metadata"]["namespace"] == "team-a"
     granted = {
         (group, resource): sorted(rule["verbs"])
@@ -277,7 +282,13 @@ def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
         ("kubeflow.org", "tfjobs"): full,
         ("", "pods"): ["get", "list", "watch"],
         ("", "pods/log"): ["get", "list", "watch"],
+        ("", "namespaces"): ["get"],  # the profile labels check
+        ("", "persistentvolumeclaims"): ["get"],  # the ReadWriteMany check
     }
+    assert nodes["kind"] == "ClusterRole" and nodes["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}  # the GPU check
+    ]
+    assert nodes_binding["subjects"] == binding["subjects"]
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",
         "kind": "Role",
@@ -286,8 +297,12 @@ def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "default-editor", "namespace": "team-a"}
     ]
-    _, default = rbac.manifests("kubeflow")
-    assert default["subjects"][0]["name"] == "pipeline-runner"
+    _, standalone, *_ = rbac.manifests("kubeflow")
+    assert standalone["subjects"][0]["name"] == "pipeline-runner"  # standalone KFP
+    _, profile, *_ = rbac.manifests("team-a")  # multi-user KFP runs as default-editor there
+    assert profile["subjects"] == [
+        {"kind": "ServiceAccount", "name": "default-editor", "namespace": "team-a"}
+    ]
 
 
 def test_the_rbac_parses_as_kubernetes_rbac_objects() -> None:
@@ -297,12 +312,10 @@ def test_the_rbac_parses_as_kubernetes_rbac_objects() -> None:
         def __init__(self, obj: dict) -> None:
             self.data = json.dumps(obj)
 
-    role, binding = rbac.manifests("team-a")
     api = k8s.ApiClient()
-    parsed_role = api.deserialize(Response(role), "V1Role")
-    parsed_binding = api.deserialize(Response(binding), "V1RoleBinding")
-    assert api.sanitize_for_serialization(parsed_role) == role
-    assert api.sanitize_for_serialization(parsed_binding) == binding
+    for doc in rbac.manifests("team-a"):
+        parsed = api.deserialize(Response(doc), f"V1{doc['kind']}")
+        assert api.sanitize_for_serialization(parsed) == doc, doc["kind"]
 
 
 # --------------------------------------------------------------------------- waiting
@@ -326,7 +339,26 @@ FAILED = condition(
 
 
 class FakeApi:
-    """`CustomObjectsApi`'s create/get, replaying the statuses the operator would write."""
+    """`CustomObjectsApi`'s create/get, replaying the statuses the operator would write.
+
+    Calls are held to the real methods' signatures and keywords (`fake_kube.held_to`).
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        from kubernetes.client import CustomObjectsApi
+
+        attr = object.__getattribute__(self, name)
+        if name.endswith("_custom_object") or name == "get_api_resources":
+
+            def held(*args: Any, **kwargs: Any) -> Any:
+                held_to(CustomObjectsApi, name, *args, **kwargs)
+                return attr(*args, **kwargs)
+
+            return held
+        return attr
+
+    def get_api_resources(self, group: str, version: str) -> Any:
+        return Cluster().custom.get_api_resources(group, version)  # the TFJob API is served
 
     def __init__(self, statuses: list[dict[str, Any]], exists: bool = False, refuse: int = 0):
         self.statuses = statuses
@@ -384,6 +416,8 @@ def run(api: FakeApi, lines: list[str], timeout_s: float = 3600, **changes: Any)
         timeout_s=timeout_s,
         poll_s=10,
         api=api,
+        core_api=Cluster(namespace=NAMESPACE, gpus=[1]).core,  # a profile namespace, a GPU node
+        data_pvc="hpt-data",  # BASE is on it
         clock=clock,
         sleep=clock.sleep,
         echo=lines.append,
@@ -416,7 +450,13 @@ def test_a_succeeded_job_is_returned_with_progress_lines() -> None:
     assert tfjob.replica_counts(api.body) == {"Chief": 1, "Worker": 2}
     assert api.body["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
     name = tfjob.tfjob_name("hpt-pipeline", BASE)
-    assert lines == [
+    assert lines[:3] == [  # the cluster checks, before the job is created
+        f"namespace {NAMESPACE}: Kubeflow profile, Katib metrics collector on; Istio injection "
+        "on (istio-injection=enabled); trial and TFJob pods opt out",
+        "cluster: tfjobs.kubeflow.org/v1 served",
+        "data_pvc=hpt-data: ReadWriteMany",
+    ]
+    assert lines[3:] == [
         f"TFJob {NAMESPACE}/{name}: created",
         f"TFJob {name}: Pending (no replicas yet)",
         f"TFJob {name}: Created (Chief pending; Worker pending)",
@@ -444,7 +484,7 @@ def test_a_job_that_does_not_finish_in_time_is_a_timeout() -> None:
 def test_an_existing_job_with_the_same_name_is_reused() -> None:
     api, lines = FakeApi([{"conditions": [SUCCEEDED]}], exists=True), []
     run(api, lines)
-    assert lines[0].endswith("exists, waiting on it")
+    assert lines[3].endswith("exists, waiting on it")
     failed = FakeApi([{"conditions": [FAILED]}], exists=True)
     with pytest.raises(KubeflowJobError, match="existed before this task.*kubectl delete tfjob"):
         run(failed, [])
@@ -474,6 +514,7 @@ def test_the_component_describes_the_chiefs_export(
     (tmp_path / "final" / "model" / "model.json").write_text(json.dumps(card))
     api = FakeApi([{"conditions": [CREATED, SUCCEEDED]}])
     monkeypatch.setattr(kube, "custom_objects_api", lambda: api)
+    monkeypatch.setattr(kube, "core_v1_api", lambda: Cluster(namespace=NAMESPACE, gpus=[1]).core)
     model = dsl.Model(name="model", uri="minio://bucket/model", metadata={})
     uri = train_with_tfjob.python_func(
         worker_pool_specs=pools(),
@@ -481,8 +522,8 @@ def test_the_component_describes_the_chiefs_export(
         display_name="hpt-pipeline",
         namespace=NAMESPACE,
         service_account="",
-        data_pvc="",
-        data_mount_path="/mnt/hpt",
+        data_pvc="hpt-data",
+        data_mount_path=str(tmp_path),  # the claim, here a folder; the export is on it
         cpu="2",
         memory="8Gi",
         timeout_s=60,
@@ -494,4 +535,7 @@ def test_the_component_describes_the_chiefs_export(
     assert model.metadata["replicas"] == 3
     assert model.metadata["training_job"] == f"{NAMESPACE}/{tfjob.tfjob_name('hpt-pipeline', base)}"
     pod = api.body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
-    assert "serviceAccountName" not in pod and "volumes" not in pod  # "" means none
+    assert "serviceAccountName" not in pod  # "" means the namespace's default
+    assert pod["volumes"] == [
+        {"name": "hpt-data", "persistentVolumeClaim": {"claimName": "hpt-data"}}
+    ]

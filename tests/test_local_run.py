@@ -277,7 +277,10 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     run_outputs = task_outputs(Path(first["run_dir"]))
     produced = {task: out.get("parameterValues", {}) for task, out in run_outputs.items()}
     produced["model-from-job"] = {"Output": first["model"]}  # the Vertex-only locator step
-    produced["find-parent-model"] = {"Output": False}
+    produced["find-parent-model"] = {
+        "Output": False,
+        "json_display_name": settings.model_display_name,
+    }
     inputs = resolve_inputs(spec, produced, overrides={"location": "europe-west4"})
 
     # HPT job: the tune component's inputs → the payload → the launcher's request.

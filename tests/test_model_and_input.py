@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from benchmarks.seed_trainer import create_model
 from trainer import data, records
-from trainer.model import build_model
+from trainer.models.cnn import build as build_model
 
 SHAPE = (40, 40, 3)
 CLASSES = 3
@@ -24,7 +24,7 @@ def seeds_twin(ours: keras.Model) -> keras.Model:
 
 def test_pooling_before_relu_computes_the_seeds_function_and_gradients() -> None:
     keras.utils.set_random_seed(7)
-    ours = build_model(SHAPE, CLASSES, 8)
+    ours = build_model(SHAPE, CLASSES, num_units=8)
     seeds = seeds_twin(ours)
     # Negative inputs and biases too, so that pooled windows hold negative maxima.
     images = tf.random.uniform((6, *SHAPE), -1.0, 1.0, seed=1)
@@ -52,10 +52,10 @@ def test_pooling_before_relu_computes_the_seeds_function_and_gradients() -> None
 
 
 def test_the_model_takes_images_in_the_dtype_it_is_fed() -> None:
-    assert build_model(SHAPE, CLASSES, 8).inputs[0].dtype == "float32"
+    assert build_model(SHAPE, CLASSES, num_units=8).inputs[0].dtype == "float32"
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
-        model = build_model(SHAPE, CLASSES, 8, "bfloat16")
+        model = build_model(SHAPE, CLASSES, num_units=8, input_dtype="bfloat16")
         assert model.inputs[0].dtype == "bfloat16"
         assert model(tf.zeros((1, *SHAPE), tf.bfloat16)).dtype == tf.float32  # logits
         assert [w.dtype for w in model.weights] == ["float32"] * 10  # variables stay float32
@@ -107,7 +107,7 @@ def test_the_validation_step_is_traced_once_whatever_the_last_batch(synthetic_da
     batch = count // 2 + 1  # two batches, the second one partial
     dataset = data.eval_dataset(synthetic_data, metadata, "validation", batch)
     keras.utils.set_random_seed(3)
-    model = build_model(metadata["image_shape"], len(metadata["class_names"]), 8)
+    model = build_model(metadata["image_shape"], len(metadata["class_names"]), num_units=8)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
     step = evaluation_step(model, loss_fn, dataset.element_spec)
     sizes, loss, correct = [], 0.0, 0.0

@@ -81,11 +81,15 @@ def test_vertex_study_payload_is_the_search_space(tmp_path):
     root_inputs = spec["root"]["inputDefinitions"]["parameters"]
     space = study_space(settings)
     assert root_inputs["study_spec_parameters"]["defaultValue"] == space.to_study_spec_parameters()
-    assert root_inputs["study_spec_metrics"]["defaultValue"] == [
-        {"metric_id": "accuracy", "goal": 1}
-    ]
+    # The metric is one parameter, the tag: the study's metric spec and goal follow from it.
+    assert "study_spec_metrics" not in root_inputs and "goal" not in root_inputs
+    assert root_inputs["metric_tag"]["defaultValue"] == "accuracy"
     hpt = spec["root"]["dag"]["tasks"]["tune-on-vertex"]
     params = hpt["inputs"]["parameters"]
+    assert params["study_spec_metrics"]["taskOutputParameter"] == {
+        "outputParameterKey": "study_spec_metrics",
+        "producerTask": "study-metric",
+    }
     # early_stopping reaches the HPT job (GCPC's op had no stopping spec to carry it).
     assert params["early_stopping"] == {"componentInputParameter": "early_stopping"}
     assert params["project"]["runtimeValue"]["constant"] == "{{$.pipeline_google_cloud_project_id}}"
@@ -124,6 +128,8 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         dataset=dataset,
         best_parameters={"learning_rate": 0.05, "momentum": 0.5, "num_units": 128.0},
         trainer_image="img:1",
+        model="resnet50",
+        weights="gs://bucket/weights/resnet50.weights.h5",
         epochs=3,
         batch_size=16,
         metric_tag="accuracy",
@@ -144,6 +150,8 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         assert {"--learning_rate=0.05", "--momentum=0.5", "--num_units=128"} <= set(args)
         assert "--precision=mixed_bfloat16" in args
         assert "--seed=7" in args  # the settings' seed reaches every replica
+        assert "--model=resnet50" in args  # so do the model and its weights
+        assert "--weights=gs://bucket/weights/resnet50.weights.h5" in args
         assert pool["container_spec"]["command"] == ["python", "-m", "trainer.task"]
 
 
@@ -158,6 +166,8 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
     pools, base = trial_job_spec.python_func(
         dataset=dataset,
         trainer_image="img:1",
+        model="cnn",
+        weights="none",
         epochs=2,
         batch_size=8,
         metric_tag="loss",
@@ -180,6 +190,8 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
     }
     assert pools[0]["container_spec"]["args"] == [
         "--data=/root/prepare-dataset/dataset",
+        "--model=cnn",
+        "--weights=none",
         "--epochs=2",
         "--batch_size=8",
         "--metric_tag=loss",
@@ -367,6 +379,7 @@ def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
     # What stays cacheable is pure: a function of its inputs only.
     assert {name for name, on in caching.items() if on} <= {
         "comp-trial-job-spec",
+        "comp-study-metric",
         "comp-final-job-spec",
         "comp-select-best-trial",
         "comp-evaluate-model",

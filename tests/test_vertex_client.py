@@ -209,8 +209,16 @@ def test_unset_optional_fields_stay_out_of_the_request(template: Path) -> None:
 
 
 def test_a_display_name_aiplatform_rejects_is_a_settings_error(template: Path) -> None:
+    settings = cloud_settings()
+    object.__setattr__(settings, "display_name", "x" * 200)  # past the settings' own check
     with pytest.raises(SettingsError, match="Display name needs to be less than 128"):
-        offline_job(template, cloud_settings(display_name="x" * 200))
+        offline_job(template, settings)
+
+
+def test_a_display_name_too_long_for_its_suffix_is_refused_by_the_settings() -> None:
+    cloud_settings(display_name="x" * 122)  # + "-study" = 128
+    with pytest.raises(SettingsError, match=r"^display_name='x{123}': expected at most 128"):
+        cloud_settings(display_name="x" * 123)
 
 
 @pytest.fixture

@@ -4,44 +4,68 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
+    DEFAULT_MODEL,
     DEFAULT_PRECISION,
     DEFAULT_SEED,
     DISTRIBUTIONS,
-    HYPERPARAMETERS,
     METRIC_TAGS,
     PRECISIONS,
+    TRAINER_HYPERPARAMETERS,
     ContractError,
 )
+from trainer.models import MODELS
 
 ConfigError = ContractError  # a bad hyperparameter or setting: one line naming the value
 
 
 @dataclasses.dataclass(frozen=True)
 class HParams:
-    """Tunable hyperparameters (the seeds' three plus batch size and epochs).
+    """What one training run trains: the model, its hyperparameters and the trainer's own.
+
+    Travels whole from the flags to the builder and the export.
 
     Attributes:
-        learning_rate: SGD learning rate, > 0.
-        momentum: SGD momentum in [0, 1).
-        num_units: Units of the last hidden Dense layer, >= 1.
+        learning_rate: The optimizer's learning rate, > 0.
+        optimizer: `sgd` or `adam`.
+        momentum: SGD momentum in [0, 1) (ignored by adam).
         batch_size: Examples per replica per step, >= 1.
         epochs: Passes over the training split, >= 1.
+        model: A registered model name or `package.module:function` (`trainer.models`).
+        weights: The backbone's weights: `imagenet`, `none` or a file (pretrained models).
+        model_params: Values of the model's own hyperparameters (e.g. `num_units`).
     """
 
-    learning_rate: float = float(HYPERPARAMETERS["learning_rate"].default)
-    momentum: float = float(HYPERPARAMETERS["momentum"].default)
-    num_units: int = int(HYPERPARAMETERS["num_units"].default)
-    batch_size: int = int(HYPERPARAMETERS["batch_size"].default)
-    epochs: int = int(HYPERPARAMETERS["epochs"].default)
+    learning_rate: float = float(TRAINER_HYPERPARAMETERS["learning_rate"].default)
+    optimizer: str = str(TRAINER_HYPERPARAMETERS["optimizer"].default)
+    momentum: float = float(TRAINER_HYPERPARAMETERS["momentum"].default)
+    batch_size: int = int(TRAINER_HYPERPARAMETERS["batch_size"].default)
+    epochs: int = int(TRAINER_HYPERPARAMETERS["epochs"].default)
+    model: str = DEFAULT_MODEL
+    weights: str = "none"
+    model_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for field in dataclasses.fields(self):
-            spec, value = HYPERPARAMETERS[field.name], getattr(self, field.name)
+        for name, spec in TRAINER_HYPERPARAMETERS.items():
+            value = getattr(self, name)
             if not spec.accepts(value):
-                raise ConfigError(f"--{field.name}={value}: expected {spec.expected}")
+                raise ConfigError(f"--{name}={value}: expected {spec.expected}")
+        if self.model in MODELS:  # a reference is checked when its module is imported
+            own = {h.name: h for h in MODELS[self.model].hyperparameters}
+            for name, value in self.model_params.items():
+                if name not in own:
+                    raise ConfigError(f"--{name}: model {self.model} has no such hyperparameter")
+                if not own[name].accepts(value):
+                    raise ConfigError(f"--{name}={value}: expected {own[name].expected}")
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """Every tuned value by flag name: the trainer's own and the model's."""
+        trainer = {name: getattr(self, name) for name in TRAINER_HYPERPARAMETERS}
+        return {**trainer, **self.model_params}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +81,8 @@ class RunConfig:
         distribution: One of DISTRIBUTIONS.
         seed: Seed for shuffling and initialisation.
         precision: One of PRECISIONS; `auto` is resolved by `trainer.precision` when training.
+        expected_gpus: GPUs the replica was given (a cloud pool's accelerator_count); the
+            trainer refuses to train when it sees fewer. 0: no expectation.
     """
 
     data: str
@@ -67,8 +93,11 @@ class RunConfig:
     distribution: str = "auto"
     seed: int = DEFAULT_SEED
     precision: str = DEFAULT_PRECISION
+    expected_gpus: int = 0
 
     def __post_init__(self) -> None:
+        if self.expected_gpus < 0:
+            raise ConfigError(f"--expected_gpus={self.expected_gpus}: expected an integer >= 0")
         if self.distribution not in DISTRIBUTIONS:
             raise ConfigError(
                 f"--distribution={self.distribution}: expected one of {', '.join(DISTRIBUTIONS)}"

@@ -24,53 +24,73 @@ class Hyperparameter:
 
     Attributes:
         name: Flag name (the search-space parameter id).
-        kind: `float` or `int`; an `int` flag also accepts integral floats (`128.0`),
+        kind: `float`, `int` or `str`; an `int` flag also accepts integral floats (`128.0`),
             as HPT services may render integers.
         default: Value when the flag is absent.
-        minimum: Lowest accepted value.
-        maximum: Highest accepted value; None for no bound.
+        minimum: Lowest accepted number; None for no bound (and for `str`).
+        maximum: Highest accepted number; None for no bound.
         exclusive_minimum: `minimum` itself is refused.
         exclusive_maximum: `maximum` itself is refused.
+        choices: The accepted values of a `str` flag (a categorical search parameter).
         help: One line for `--help`.
     """
 
     name: str
     kind: type
-    default: float | int
-    minimum: float
+    default: float | int | str
+    minimum: float | None = None
     maximum: float | None = None
     exclusive_minimum: bool = False
     exclusive_maximum: bool = False
+    choices: tuple[str, ...] = ()
     help: str = ""
 
     @property
     def expected(self) -> str:
-        """The accepted range in words: `a number in [0, 1)`, `an integer >= 1`."""
+        """The accepted values in words: `a number in [0, 1)`, `an integer >= 1`, `one of a, b`."""
+        if self.kind is str:
+            return f"one of {', '.join(self.choices)}" if self.choices else "a string"
         what = "an integer" if self.kind is int else "a number"
+        if self.minimum is None and self.maximum is None:
+            return what
         if self.maximum is None:
             return f"{what} {'>' if self.exclusive_minimum else '>='} {_number(self.minimum)}"
+        if self.minimum is None:
+            return f"{what} {'<' if self.exclusive_maximum else '<='} {_number(self.maximum)}"
         left = "(" if self.exclusive_minimum else "["
         right = ")" if self.exclusive_maximum else "]"
         return f"{what} in {left}{_number(self.minimum)}, {_number(self.maximum)}{right}"
 
-    def accepts(self, value: float) -> bool:
+    def accepts(self, value: Any) -> bool:
         """Whether the trainer accepts `value` for this flag."""
+        if self.kind is str:
+            return isinstance(value, str) and (not self.choices or value in self.choices)
+        if isinstance(value, str | bool) or not isinstance(value, int | float):
+            return False
         if not math.isfinite(value):
             return False
         if self.kind is int and not float(value).is_integer():
             return False
-        above = value > self.minimum if self.exclusive_minimum else value >= self.minimum
-        if self.maximum is None:
-            return above
-        below = value < self.maximum if self.exclusive_maximum else value <= self.maximum
-        return above and below
+        if self.minimum is not None:
+            low = self.minimum
+            if value < low or (self.exclusive_minimum and value == low):
+                return False
+        if self.maximum is not None:
+            high = self.maximum
+            if value > high or (self.exclusive_maximum and value == high):
+                return False
+        return True
 
-    def parse(self, text: str) -> float | int:
+    def parse(self, text: str) -> float | int | str:
         """The flag's text as its value.
 
         Raises:
-            ContractError: Not a number of the right kind, or out of range.
+            ContractError: Not a value of the right kind, or out of range.
         """
+        if self.kind is str:
+            if not self.accepts(text):
+                raise ContractError(f"--{self.name}={text}: expected {self.expected}")
+            return text
         try:
             value = float(text)
         except (TypeError, ValueError):
@@ -80,20 +100,43 @@ class Hyperparameter:
         return int(value) if self.kind is int else value
 
 
-HYPERPARAMETERS: Mapping[str, Hyperparameter] = {
+OPTIMIZERS = ("sgd", "adam")
+# The trainer's own tunable flags, whatever the model. A model adds its own (`trainer.models`).
+TRAINER_HYPERPARAMETERS: Mapping[str, Hyperparameter] = {
     h.name: h
     for h in (
         Hyperparameter(
-            "learning_rate", float, 0.01, 0.0, exclusive_minimum=True, help="SGD learning rate"
+            "learning_rate", float, 0.01, 0.0, exclusive_minimum=True, help="learning rate"
         ),
+        Hyperparameter("optimizer", str, "sgd", choices=OPTIMIZERS, help="optimizer"),
         Hyperparameter(
-            "momentum", float, 0.9, 0.0, 1.0, exclusive_maximum=True, help="SGD momentum"
+            "momentum", float, 0.9, 0.0, 1.0, exclusive_maximum=True, help="SGD momentum (sgd only)"
         ),
-        Hyperparameter("num_units", int, 128, 1, help="units of the last hidden Dense layer"),
         Hyperparameter("batch_size", int, 32, 1, help="examples per replica per step"),
         Hyperparameter("epochs", int, 5, 1, help="passes over the training split"),
     )
 }
+# Flags that mean something under one optimizer only (a conditional search parameter).
+OPTIMIZER_ONLY = {"momentum": "sgd"}
+
+# The model the trainer builds: a registered name (`trainer.models.MODELS`) or a team's own
+# builder by reference, `package.module:function`. `weights` are a pretrained backbone's.
+DEFAULT_MODEL = "cnn"
+WEIGHTS_CHOICES = ("imagenet", "none")  # or a path (local or gs://) to a Keras weights file
+# The trainer's flags that are not hyperparameters (a model's own may not take these names).
+RUN_FLAGS = (
+    "data",
+    "model",
+    "weights",
+    "model_dir",
+    "checkpoint_dir",
+    "tensorboard_dir",
+    "metric_tag",
+    "distribution",
+    "seed",
+    "precision",
+    "expected_gpus",
+)
 
 # Validation metrics the trainer reports to hypertune, each with the only goal that makes sense.
 METRIC_GOALS: Mapping[str, str] = {
@@ -132,7 +175,7 @@ class PreparationDefaults:
 
 
 PREPARATION = PreparationDefaults()
-MIN_IMAGE_SIZE = 22  # the CNN's three conv + pool stages need 22 px per side
+MIN_IMAGE_SIZE = 22  # the smallest side any built-in model takes (the CNN's three conv + pool)
 
 
 def metric_goal(tag: str) -> str:
@@ -171,5 +214,5 @@ def flag(name: str, value: Any) -> str:
     return f"--{name}={format_value(value)}"
 
 
-def _number(value: float) -> str:
+def _number(value: float | None) -> str:
     return format_value(float(value))

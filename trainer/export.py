@@ -12,7 +12,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import preprocess, staging
-from trainer.model import build_model
+from trainer.config import HParams
+from trainer.models import build_model, model_spec
 
 MODEL_CARD = "model.json"
 # Files that make a directory look like a complete model; copied last to object stores.
@@ -56,7 +57,7 @@ def export_model(
     model_dir: str,
     image_shape: Sequence[int],
     class_names: Sequence[str],
-    num_units: int,
+    hparams: HParams,
     card: dict[str, Any],
 ) -> str:
     """Save the trained weights as a serving SavedModel at `model_dir`, all or nothing.
@@ -70,7 +71,9 @@ def export_model(
     Returns:
         The model directory.
     """
-    model = build_model(image_shape, len(class_names), num_units)
+    # No pretrained weights to load: the trained ones replace every weight at once.
+    spec = model_spec(hparams.model)
+    model = build_model(spec, hparams.model_params, "none", image_shape, len(class_names))
     model.set_weights(weights)
     module = ServingModule(model, image_shape, class_names)
     with staging.staged_directory(model_dir, markers=COMMIT_MARKERS) as stage:

@@ -8,7 +8,6 @@ a `base_output_directory`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import os
 import platform
@@ -19,15 +18,18 @@ from typing import Any, NoReturn
 from trainer.config import ConfigError, HParams, RunConfig, env_default
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
+    DEFAULT_MODEL,
     DEFAULT_PRECISION,
     DEFAULT_SEED,
     DISTRIBUTIONS,
     DIVERGED_METRIC_VALUE,
-    HYPERPARAMETERS,
     METRIC_GOALS,
     METRIC_TAGS,
+    OPTIMIZER_ONLY,
     PRECISIONS,
+    TRAINER_HYPERPARAMETERS,
 )
+from trainer.models import MODELS, ModelSpec, check_weights, model_spec
 
 PROG = "trainer"
 METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
@@ -42,12 +44,24 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The trainer's command-line flags."""
+def build_parser(spec: ModelSpec | None = None) -> argparse.ArgumentParser:
+    """The trainer's command-line flags, with the hyperparameters of the model `spec`."""
     p = OneLineParser(prog=PROG, description=__doc__, allow_abbrev=False)
-    for spec in HYPERPARAMETERS.values():  # checked in parse_args: `--num_units=128.0` is fine
-        p.add_argument(f"--{spec.name}", help=f"{spec.help}: {spec.expected} ({spec.default})")
+    spec = spec or model_spec()
+    for h in spec.all_hyperparameters().values():  # checked in parse_args: `128.0` is fine
+        p.add_argument(f"--{h.name}", help=f"{h.help}: {h.expected} ({h.default})")
     p.add_argument("--data", required=True, help="prepared dataset directory (local or gs://)")
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"one of {', '.join(MODELS)}, or package.module:function (a team's own builder)",
+    )
+    p.add_argument(
+        "--weights",
+        default=None,
+        help="imagenet, none, or a Keras weights file, local or gs:// (pretrained models; "
+        "default: the model's own)",
+    )
     p.add_argument("--model_dir", default=env_default("AIP_MODEL_DIR"))
     p.add_argument("--checkpoint_dir", default=env_default("AIP_CHECKPOINT_DIR"))
     p.add_argument("--tensorboard_dir", default=env_default("AIP_TENSORBOARD_LOG_DIR"))
@@ -61,17 +75,45 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_PRECISION,
         help=f"one of {', '.join(PRECISIONS)} (auto: bf16 where the hardware has it natively)",
     )
+    p.add_argument(
+        "--expected_gpus", type=int, default=0, help="GPUs this replica was given (0: any)"
+    )
     return p
+
+
+def requested_model(argv: Sequence[str] | None) -> str:
+    """The `--model` among the flags (both `--model=x` and `--model x`), else the default."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    for i, arg in enumerate(args):
+        if arg.startswith("--model="):
+            return arg.split("=", 1)[1]
+        if arg == "--model" and i + 1 < len(args):
+            return args[i + 1]
+    return DEFAULT_MODEL
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
     """Parse and validate flags; raise ConfigError naming the first bad value."""
-    args = build_parser().parse_args(argv)
+    spec = model_spec(requested_model(argv))
+    args = build_parser(spec).parse_args(argv)
     values: dict[str, Any] = {
-        name: spec.default if getattr(args, name) is None else spec.parse(getattr(args, name))
-        for name, spec in HYPERPARAMETERS.items()
+        h.name: h.default if getattr(args, h.name) is None else h.parse(getattr(args, h.name))
+        for h in spec.all_hyperparameters().values()
     }
-    hparams = HParams(**values)
+    trainer_own = {name: values.pop(name) for name in TRAINER_HYPERPARAMETERS}
+    for name, only_under in OPTIMIZER_ONLY.items():
+        if getattr(args, name) is not None and trainer_own["optimizer"] != only_under:
+            print(
+                f"{PROG}: --{name} ignored: it means something under --optimizer={only_under} "
+                f"only (this run: {trainer_own['optimizer']})",
+                file=sys.stderr,
+            )
+    hparams = HParams(
+        **trainer_own,
+        model=args.model,
+        weights=check_weights(spec, args.weights),
+        model_params=values,
+    )
     run = RunConfig(
         data=args.data,
         model_dir=args.model_dir,
@@ -81,6 +123,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
         distribution=args.distribution,
         seed=args.seed,
         precision=args.precision,
+        expected_gpus=args.expected_gpus,
     )
     if "://" not in run.data and not os.path.isfile(os.path.join(run.data, "metadata.json")):
         raise ConfigError(
@@ -157,7 +200,8 @@ def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
     meta = result.metadata
     return {
         "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-        "hyperparameters": dataclasses.asdict(hparams),
+        "model": {"name": hparams.model, "weights": hparams.weights},
+        "hyperparameters": hparams.hyperparameters(),
         "dataset": {
             "path": run.data,
             "metadata_sha256": records.file_digest(f"{run.data.rstrip('/')}/metadata.json")[
@@ -211,7 +255,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     preload()
     import hypertune
 
-    from trainer import export, records, train
+    from trainer import devices, export, records, train
+
+    try:  # the first line: what this replica trains on
+        print(devices.announce(run.expected_gpus), file=sys.stderr, flush=True)
+    except devices.DeviceError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 1
 
     reporter = None
 
@@ -227,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         result = train.train(hparams, run, on_epoch=report if tuning else None)
-    except records.DatasetError as err:
+    except (records.DatasetError, ConfigError) as err:  # bad data, weights that cannot be had
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
     except train.Diverged as err:
@@ -248,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             model_dir=run.model_dir,
             image_shape=result.metadata["image_shape"],
             class_names=result.metadata["class_names"],
-            num_units=hparams.num_units,
+            hparams=hparams,
             card=model_card(hparams, run, result),
         )
         print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)

@@ -23,9 +23,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import data, distribute, precision, preprocess, records
+from trainer import data, distribute, precision, records
 from trainer.config import HParams, RunConfig
-from trainer.model import build_model
+from trainer.models import ModelSpec, build_model, model_spec
 
 EpochCallback = Callable[[int, dict[str, float]], None]
 
@@ -72,6 +72,31 @@ def _checkpoint_dir_for(run: RunConfig, is_chief: bool, task_id: int) -> str | N
     if is_chief:
         return run.checkpoint_dir
     return posixpath.join(run.checkpoint_dir, f".worker-{task_id}-{uuid.uuid4().hex[:8]}")
+
+
+def check_images(spec: ModelSpec, image_shape: list[int], data_dir: str) -> None:
+    """Refuse images the model cannot take (too small, or the wrong number of channels).
+
+    Raises:
+        records.DatasetError: One line naming the shape and what the model needs.
+    """
+    if min(image_shape[:2]) < spec.min_image_size:
+        raise records.DatasetError(
+            f"{data_dir}: image_shape={image_shape}, expected at least "
+            f"{spec.min_image_size} pixels per side for model {spec.name}"
+        )
+    if image_shape[2] not in spec.channels:
+        raise records.DatasetError(
+            f"{data_dir}: image_shape={image_shape}, model {spec.name} takes "
+            f"{' or '.join(map(str, spec.channels))} channel(s)"
+        )
+
+
+def make_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
+    """The optimizer `hparams` names (momentum means something under SGD only)."""
+    if hparams.optimizer == "adam":
+        return keras.optimizers.Adam(hparams.learning_rate)
+    return keras.optimizers.SGD(hparams.learning_rate, momentum=hparams.momentum)
 
 
 def process_seconds() -> float | None:
@@ -134,7 +159,7 @@ def _train(
     choice: precision.Choice,
     on_epoch: EpochCallback | None,
 ) -> TrainResult:
-    """Train the CNN on a prepared dataset, resuming from the last checkpoint if any.
+    """Train the model on a prepared dataset, resuming from the last checkpoint if any.
 
     Args:
         hparams: Hyperparameters.
@@ -152,11 +177,8 @@ def _train(
     train_count = int(metadata["splits"]["train"]["count"])
     steps_per_epoch = max(1, train_count // global_batch)
     image_shape = metadata["image_shape"]
-    if min(image_shape[:2]) < preprocess.MIN_IMAGE_SIZE:
-        raise records.DatasetError(
-            f"{run.data}: image_shape={image_shape}, expected at least "
-            f"{preprocess.MIN_IMAGE_SIZE} pixels per side for the CNN"
-        )
+    spec = model_spec(hparams.model)
+    check_images(spec, image_shape, run.data)
     num_classes = len(metadata["class_names"])
     tf.random.set_seed(run.seed)
     keras.utils.set_random_seed(run.seed)
@@ -176,8 +198,10 @@ def _train(
     pool.shutdown(wait=False)  # its one task still runs
     batches = itertools.chain((pending.result() for pending in [first_batch]), iterator)
     with strategy.scope():
-        model = build_model(image_shape, num_classes, hparams.num_units, compute_dtype)
-        optimizer = keras.optimizers.SGD(hparams.learning_rate, momentum=hparams.momentum)
+        model = build_model(
+            spec, hparams.model_params, hparams.weights, image_shape, num_classes, compute_dtype
+        )
+        optimizer = make_optimizer(hparams)
         optimizer.build(model.trainable_variables)
         epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
 

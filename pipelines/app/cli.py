@@ -15,6 +15,7 @@ from pipelines.app import (
     kubeflow_commands,
     local_commands,
     report_commands,
+    schedule_actions,
 )
 
 app = typer.Typer(
@@ -31,7 +32,8 @@ app.command("models")(local_commands.models)
 app.command("trials")(report_commands.trials)
 app.command("lineage")(report_commands.lineage)
 app.command("submit")(cloud_commands.submit)
-app.add_typer(cloud_commands.schedule_app, name="schedule")
+# `schedule create` is in cloud_commands, list/pause/resume/delete in schedule_actions.
+app.add_typer(schedule_actions.schedule_app, name="schedule")
 app.command("manifests")(kubeflow_commands.manifests_command)
 
 

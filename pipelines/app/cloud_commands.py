@@ -23,9 +23,11 @@ import typer
 from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.compiled import check_output, compiled_template
 from pipelines.app.errors import cloud_errors, fail
+from pipelines.app.parameter_checks import check_parameters
 from pipelines.app.preflight import check_cloud_run
 from pipelines.settings import Settings, SettingsError, load_settings, parse_labels, require_cloud
 from pipelines.targets.vertex import client as vertex_client
+from pipelines.targets.vertex import serving
 
 if TYPE_CHECKING:
     from google.cloud import aiplatform
@@ -158,7 +160,11 @@ def _job(
 ) -> aiplatform.PipelineJob:
     """The pipeline job for the settings, template and `--param` values."""
     with compiled_template(template, settings, "vertex") as path:
-        values = vertex_client.parameter_values(vertex_client.read_template(path), params or [])
+        spec = vertex_client.read_template(path)
+        values = vertex_client.parameter_values(spec, params or [])
+        check_parameters(
+            spec, {**vertex_client.settings_parameters(spec, settings), **values}, values
+        )
         credentials = vertex_client.credentials(offline=offline)
         return vertex_client.build_job(settings, path, values, credentials=credentials)
 
@@ -202,6 +208,8 @@ def submit(
     target: TargetOption = "vertex",
     host: HostOption = None,
     namespace: NamespaceOption = None,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Submit the pipeline to Vertex AI Pipelines or Kubeflow Pipelines (or --dry-run)."""
     with _one_line_errors():
@@ -213,7 +221,7 @@ def submit(
             host=host,
             namespace=namespace,
             vertex_only={"wait": wait},
-            kubeflow_only={},
+            kubeflow_only=kubeflow.auth_flags(token, cookie),
             project=project,
             region=region,
             network=network,
@@ -302,6 +310,11 @@ def schedule_create(
     experiment: Annotated[
         str | None, typer.Option("--experiment", help="KFP experiment of the runs (kubeflow).")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Past the serving container's end of availability.")
+    ] = False,
+    token: kubeflow.TokenOption = None,
+    cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Create a schedule of pipeline runs (or --dry-run: write the request)."""
     with _one_line_errors():
@@ -313,7 +326,7 @@ def schedule_create(
             host=host,
             namespace=namespace,
             vertex_only={"max_runs": max_runs, "allow_queueing": allow_queueing},
-            kubeflow_only={"experiment": experiment},
+            kubeflow_only=dict(experiment=experiment, **kubeflow.auth_flags(token, cookie)),
             project=project,
             region=region,
             network=network,
@@ -343,7 +356,10 @@ def schedule_create(
             max_concurrent_run_count=max_concurrent_runs,
             allow_queueing=allow_queueing,
         )
+        warning = serving.check_availability(settings, until=spec.end_time, force=force)
         job = _job(settings, template, param, offline=dry_run)
+        if warning:
+            typer.echo(warning, err=True)
         if dry_run:
             schedule = vertex_client.build_schedule(job, spec, settings)
             where = _write_request(vertex_client.schedule_request(schedule), output)
@@ -356,129 +372,3 @@ def schedule_create(
         schedule = vertex_client.create_schedule(job, spec, settings)
         name = schedule.resource_name
         typer.echo(f"created schedule {name} ({spec.cron}): {vertex_client.console_url(name)}")
-
-
-@schedule_app.command("list")
-def schedule_list(
-    filter: Annotated[
-        str | None, typer.Option("--filter", help="Vertex list filter, e.g. state=ACTIVE.")
-    ] = None,
-    project: ProjectOption = None,
-    region: RegionOption = None,
-    config: ConfigOption = None,
-    target: TargetOption = "vertex",
-    host: HostOption = None,
-    namespace: NamespaceOption = None,
-) -> None:
-    """List the pipeline schedules of the project and region (kubeflow: of the namespace)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    with _one_line_errors():
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
-            vertex = dict(filter=filter, project=project, region=region)
-            settings = kubeflow.host_settings(config, vertex, host, namespace)
-            where = f"namespace {settings.kubeflow_namespace} at {settings.kubeflow_host}"
-            with kubeflow.api_errors(settings):
-                rows = kubeflow.schedule_rows(settings)
-            title = f"Recurring runs in {where}"
-        else:
-            settings = _settings(config, None, LOCATION, project=project, region=region)
-            found = vertex_client.list_schedules(
-                settings, vertex_client.credentials(offline=False), filter=filter
-            )
-            rows = [vertex_client.schedule_row(schedule) for schedule in found]
-            where = vertex_client.location_path(settings)
-            title = f"Pipeline schedules in {where}"
-    if not rows:
-        typer.echo(f"no pipeline schedules in {where}")
-        return
-    table = Table(title=title)
-    for column in rows[0]:
-        table.add_column(column.replace("_", " "), overflow="fold")
-    for row in rows:
-        table.add_row(*row.values())
-    Console().print(table)
-
-
-ScheduleArgument = Annotated[
-    str,
-    typer.Argument(
-        help="Schedule id or projects/P/locations/L/schedules/ID (kubeflow: recurring run id)."
-    ),
-]
-
-
-def _schedule_action(
-    action: str,
-    schedule: str,
-    project: str | None,
-    region: str | None,
-    config: Path | None,
-    kubeflow_flags: tuple[str, str | None, str | None] = ("vertex", None, None),
-    *,
-    confirm: bool = False,
-) -> None:
-    """Fetch a schedule and pause, resume or delete it (asking first when `confirm`)."""
-    with _one_line_errors():
-        target, host, namespace = kubeflow_flags
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace):
-            vertex = dict(project=project, region=region)
-            settings = kubeflow.host_settings(config, vertex, host, namespace)
-            with kubeflow.api_errors(settings):
-                line = kubeflow.schedule_action(action, settings, schedule, confirm=confirm)
-            typer.echo(line)
-            return
-        settings = _settings(config, None, LOCATION, project=project, region=region)
-        name = vertex_client.schedule_name(settings, schedule)
-        found = vertex_client.get_schedule(settings, vertex_client.credentials(offline=False), name)
-        if confirm:
-            typer.confirm(
-                f"{action.capitalize()} schedule {name} ({found.display_name})?", abort=True
-            )
-        getattr(found, action)()
-    typer.echo(f"{action}d {name}")
-
-
-@schedule_app.command("pause")
-def schedule_pause(
-    schedule: ScheduleArgument,
-    project: ProjectOption = None,
-    region: RegionOption = None,
-    config: ConfigOption = None,
-    target: TargetOption = "vertex",
-    host: HostOption = None,
-    namespace: NamespaceOption = None,
-) -> None:
-    """Pause a schedule: no new runs until it is resumed."""
-    _schedule_action("pause", schedule, project, region, config, (target, host, namespace))
-
-
-@schedule_app.command("resume")
-def schedule_resume(
-    schedule: ScheduleArgument,
-    project: ProjectOption = None,
-    region: RegionOption = None,
-    config: ConfigOption = None,
-    target: TargetOption = "vertex",
-    host: HostOption = None,
-    namespace: NamespaceOption = None,
-) -> None:
-    """Resume a paused schedule (missed runs are not started)."""
-    _schedule_action("resume", schedule, project, region, config, (target, host, namespace))
-
-
-@schedule_app.command("delete")
-def schedule_delete(
-    schedule: ScheduleArgument,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
-    project: ProjectOption = None,
-    region: RegionOption = None,
-    config: ConfigOption = None,
-    target: TargetOption = "vertex",
-    host: HostOption = None,
-    namespace: NamespaceOption = None,
-) -> None:
-    """Delete a schedule (its past runs stay)."""
-    flags = (target, host, namespace)
-    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes)

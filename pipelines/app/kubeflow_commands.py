@@ -12,7 +12,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +24,31 @@ from pipelines.targets.kubeflow import client as kfp_client
 from pipelines.templates import parameter_values, read_template
 
 VERTEX_ONLY = "a Vertex flag, not used with --target kubeflow"
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="Bearer token for Kubeflow Pipelines (kubeflow; prefer HPT_KUBEFLOW_TOKEN).",
+        show_default=False,
+    ),
+]
+CookieOption = Annotated[
+    str | None,
+    typer.Option(
+        "--cookie",
+        help="Auth proxy session cookie NAME=VALUE, e.g. oauth2_proxy_kubeflow=… (kubeflow).",
+        show_default=False,
+    ),
+]
+
+
+# --target, --host, --namespace, --token, --cookie of `schedule pause|resume|delete`
+ActionFlags = tuple[str, str | None, str | None, str | None, str | None]
+
+
+def auth_flags(token: str | None, cookie: str | None) -> dict[str, str | None]:
+    """The credential flags as Settings fields (`--token` → `kubeflow_token`, ...)."""
+    return {"kubeflow_token": token, "kubeflow_cookie": cookie}
 
 
 def refuse_flags(flags: Mapping[str, Any], why: str) -> None:
@@ -34,7 +59,8 @@ def refuse_flags(flags: Mapping[str, Any], why: str) -> None:
     """
     for name, value in flags.items():
         if value not in (None, False, [], ()):
-            raise SettingsError(f"--{name.replace('_', '-')}: {why}")
+            flag = name.removeprefix("kubeflow_")  # kubeflow_token is the --token flag
+            raise SettingsError(f"--{flag.replace('_', '-')}: {why}")
 
 
 def run_settings(config: Path | None, vertex_flags: Mapping[str, Any], **flags: Any) -> Settings:
@@ -55,16 +81,20 @@ def run_settings(config: Path | None, vertex_flags: Mapping[str, Any], **flags: 
 
 
 def host_settings(
-    config: Path | None, vertex_flags: Mapping[str, Any], host: str | None, namespace: str | None
+    config: Path | None,
+    vertex_flags: Mapping[str, Any],
+    host: str | None,
+    namespace: str | None,
+    **auth: str | None,
 ) -> Settings:
-    """Settings to list or change recurring runs: a host is needed, nothing else.
+    """Settings to list or change recurring runs: a host (and a credential) is needed.
 
     Raises:
         SettingsError: A Vertex flag, a bad value, or no `kubeflow_host`.
     """
     refuse_flags(vertex_flags, VERTEX_ONLY)
     settings = load_settings(
-        config=config, overrides={"kubeflow_host": host, "kubeflow_namespace": namespace}
+        config=config, overrides={"kubeflow_host": host, "kubeflow_namespace": namespace, **auth}
     )
     if not settings.kubeflow_host:
         raise SettingsError(
@@ -258,6 +288,6 @@ def manifests_command(
         typer.echo(f"wrote {path}")
     label = ", ".join(f"{k}={v}" for k, v in manifests.NAMESPACE_LABEL.items())
     typer.echo(
-        f"check: kubectl apply --dry-run=server -f {output} "
-        f"(the namespace needs the label {label} for Katib to collect metrics)"
+        f"check: kubectl apply --dry-run=server -f {output} (use a Kubeflow profile "
+        f"namespace: Katib collects metrics only from profiles, which carry {label})"
     )

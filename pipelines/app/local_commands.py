@@ -30,17 +30,23 @@ def check_source(source: str) -> None:
 def _settings(
     config: Path | None,
     defaults: dict[str, Any] | None,
+    *,
+    local: bool,
     notes: list[str] | None = None,
     **flags: Any,
 ) -> Settings:
-    from pipelines.settings_space import study_space
+    from pipelines.settings_space import settings_model, study_space
     from pipelines.study.search_space import SearchSpaceError
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults, notes=notes)
         check_source(settings.source)
-        # A bad space, or one the algorithm cannot search, fails here, before any work.
-        study_space(settings)
+        # A model that cannot be built, a bad space, or one the algorithm cannot search,
+        # fails here, before any work. A run builds the model here: its module must import.
+        known = settings_model(settings, importable=local)
+        if known.note:
+            typer.echo(f"note: {known.note}; its hyperparameters are checked by the trainer")
+        study_space(settings, known)
     except (SettingsError, SearchSpaceError) as err:
         fail(str(err))
     return settings
@@ -72,6 +78,13 @@ def run(
     algorithm: str = typer.Option(
         None, help="ALGORITHM_UNSPECIFIED (TPE) | GRID_SEARCH | RANDOM_SEARCH."
     ),
+    model: str = typer.Option(
+        None,
+        help="cnn (default) | resnet50 | mobilenet_v3_small | package.module:function (your own).",
+    ),
+    weights: str = typer.Option(
+        None, help="imagenet | none | a Keras weights file (default: the model's own)."
+    ),
     epochs: int = typer.Option(None, help="Epochs per trial and for the final job."),
     batch_size: int = typer.Option(None, help="Per-replica batch size."),
     precision: str = typer.Option(
@@ -98,13 +111,16 @@ def run(
     settings = _settings(
         config,
         LOCAL_RUN_DEFAULTS,
-        notes,
+        local=True,
+        notes=notes,
         source=source,
         image_size=image_size,
         max_trials=max_trials,
         parallel_trials=parallel_trials,
         max_failed_trials=max_failed_trials,
         algorithm=algorithm,
+        model=model,
+        weights=weights,
         epochs=epochs,
         batch_size=batch_size,
         precision=precision,
@@ -128,7 +144,7 @@ def run(
 
     def announce() -> None:  # once the output is this run's: a refusal stays one line
         console.print(
-            f"[bold]hpt-pipeline run[/]: source={settings.source} "
+            f"[bold]hpt-pipeline run[/]: model={settings.model} source={settings.source} "
             f"image_size={settings.image_size} trials={settings.max_trials} "
             f"(parallel {settings.parallel_trials}) epochs={settings.epochs} "
             f"final job=1 chief + {settings.replicas} worker(s) → {settings.output}"
@@ -172,7 +188,7 @@ def compile_command(
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
-    settings = _settings(config, None)
+    settings = _settings(config, None, local=target == "local")
     try:
         if target != "local":  # a cloud spec with placeholder images would fail at its first pull
             from pipelines.app.preflight import check_images

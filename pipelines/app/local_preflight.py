@@ -67,9 +67,14 @@ def planned_bytes(settings: Settings, image_size: int | None = None) -> int:
 def check_memory(settings: Settings, memory: int | None = None) -> None:
     """Refuse an image size whose training cannot fit in this machine's memory.
 
+    The estimate is the `cnn` model's (its Dense layer grows with the image); other
+    models are not estimated here yet.
+
     Raises:
         SettingsError: Naming the image size, the estimate and the largest size that fits.
     """
+    if getattr(settings, "model", "cnn") != "cnn":
+        return
     memory = memory or machine_memory()
     budget = memory * MEMORY_SHARE
     need = planned_bytes(settings)

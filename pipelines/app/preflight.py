@@ -37,6 +37,9 @@ def check_kubeflow_run(settings: Settings) -> None:
 
     * no `kubeflow_host` (the KFP API endpoint; `Settings` already refuses one that is
       not an http(s) URL);
+    * no data location the trial and replica pods can read: neither `data_pvc` nor a
+      gs:// `pipeline_root` (TensorFlow 2.21 reads no s3:// alone, and KFP turns
+      minio:// into a path that exists only in its own pods);
     * image URIs still pointing at the placeholder registry (the pods' pulls fail);
     * `enable_caching=True` and a search space the trainer or the algorithm cannot
       take, as for Vertex (`check_cloud_run`).
@@ -49,6 +52,13 @@ def check_kubeflow_run(settings: Settings) -> None:
         raise SettingsError(
             "kubeflow_host is not set: pass --host URL (the Kubeflow Pipelines API, e.g. "
             f"http://localhost:8080 after a port-forward), or set {ENV_PREFIX}KUBEFLOW_HOST"
+        )
+    if not settings.data_pvc and not (settings.pipeline_root or "").startswith("gs://"):
+        root = settings.pipeline_root or "unset (KFP's default, minio://mlpipeline)"
+        raise SettingsError(
+            f"pipeline_root={root} and no data_pvc: the Katib trials and the TFJob could not read "
+            "the dataset (KFP maps minio:// and s3:// to paths inside its own pods only); set "
+            "data_pvc to a ReadWriteMany PersistentVolumeClaim, or pipeline_root to a gs:// folder"
         )
     check_images(
         settings,

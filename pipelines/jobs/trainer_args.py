@@ -43,11 +43,21 @@ def shared_location(artifact: Any, shared_root: str) -> str:
 
 
 def trainer_flags(
-    data: str, *, epochs: int, batch_size: int, metric_tag: str, precision: str, seed: int
+    data: str,
+    *,
+    model: str,
+    weights: str,
+    epochs: int,
+    batch_size: int,
+    metric_tag: str,
+    precision: str,
+    seed: int,
 ) -> list[str]:
     """Fixed trainer flags shared by every trial and the final job, for data at `data`."""
     return [
         flag("data", data),
+        flag("model", model),
+        flag("weights", weights),
         flag("epochs", int(epochs)),
         flag("batch_size", int(batch_size)),
         flag("metric_tag", metric_tag),

@@ -14,7 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.jobs.machines import expected_gpus
 from pipelines.payloads import PayloadError, refuse_camel_case, strict_parse
+from trainer.contract import flag
 
 DEFAULT_MACHINE_TYPE = "n1-standard-4"
 
@@ -44,9 +46,13 @@ def _pool(
     machine_type: str,
     accelerator_type: str | None,
     accelerator_count: int,
+    expect_gpus: bool,
 ) -> dict[str, Any]:
     container: dict[str, Any] = {"image_uri": image_uri, "command": list(command)}
     container["args"] = [str(a) for a in args]
+    gpus = expected_gpus(accelerator_type, accelerator_count) if expect_gpus else 0
+    if gpus:  # the trainer refuses to train on fewer (a container that cannot see the driver)
+        container["args"].append(flag("expected_gpus", gpus))
     if env:
         container["env"] = [{"name": k, "value": str(v)} for k, v in env.items()]
     return {
@@ -65,6 +71,7 @@ def trial_worker_pool_specs(
     machine_type: str = DEFAULT_MACHINE_TYPE,
     accelerator_type: str | None = None,
     accelerator_count: int = 0,
+    expect_gpus: bool = False,
 ) -> list[dict[str, Any]]:
     """The `worker_pool_specs` of an HPT trial: one replica (HPT appends `--<param>=<value>`).
 
@@ -76,6 +83,9 @@ def trial_worker_pool_specs(
         machine_type: Compute Engine machine type.
         accelerator_type: e.g. `NVIDIA_TESLA_T4` (required when `accelerator_count` > 0).
         accelerator_count: Accelerators on the replica (MirroredStrategy over them).
+        expect_gpus: Cloud targets: GPUs are real, so the trainer gets `--expected_gpus`
+            = `accelerator_count` for a GPU type. Locally the count means logical CPU
+            devices and no GPU is expected (False).
     """
     return [
         _pool(
@@ -87,6 +97,7 @@ def trial_worker_pool_specs(
             machine_type=machine_type,
             accelerator_type=accelerator_type,
             accelerator_count=accelerator_count,
+            expect_gpus=expect_gpus,
         )
     ]
 
@@ -101,6 +112,7 @@ def training_worker_pool_specs(
     accelerator_type: str | None = None,
     accelerator_count: int = 0,
     worker_count: int = 0,
+    expect_gpus: bool = False,
 ) -> list[dict[str, Any]]:
     """The final job's `worker_pool_specs`: pool 0 the chief, pool 1 `worker_count` workers.
 
@@ -118,6 +130,7 @@ def training_worker_pool_specs(
         machine_type=machine_type,
         accelerator_type=accelerator_type,
         accelerator_count=accelerator_count,
+        expect_gpus=expect_gpus,
     )
     pools = [_pool(replica_count=1, **common)]  # type: ignore[arg-type]
     if worker_count:

@@ -21,7 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.contract import GOALS, HYPERPARAMETERS
+from trainer.contract import GOALS, Hyperparameter
+from trainer.models import model_spec
 
 PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
 SCALES = ("linear", "log", "reverse_log")
@@ -333,8 +334,20 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
 
 
-def load_search_space(name_or_path: str | None = None) -> SearchSpace:
+def load_search_space(
+    name_or_path: str | None = None,
+    hyperparameters: Mapping[str, Hyperparameter] | None = None,
+    *,
+    open_ended: bool = False,
+) -> SearchSpace:
     """A preset by name (None: `DEFAULT_PRESET`) or a YAML file, checked against the trainer.
+
+    Args:
+        name_or_path: A preset name or a YAML file.
+        hyperparameters: The flags the trainer takes for the chosen model (default: the
+            default model's, `trainer.models.ModelSpec.all_hyperparameters`).
+        open_ended: Ids that are not the trainer's own pass (a model whose own
+            hyperparameters are not known here).
 
     Raises:
         SearchSpaceError: Unreadable, malformed, or proposing values the trainer refuses.
@@ -357,41 +370,53 @@ def load_search_space(name_or_path: str | None = None) -> SearchSpace:
     except yaml.YAMLError as err:
         detail = " ".join(str(err).split())
         raise SearchSpaceError(f"{path}: not valid YAML ({detail})") from err
+    if hyperparameters is None:
+        hyperparameters = model_spec().all_hyperparameters()
     try:
         space = from_dict(data or {})
-        check_against_trainer(space)
+        check_against_trainer(space, hyperparameters, open_ended=open_ended)
     except SearchSpaceError as err:
         raise SearchSpaceError(f"{name_or_path}: {err}") from None
     return space
 
 
-def check_against_trainer(space: SearchSpace) -> None:
+def check_against_trainer(
+    space: SearchSpace,
+    hyperparameters: Mapping[str, Hyperparameter],
+    *,
+    open_ended: bool = False,
+) -> None:
     """Refuse a space the trainer cannot take: every value it can propose must be accepted.
 
-    Each id must be a trainer flag (`trainer.contract.HYPERPARAMETERS`), integer
-    flags take integer or discrete (whole-number) parameters, and every bound and
-    discrete value must be in the flag's range, since the study may propose the bounds.
+    Each id must be one of `hyperparameters` (the trainer's own flags and the model's),
+    integer flags take integer or discrete (whole-number) parameters, string flags
+    categorical ones, and every bound, discrete value and category must be accepted,
+    since the study may propose any of them.
 
     Raises:
         SearchSpaceError: Naming the parameter and what the trainer expects.
     """
     for p in space.all_parameters():
         name = f"parameter {p.parameter_id!r}"
-        spec = HYPERPARAMETERS.get(p.parameter_id)
+        spec = hyperparameters.get(p.parameter_id)
         if spec is None:
+            if open_ended:
+                continue
             raise SearchSpaceError(
                 f"{name}: the trainer has no flag --{p.parameter_id} "
-                f"(expected one of {', '.join(HYPERPARAMETERS)})"
+                f"(expected one of {', '.join(hyperparameters)})"
             )
-        if p.type == "categorical" or (spec.kind is int and p.type == "double"):
+        numeric_flag = spec.kind is not str
+        if (p.type == "categorical") == numeric_flag or (spec.kind is int and p.type == "double"):
+            hint = {int: " (use type integer or discrete)", str: " (use type categorical)"}
             raise SearchSpaceError(
                 f"{name}: a {p.type}, but --{p.parameter_id} takes {spec.expected}"
-                + (" (use type integer or discrete)" if spec.kind is int else "")
+                + hint.get(spec.kind, "")
             )
         bounds = (("min", p.min), ("max", p.max)) if p.type in ("double", "integer") else ()
         values = tuple(("value", v) for v in p.values)
         for what, value in (*bounds, *values):
-            if not spec.accepts(float(value)):  # type: ignore[arg-type]
+            if not spec.accepts(value if spec.kind is str else float(value)):  # type: ignore[arg-type]
                 raise SearchSpaceError(
                     f"{name}: {what} {value} is refused by the trainer "
                     f"(--{p.parameter_id} takes {spec.expected})"

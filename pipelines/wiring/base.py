@@ -21,12 +21,18 @@ class Binding:
       best_trial_id) -> registered model`
     * `mount_data(task, settings)`: what a step that reads or writes the dataset or the
       model needs to reach them (Kubeflow: the shared PVC); nothing elsewhere.
+    * `expects_gpus`: a pool's GPU `accelerator_count` is real hardware, so the trainer is
+      told to expect it (`--expected_gpus`); False where the count means logical CPU
+      devices (local).
+    * `hidden_parameters`: pipeline parameters the target never reads, left out of its spec.
     """
 
     tune: Callable[..., Any]
     train_final: Callable[..., Any]
     register: Callable[..., Any]
     mount_data: Callable[[Any, Any], Any] = lambda task, settings: task
+    expects_gpus: bool = True
+    hidden_parameters: frozenset[str] = frozenset()
 
 
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:

@@ -51,6 +51,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         display_name=p.study_display_name,
         experiment_name="",  # derived from the study folder: a rerun resumes the Experiment
         early_stopping=p.early_stopping,
+        study_dir=p.study_dir,  # given: a later run may resume the Experiment
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects
@@ -90,6 +91,8 @@ def _kubeflow_register(
         model_name=p.model_display_name,
         model_registry_url=settings.model_registry_url or "",
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
+        data_pvc=settings.data_pvc or "",  # the registry gets pvc://<claim>/<path>
+        data_mount_path=settings.data_mount_path,
     ).set_display_name("Register model (KFP Model + Model Registry)")
     task.set_caching_options(False)  # may write to Model Registry
     return task.outputs["registered"]

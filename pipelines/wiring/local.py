@@ -45,4 +45,6 @@ def _local_register(
     )
 
 
-BINDING = Binding(tune=_local_tune, train_final=_local_train, register=_local_register)
+BINDING = Binding(
+    tune=_local_tune, train_final=_local_train, register=_local_register, expects_gpus=False
+)

@@ -3,8 +3,8 @@
 Tuning is an HPT job sent with GCPC's own launcher code (with the study's stopping
 spec, which `HyperparameterTuningJobRunOp` cannot send) followed by a step that reads
 the job's trials into the trials artifact; the final job is `CustomTrainingJobOp`; the
-model is uploaded to Vertex Model Registry (a new version when one exists) with
-its evaluation attached.
+model is uploaded to Vertex Model Registry (a new version when one exists, which
+takes the `default` alias unless `keep_default_version`) with its evaluation attached.
 """
 
 import warnings
@@ -21,7 +21,8 @@ from components.fetch_trials import fetch_trials
 from components.find_model import find_parent_model
 from components.train_final import model_from_job
 from components.tune_vertex import tune_on_vertex
-from pipelines.settings import Settings
+from pipelines.jobs.machines import MachineError, check_machine
+from pipelines.settings import Settings, SettingsError
 from pipelines.wiring.base import Binding, study_inputs
 
 with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
@@ -31,7 +32,21 @@ with warnings.catch_warnings():  # GCPC's preview package warns about kfp's futu
     )
 
 
+def _check_machines(settings: Settings) -> None:
+    """Refuse machine/accelerator pairs Vertex refuses (`pipelines/jobs/machines.py`)."""
+    for pool in ("trial", "final"):
+        machine, accelerator, count = (
+            getattr(settings, f"{pool}_{part}")
+            for part in ("machine_type", "accelerator_type", "accelerator_count")
+        )
+        try:
+            check_machine(machine, accelerator, count, what=f"{pool}_machine_type")
+        except MachineError as err:
+            raise SettingsError(str(err)) from None
+
+
 def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
+    _check_machines(settings)
     study = op(tune_on_vertex)(
         display_name=p.study_display_name,
         project=PROJECT_ID_PLACEHOLDER,
@@ -81,20 +96,25 @@ def _vertex_register(
         artifact_class=artifact_types.UnmanagedContainerModel,
         metadata={"containerSpec": {"imageUri": settings.serving_image}},
     ).set_display_name("Serving container model")
+    parent = op(find_parent_model)(
+        display_name=p.model_display_name, location=p.location, parent_model=p.parent_model
+    ).set_display_name("Find the model to version")
+    parent.set_caching_options(False)  # reads the Model Registry: a cached "no model yet" lies
     upload_args = dict(
-        display_name=p.model_display_name,
+        display_name=parent.outputs["json_display_name"],  # escaped: GCPC splices it into JSON
         unmanaged_container_model=serving.output,
         location=p.location,
         labels=p.labels,
         encryption_spec_key_name=p.encryption_spec_key_name,
         description="Tuned and multi-worker trained by hpt-pipeline",
     )
-    parent = op(find_parent_model)(
-        display_name=p.model_display_name, location=p.location, parent_model=p.parent_model
-    ).set_display_name("Find the model to version")
-    parent.set_caching_options(False)  # reads the Model Registry: a cached "no model yet" lies
+    # GCPC gives `default` only to a model's first version (aiplatform's upload moves it):
+    # a new version must take it, or whatever serves the model by name keeps version 1.
+    aliases = [] if settings.keep_default_version else ["default"]
     with dsl.If(parent.outputs["Output"] == True, name="new-version"):  # noqa: E712
-        as_version = ModelUploadOp(parent_model=parent.outputs["model"], **upload_args)
+        as_version = ModelUploadOp(
+            parent_model=parent.outputs["model"], version_aliases=aliases, **upload_args
+        )
         as_version.set_display_name("Register a new model version (Vertex Model Registry)")
         as_version.set_caching_options(False)
     with dsl.Else(name="first-version"):
@@ -111,4 +131,9 @@ def _vertex_register(
     return uploaded
 
 
-BINDING = Binding(tune=_vertex_tune, train_final=_vertex_train, register=_vertex_register)
+BINDING = Binding(
+    tune=_vertex_tune,
+    train_final=_vertex_train,
+    register=_vertex_register,
+    hidden_parameters=frozenset({"study_dir", "registry_dir", "shared_root"}),  # local/Kubeflow
+)

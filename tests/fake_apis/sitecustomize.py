@@ -3,7 +3,8 @@
 `tests/test_cancellation.py` puts this folder first on the `PYTHONPATH` of the
 component's exact container command. `HPT_FAKE_API` picks the API (`vertex`: GCPC's
 `JobServiceClient`, credentials and the cancel POST; `kubeflow`: the Kubernetes
-`CustomObjectsApi` and its configuration); nothing else changes. Each call is
+`CustomObjectsApi` and `CoreV1Api`, answering as a Kubeflow profile namespace, and its
+configuration); nothing else changes. Each call is
 appended to `$HPT_FAKE_RECORD/<call>.jsonl`; the first status read (the job exists
 and is being waited on) writes the process id to `$HPT_FAKE_RECORD/waiting`.
 """
@@ -63,9 +64,18 @@ def fake_kubeflow() -> None:
     from kubernetes import client, config
 
     class CustomObjectsApi:
-        def create_namespaced_custom_object(self, group, version, namespace, plural, body):
-            record("create", {"where": [group, version, namespace, plural], "body": body})
+        def create_namespaced_custom_object(
+            self, group, version, namespace, plural, body, dry_run=None
+        ):
+            if dry_run != "All":  # the cluster check's dry run stores nothing
+                record("create", {"where": [group, version, namespace, plural], "body": body})
             return body
+
+        def get_api_resources(self, group, version):  # the Training Operator v1 is installed
+            tfjobs = client.V1APIResource(
+                name="tfjobs", singular_name="tfjob", namespaced=True, kind="TFJob", verbs=["get"]
+            )
+            return client.V1APIResourceList(group_version=f"{group}/{version}", resources=[tfjobs])
 
         def get_namespaced_custom_object(self, group, version, namespace, plural, name):
             waiting()
@@ -80,8 +90,28 @@ def fake_kubeflow() -> None:
         def delete_namespaced_custom_object(self, group, version, namespace, plural, name, **kw):
             record("delete", {"where": [group, version, namespace, plural, name], **kw})
 
+    class CoreV1Api:  # a Kubeflow profile namespace with a ReadWriteMany data claim
+        def read_namespace(self, name):
+            labels = {
+                "app.kubernetes.io/part-of": "kubeflow-profile",
+                "katib.kubeflow.org/metrics-collector-injection": "enabled",
+            }
+            return client.V1Namespace(metadata=client.V1ObjectMeta(name=name, labels=labels))
+
+        def read_namespaced_persistent_volume_claim(self, name, namespace):
+            modes = ["ReadWriteMany"]
+            return client.V1PersistentVolumeClaim(
+                spec=client.V1PersistentVolumeClaimSpec(access_modes=modes),
+                status=client.V1PersistentVolumeClaimStatus(access_modes=modes),
+            )
+
+        def list_node(self):
+            gpus = client.V1NodeStatus(allocatable={"nvidia.com/gpu": "8"})
+            return client.V1NodeList(items=[client.V1Node(status=gpus)])
+
     config.load_incluster_config = lambda *a, **k: None
     client.CustomObjectsApi = CustomObjectsApi
+    client.CoreV1Api = CoreV1Api
 
 
 if os.environ.get("HPT_FAKE_API") == "vertex":

@@ -16,6 +16,10 @@ expression would be read seconds first, so `kfp_cron` prepends `0` (second 0).
 That parser has no `TZ=` prefix (the scheduler's `CRON_SCHEDULE_TIMEZONE`
 applies), no `L`/`W`/`#` and a day-of-week of 0-6: those are refused here.
 `max_concurrency` must be 1..10 (the same file).
+
+Credentials (`client_credentials`): multi-user Kubeflow answers a request without an
+identity with "there is no user identity header"; a bearer token, the auth proxy's session
+cookie or an in-cluster service-account token file is sent, as `kfp.Client` supports them.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
 import re
 import warnings
 from collections.abc import Mapping
@@ -266,7 +271,48 @@ def connect(settings: Settings) -> kfp.Client:
         )
     with warnings.catch_warnings():  # "only works with KFP 2.0.0-beta.2 and later": we know
         warnings.simplefilter("ignore", FutureWarning)
-        return kfp.Client(host=settings.kubeflow_host, namespace=settings.kubeflow_namespace)
+        return kfp.Client(
+            host=settings.kubeflow_host,
+            namespace=settings.kubeflow_namespace,
+            **client_credentials(settings),
+        )
+
+
+def client_credentials(settings: Settings) -> dict[str, Any]:
+    """`kfp.Client` keyword arguments for the settings' credential (see the module docstring).
+
+    Multi-user Kubeflow Pipelines accepts a request with an identity: the auth proxy's
+    `kubeflow-userid` header (set by the gateway after Dex/oauth2-proxy, from its session
+    cookie) or a bearer token (`apiserver/auth/auth.go`). In order:
+
+    * `kubeflow_token`: `Authorization: Bearer <token>` (`existing_token`), e.g. from
+      `kubectl create token default-editor -n NS --audience=pipelines.kubeflow.org`;
+    * `kubeflow_cookie`: the session cookie sent as `Cookie` (`cookies`), e.g.
+      `oauth2_proxy_kubeflow=…` (Kubeflow 1.9+), copied from a logged-in browser;
+    * `kubeflow_token_file`, else kfp's in-cluster token file when it exists
+      (`$KF_PIPELINES_SA_TOKEN_PATH`, default `/var/run/secrets/kubeflow/pipelines/token`):
+      kfp's `ServiceAccountTokenVolumeCredentials`, re-read before every request.
+
+    Raises:
+        SettingsError: `kubeflow_token_file` names no readable file.
+    """
+    if settings.kubeflow_token:
+        return {"existing_token": settings.kubeflow_token}
+    if settings.kubeflow_cookie:
+        return {"cookies": settings.kubeflow_cookie}
+    from kfp import client as kfp_client
+    from kfp.client.set_volume_credentials import ServiceAccountTokenVolumeCredentials
+
+    path = settings.kubeflow_token_file
+    if path:
+        if not Path(path).is_file():
+            raise SettingsError(f"kubeflow_token_file={path}: no such file (a bearer token file)")
+    else:
+        path = os.environ.get(kfp_client.KF_PIPELINES_SA_TOKEN_ENV) or ""
+        path = path or kfp_client.KF_PIPELINES_SA_TOKEN_PATH
+        if not Path(path).is_file():
+            return {}
+    return {"credentials": ServiceAccountTokenVolumeCredentials(path)}
 
 
 def experiment_id(client: kfp.Client, name: str, namespace: str | None) -> str:

@@ -59,12 +59,19 @@ Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
   stand-in's floor, capped at `maxTrialCount`.
 * Measurement selection: BEST → metric strategy `max`/`min` by goal (Katib's default,
   `experiment_defaults.go` l.65-77), LAST → `latest`; `katib_trials` reads the same one.
-* `resumePolicy: FromVolume`: a finished Experiment can be restarted (a larger
-  `maxTrialCount`) only with LongRunning or FromVolume (`validator.go` l.125-131); FromVolume
-  keeps the suggestion's state on a PVC and frees its pod when the Experiment ends, where
-  LongRunning keeps a pod per finished Experiment. Needs a default StorageClass (1 small PVC).
+* `resumePolicy`: a finished Experiment can be restarted (a larger `maxTrialCount`) only
+  with LongRunning or FromVolume (`validator.go` l.125-131). A study folder the user names
+  (`study_dir`) can be resumed by a later run: FromVolume, which keeps the suggestion's state
+  on a 1 Gi PVC (a default StorageClass is needed) and frees its pod when the Experiment
+  ends. A per-run study folder (the default) is never resumed: `Never`, so Katib deletes the
+  suggestion's Deployment when it ends and no PVC is left per run (a schedule would pile
+  them up). The Experiment object itself stays, with its Trials, for Katib's UI;
+  `kubectl delete experiments -n NS -l app.kubernetes.io/part-of=hpt-pipeline` removes them.
   A retried task, or a rerun on the same study folder (same Experiment name), reuses the
   object (`katib_tune`).
+* `trialTemplate.retain: true`: Katib keeps finished trials' Jobs (and so their pods and
+  logs) instead of deleting them; a failed trial's log is what says why. They go with the
+  Experiment.
 """
 
 from __future__ import annotations
@@ -101,11 +108,13 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # consts.LabelExperimentName
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
 EARLY_STOPPING = "medianstop"
 MEDIANSTOP_SETTINGS = {"min_trials_required": "3", "start_step": "1"}
-RESUME_POLICY = "FromVolume"
+RESUME_POLICY = "FromVolume"  # a study folder the user names (`study_dir`): resumable
+PER_RUN_POLICY = "Never"  # a per-run study folder: never resumed, so no PVC or suggestion pod kept
 STRATEGIES = {"LAST_MEASUREMENT": "latest"}  # BEST_MEASUREMENT: by goal (below)
 TYPES = {"double": "double", "integer": "int", "discrete": "discrete", "categorical": "categorical"}
 
 SPEC_HASH_ANNOTATION = "hpt-pipeline/spec-sha256"
+PART_OF = {"app.kubernetes.io/part-of": "hpt-pipeline"}  # what cleanup selects
 EDITABLE = ("maxTrialCount", "parallelTrialCount", "maxFailedTrialCount")  # validator.go l.137-141
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
@@ -246,6 +255,7 @@ def build_experiment(
             "source": {"fileSystemPath": {"path": METRICS_FILE, "kind": "File", "format": "JSON"}},
         },
         "trialTemplate": {
+            "retain": True,  # keep finished trials' Jobs and pods: failed trials' logs stay
             "primaryContainerName": PRIMARY_CONTAINER,
             "successCondition": JOB_SUCCESS,
             "failureCondition": JOB_FAILURE,
@@ -261,7 +271,7 @@ def build_experiment(
     body = {
         "apiVersion": API_VERSION,
         "kind": "Experiment",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(PART_OF)},
         "spec": spec,
     }
     out = round_trip(body)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipelines.targets.kubeflow import kube, tfjob
+from pipelines.targets.kubeflow import cluster_checks, kube, tfjob
 from pipelines.targets.kubeflow.waiting import KubeflowJobError, last_true_condition, wait_for
 
 DEFAULT_TIMEOUT_S = 24 * 3600
@@ -61,6 +61,7 @@ def run_final_job(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     poll_s: float = DEFAULT_POLL_S,
     api: Any = None,
+    core_api: Any = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     echo: Callable[[str], None] = print,
@@ -81,6 +82,7 @@ def run_final_job(
             operator stops it when the wait gives up.
         poll_s: Seconds between status reads.
         api: A `CustomObjectsApi`; default `kube.custom_objects_api()`.
+        core_api: A `CoreV1Api` for the cluster checks; default `kube.core_v1_api()`.
         clock: Monotonic clock (tests).
         sleep: Sleep (tests).
         echo: Where progress lines go.
@@ -91,6 +93,7 @@ def run_final_job(
     Raises:
         KubeflowJobError: The job failed (the operator's message) or timed out; one line.
         tfjob.TFJobError: The pools do not make a TFJob the operator accepts.
+        cluster_checks.ClusterCheckError: The cluster cannot run it, before it is created.
         SystemExit: SIGTERM (the run cancelled): the TFJob was deleted; status 143.
     """
     from kubernetes.client import ApiException
@@ -109,6 +112,21 @@ def run_final_job(
         active_deadline_seconds=int(timeout_s),
     )
     api = api if api is not None else kube.custom_objects_api()
+    core_api = core_api if core_api is not None else kube.core_v1_api()
+    cluster_checks.check_pods_can_run(
+        core_api,
+        api,
+        namespace=namespace,
+        worker_pool_specs=worker_pool_specs,
+        pvc_name=data_pvc or "",
+        pvc_mount_path=data_mount_path,
+        gpu_setting="final_accelerator_count",
+        echo=echo,
+    )
+    # The chief's export must reach this step's pod (it describes the model next).
+    cluster_checks.check_shared_path(
+        base_output_directory, "base_output_directory", data_pvc or "", data_mount_path
+    )
     where = dict(group=tfjob.GROUP, version=tfjob.VERSION, plural=tfjob.PLURAL)
     with kube.deleted_on_sigterm(api, **where, namespace=namespace, name=name, echo=echo):
         try:

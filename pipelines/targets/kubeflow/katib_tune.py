@@ -22,16 +22,25 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.study.spec_reader import from_study_spec
+from pipelines.targets.kubeflow import cluster_checks, kube
 from pipelines.targets.kubeflow import experiment as katib
-from pipelines.targets.kubeflow import kube
 from pipelines.targets.kubeflow.katib_rules import check_experiment
 from pipelines.targets.kubeflow.katib_trials import metric_strategies, to_vertex_trials
-from pipelines.targets.kubeflow.waiting import KubeflowJobError, last_true_condition, wait_for
+from pipelines.targets.kubeflow.waiting import (
+    KubeflowJobError,
+    last_true_condition,
+    wait_for,
+    wait_until,
+)
 
 DEFAULT_TIMEOUT_S = 7 * 24 * 3600
 DEFAULT_POLL_S = 30.0
 WHERE = dict(group=katib.GROUP, version=katib.VERSION, plural=katib.EXPERIMENTS)
 _DONE = ("trialsSucceeded", "trialsFailed", "trialsKilled", "trialsEarlyStopped")
+FINISHED = ("Succeeded", "Failed")
+MAX_TRIALS_REACHED = "ExperimentMaxTrialsReached"  # status_util.go, the only restartable end
+RESTARTABLE = ("FromVolume", "LongRunning")  # resume policies a finished Experiment restarts with
+RESTART_TIMEOUT_S = 600.0  # Katib reconciles a patched Experiment within seconds
 
 
 def progress_line(obj: Mapping[str, Any]) -> str:
@@ -68,7 +77,34 @@ def progress_line(obj: Mapping[str, Any]) -> str:
     return line
 
 
-def _resume(api: Any, found: dict[str, Any], body: Mapping[str, Any], echo: Any) -> dict[str, Any]:
+def _not_applied(found: Mapping[str, Any], final_max: int) -> str:
+    """Why Katib's webhook would refuse the edit (`validator.go` l.118-141), or ""."""
+    trials = int((found.get("status") or {}).get("trials") or 0)
+    cond = last_true_condition(found) or {}
+    kind, reason = cond.get("type"), cond.get("reason")
+    policy = (found.get("spec") or {}).get("resumePolicy")
+    if final_max <= trials:
+        return f"Katib takes an edit only with maxTrialCount above its {trials} trials"
+    if kind in FINISHED and not (
+        kind == "Succeeded" and reason == MAX_TRIALS_REACHED and policy in RESTARTABLE
+    ):
+        return (
+            f"Katib restarts a finished Experiment only when it Succeeded on its trial budget "
+            f"with resumePolicy {' or '.join(RESTARTABLE)} (it is {kind} ({reason}), "
+            f"resumePolicy {policy})"
+        )
+    return ""
+
+
+def _resume(api: Any, found: dict[str, Any], body: Mapping[str, Any], echo: Any) -> bool:
+    """Wait on an existing Experiment, patching its trial counts; True if Katib must restart it.
+
+    A finished Experiment restarts asynchronously (`experiment_controller.go`: the next
+    reconcile marks it Restarting), so a caller that patched one must not trust the next
+    read. An edit the webhook would refuse (any edit needs `maxTrialCount` above the trials
+    run; a finished one restarts only from Succeeded on its trial budget with FromVolume or
+    LongRunning) is not sent: the line names the values not applied and why.
+    """
     meta = found["metadata"]
     ours = body["metadata"]["annotations"][katib.SPEC_HASH_ANNOTATION]
     theirs = (meta.get("annotations") or {}).get(katib.SPEC_HASH_ANNOTATION)
@@ -82,23 +118,35 @@ def _resume(api: Any, found: dict[str, Any], body: Mapping[str, Any], echo: Any)
     changes = {
         k: body["spec"][k] for k in katib.EDITABLE if found["spec"].get(k) != body["spec"].get(k)
     }
-    trials = int((found.get("status") or {}).get("trials") or 0)
-    if changes and changes.get("maxTrialCount", trials + 1) <= trials:
-        echo(f"{where}: already has {trials} trials, keeping it as it is")
-        return found
-    if changes:
-        shown = ", ".join(f"{k} {found['spec'].get(k)} → {v}" for k, v in changes.items())
-        echo(f"{where}: resuming with {shown}")
-        return api.patch_namespaced_custom_object(  # type: ignore[no-any-return]
-            WHERE["group"],
-            WHERE["version"],
-            meta["namespace"],
-            WHERE["plural"],
-            meta["name"],
-            {"spec": changes},
-        )
-    echo(f"{where}: exists, waiting on it")
-    return found
+    if not changes:
+        echo(f"{where}: exists, waiting on it")
+        return False
+    shown = ", ".join(f"{k} {found['spec'].get(k)} → {v}" for k, v in changes.items())
+    why = _not_applied(found, int(changes.get("maxTrialCount", found["spec"]["maxTrialCount"])))
+    if why:
+        echo(f"{where}: not applied ({shown}): {why}; keeping it as it is")
+        return False
+    echo(f"{where}: resuming with {shown}")
+    api.patch_namespaced_custom_object(
+        WHERE["group"],
+        WHERE["version"],
+        meta["namespace"],
+        WHERE["plural"],
+        meta["name"],
+        {"spec": changes},
+    )
+    return (last_true_condition(found) or {}).get("type") in FINISHED
+
+
+def _restarted(before: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """Whether Katib has acted on the patch: no longer finished, or more trials than before."""
+    trials = int((before.get("status") or {}).get("trials") or 0)
+
+    def done(obj: dict[str, Any]) -> bool:
+        kind = (last_true_condition(obj) or {}).get("type")
+        return kind not in FINISHED or int((obj.get("status") or {}).get("trials") or 0) > trials
+
+    return done
 
 
 def run_katib_study(
@@ -121,9 +169,11 @@ def run_katib_study(
     pvc_name: str = "",
     pvc_mount_path: str = "",
     early_stopping: bool = False,
+    resumable: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     poll_s: float | None = None,
     api: Any = None,
+    core_api: Any = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     echo: Callable[[str], None] = print,
@@ -149,9 +199,12 @@ def run_katib_study(
         pvc_name: A PVC mounted in every trial pod ("" for none).
         pvc_mount_path: Where it is mounted.
         early_stopping: Katib's median stopping rule.
+        resumable: A later run may resume it (the user named the study folder): resume
+            policy FromVolume; else Never (no PVC kept per run).
         timeout_s: Longest wait.
         poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
         api: A `CustomObjectsApi`; default `kube.custom_objects_api()`.
+        core_api: A `CoreV1Api` for the cluster checks; default `kube.core_v1_api()`.
         clock: Monotonic clock (tests).
         sleep: Sleep (tests).
         echo: Where progress lines go.
@@ -162,6 +215,7 @@ def run_katib_study(
     Raises:
         KubeflowJobError: Not created, failed (Katib's reason) or timed out; one line.
         KatibSpecError, KatibRuleError: A study Katib cannot run or would refuse.
+        ClusterCheckError: The cluster cannot run it (`cluster_checks`), before anything starts.
         SystemExit: SIGTERM (the run cancelled): the Experiment was deleted; status 143.
     """
     from kubernetes.client import ApiException
@@ -185,19 +239,37 @@ def run_katib_study(
         pvc_name=pvc_name,
         pvc_mount_path=pvc_mount_path,
         early_stopping=early_stopping,
+        resume_policy=katib.RESUME_POLICY if resumable else katib.PER_RUN_POLICY,
     )
     check_experiment(body)
     api = api if api is not None else kube.custom_objects_api()
+    core_api = core_api if core_api is not None else kube.core_v1_api()
+    cluster_checks.check_pods_can_run(
+        core_api,
+        api,
+        namespace=namespace,
+        worker_pool_specs=worker_pool_specs,
+        pvc_name=pvc_name,
+        pvc_mount_path=pvc_mount_path,
+        gpu_setting="trial_accelerator_count",
+        echo=echo,
+    )
+    admitted = cluster_checks.dry_run_experiment(api, body, **WHERE)
+    if admitted is not None:
+        cluster_checks.check_log_scales(body, admitted)
     with kube.deleted_on_sigterm(api, **WHERE, namespace=namespace, name=name, echo=echo):
+        restarting, found = False, None
         try:
             found, created = kube.create_or_get(api, body=body, **WHERE)
             if created:
                 echo(f"Experiment {namespace}/{name}: created")
             else:
-                _resume(api, found, body, echo)
+                cluster_checks.check_log_scales(body, found)
+                restarting = _resume(api, found, body, echo)
         except ApiException as err:
+            what = "not created" if found is None else "not resumed"
             raise KubeflowJobError(
-                f"Experiment {namespace}/{name}: not created ({kube.api_error_line(err)})"
+                f"Experiment {namespace}/{name}: {what} ({kube.api_error_line(err)})"
             ) from None
         last: list[str] = []
 
@@ -212,11 +284,23 @@ def run_katib_study(
                 WHERE["group"], WHERE["version"], namespace, WHERE["plural"], name
             )
 
+        poll = poll_s or DEFAULT_POLL_S
+        if restarting:  # the first reads after the patch still show the finished study
+            wait_until(
+                get,
+                _restarted(found),
+                what="patched, but Katib has not restarted it (is katib-controller running?)",
+                timeout_s=min(timeout_s, RESTART_TIMEOUT_S),
+                poll_s=poll,
+                clock=clock,
+                sleep=sleep,
+            )
+            echo(f"Experiment {namespace}/{name}: restarted by Katib")
         try:
             done = wait_for(
                 get,
                 timeout_s=timeout_s,
-                poll_s=poll_s or DEFAULT_POLL_S,
+                poll_s=poll,
                 clock=clock,
                 sleep=sleep,
                 on_status=on_status,

@@ -17,6 +17,19 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 CANCELLED_EXIT = 128 + signal.SIGTERM  # what a process killed by SIGTERM reports
+# Kubeflow profile namespaces (and `kubeflow`) inject Istio's sidecar; a pod that must *finish*
+# (a trial's Job, a TFJob replica) opts out, or the sidecar keeps it Running for ever.
+NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
+
+
+def _load_config() -> Any:
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client
 
 
 def custom_objects_api() -> Any:
@@ -25,13 +38,12 @@ def custom_objects_api() -> Any:
     Raises:
         kubernetes.config.ConfigException: Neither is available.
     """
-    from kubernetes import client, config
+    return _load_config().CustomObjectsApi()
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.CustomObjectsApi()
+
+def core_v1_api() -> Any:
+    """A `kubernetes.client.CoreV1Api` (namespaces, claims, nodes), configured as above."""
+    return _load_config().CoreV1Api()
 
 
 def create_or_get(

@@ -30,6 +30,8 @@ def _root(settings: Settings) -> str:
 def _args(settings: Settings) -> list[str]:
     return trainer_args.trainer_flags(
         f"{_root(settings)}/example/dataset",
+        model=settings.model,
+        weights=settings.weights or "",
         epochs=settings.epochs,
         batch_size=settings.batch_size,
         metric_tag=settings.metric_tag,
@@ -45,6 +47,7 @@ def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -
         args=_args(settings),
         accelerator_type=accelerator if accelerators else None,
         accelerator_count=accelerators,
+        expect_gpus=True,  # the pod requests the GPUs: the trainer refuses to train without them
     )
     return {**pools[0], "replica_count": count}
 

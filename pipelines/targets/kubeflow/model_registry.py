@@ -10,6 +10,19 @@ MODEL_FORMAT = ("tensorflow", "2")  # a SavedModel
 AUTHOR = "hpt-pipeline"
 
 
+def storage_uri(location: str, data_pvc: str, data_mount_path: str) -> str:
+    """Where a server outside this pod finds the model: `pvc://<claim>/<path>` on the data claim.
+
+    A path under the claim's mount is only meaningful in pods that mount it; KServe and
+    Model Registry's deploy flow read `pvc://<claim>/<path in the claim>`. Object store
+    URIs (gs://) are kept as they are.
+    """
+    root = data_mount_path.rstrip("/") + "/"
+    if data_pvc and location.startswith(root):
+        return f"pvc://{data_pvc}/{location[len(root) :]}"
+    return location
+
+
 def registry_metadata(metrics: Mapping[str, Any], lineage: Mapping[str, Any]) -> dict[str, Any]:
     """Version metadata Model Registry accepts (str, int, float, bool values only)."""
     found: dict[str, Any] = {}

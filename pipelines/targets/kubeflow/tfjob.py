@@ -23,6 +23,11 @@ Choices, and why:
 * Machines: Kubernetes has no machine types; every replica gets the `cpu` and
   `memory` requests and limits, plus `nvidia.com/gpu` = accelerator_count when the
   pool has accelerators.
+* Istio: profile namespaces inject a sidecar, which keeps the chief `Running` after it
+  exits (the operator counts replicas by pod phase, release-1.9 `tensorflow/util.go`), so
+  the job would wait out `activeDeadlineSeconds`; every replica's pod template carries
+  `sidecar.istio.io/inject: "false"` (training-operator PR #1778; the kubeflow-training
+  1.9 SDK sets it too).
 * The container is named `tensorflow` and declares port `tfjob-port` (2222): the
   operator sets `TF_CONFIG` only in that container (`SetClusterSpec`), and the
   validating webhook refuses a replica without it.
@@ -38,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.jobs.replica_env import output_dirs
+from pipelines.targets.kubeflow.kube import NO_SIDECAR
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -132,7 +138,9 @@ def _replica_spec(
     return models.KubeflowOrgV1ReplicaSpec(
         replicas=replicas,
         restart_policy=RESTART_POLICY,
-        template=k8s.V1PodTemplateSpec(spec=pod),
+        template=k8s.V1PodTemplateSpec(
+            metadata=k8s.V1ObjectMeta(annotations=dict(NO_SIDECAR)), spec=pod
+        ),
     )
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pipelines.payloads import payload_items
 from pipelines.study.search_space import SearchSpace
+from pipelines.targets.kubeflow.kube import NO_SIDECAR
 from trainer.contract import format_value
 
 METRICS_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default path
@@ -148,8 +149,7 @@ def trial_job(
         spec=client.V1JobSpec(
             backoff_limit=0,  # a failed trial is failed, as on Vertex
             template=client.V1PodTemplateSpec(
-                # Istio's sidecar would keep the Job's pod running (Kubeflow profiles inject it).
-                metadata=client.V1ObjectMeta(annotations={"sidecar.istio.io/inject": "false"}),
+                metadata=client.V1ObjectMeta(annotations=dict(NO_SIDECAR)),
                 spec=client.V1PodSpec(
                     containers=[container],
                     restart_policy="Never",

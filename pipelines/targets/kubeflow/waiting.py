@@ -120,3 +120,32 @@ def wait_for(
                 f"(last condition: {_condition_text(cond)})"
             )
         sleep(min(poll_s, remaining))
+
+
+def wait_until(
+    get: Callable[[], dict[str, Any]],
+    done: Callable[[dict[str, Any]], bool],
+    *,
+    what: str,
+    timeout_s: float,
+    poll_s: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Poll until `done(object)`; e.g. until a controller has acted on an edit.
+
+    Raises:
+        KubeflowJobError: Not done within `timeout_s`: `what`, the object and its last condition.
+    """
+    deadline = clock() + timeout_s
+    while True:
+        obj = get()
+        if done(obj):
+            return obj
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise KubeflowJobError(
+                f"{describe(obj)}: {what} within {timeout_s:g}s "
+                f"(last condition: {_condition_text(last_true_condition(obj))})"
+            )
+        sleep(min(poll_s, remaining))

@@ -1,5 +1,6 @@
 """Look up Vertex Model Registry entries (for uploading new versions of the same model)."""
 
+import json
 from typing import Any
 
 
@@ -13,7 +14,7 @@ def latest_model(
     from google.cloud import aiplatform
 
     models = aiplatform.Model.list(
-        filter=f'display_name="{display_name}"',
+        filter=f"display_name={json.dumps(display_name)}",  # quotes in the name escaped
         order_by="create_time desc",
         project=project,
         location=location,
@@ -25,3 +26,8 @@ def latest_model(
 def model_uri(resource_name: str, location: str) -> str:
     """The artifact URI GCPC uses for a `google.VertexModel`."""
     return f"https://{location}-aiplatform.googleapis.com/v1/{resource_name}"
+
+
+def json_string_body(text: str) -> str:
+    """`text` as it goes between the quotes of a JSON string (GCPC splices names into JSON)."""
+    return json.dumps(text, ensure_ascii=False)[1:-1]

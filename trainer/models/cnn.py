@@ -7,8 +7,12 @@ from collections.abc import Sequence
 import keras
 
 
-def build_model(
-    image_shape: Sequence[int], num_classes: int, num_units: int, input_dtype: str = "float32"
+def build(
+    image_shape: Sequence[int],
+    num_classes: int,
+    *,
+    num_units: int = 128,
+    input_dtype: str = "float32",
 ) -> keras.Model:
     """Conv 16/32/64 + MaxPool + ReLU blocks, Dense(num_units), and a logits head.
 

@@ -1,0 +1,307 @@
+"""What the cluster must offer a Kubeflow step, checked through its API before anything starts.
+
+A standard Kubeflow install (manifests v1.9-v1.11) fails a run in ways only the cluster
+can tell; each is read here, before the Experiment or the TFJob is created, and refused in
+one line naming the remedy:
+
+* **No TFJob API**: Kubeflow 1.11+ installs Trainer v2 (`TrainJob`, no TensorFlow runtime)
+  and no `tfjobs.kubeflow.org` (manifests #3181): the train step would 404 after the whole
+  study. Read by API discovery (`GET /apis/kubeflow.org/v1`), which every authenticated
+  account may do.
+* **Katib < 0.18** has no `feasibleSpace.distribution` (all of Kubeflow 1.9): its
+  defaulting webhook decodes the Experiment into its Go types and answers with a patch
+  from the raw object (`mutate_webhook.go`, `PatchResponseFromRaw`), which removes the
+  unknown field, and hyperopt searches the log-scale parameter uniformly. The CRD carries
+  no schema in any release (`x-kubernetes-preserve-unknown-fields`, v0.17.0-v0.19.0), so
+  the check is a server-side dry run of the Experiment (`dryRun=All`: the webhooks run,
+  nothing is stored) or, for an existing one, the stored object: a `logUniform` that did
+  not come back is refused.
+* **A data claim that is not ReadWriteMany**: parallel trials, the TFJob's replicas and
+  the pipeline's steps mount `data_pvc` from several nodes at once.
+* **A namespace that is not a Kubeflow profile**: since Kubeflow 1.9 a NetworkPolicy
+  (`common/networkpolicies/base/katib-db-manager.yaml`) lets the metrics collector reach
+  Katib's DB only from namespaces labelled `app.kubernetes.io/part-of=kubeflow-profile`
+  (or Katib's own); without the collector label Katib injects no collector at all. Istio
+  injection is reported (the trial and replica pods opt out of it, `kube.NO_SIDECAR`).
+* **GPUs no node has**: trial or replica pods asking for more `nvidia.com/gpu` than any
+  node offers stay Pending until the timeout (e.g. the Vertex-sized defaults on a CPU-only
+  cluster).
+* **A data or output path only one pod sees** (`check_shared_path`).
+
+An account that may not read an object (403) is told so in one line and the run goes on:
+the check is a help, not a new permission (`rbac.yaml` grants what it needs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pipelines.payloads import payload_items
+from pipelines.targets.kubeflow.kube import api_error_line
+from pipelines.targets.kubeflow.waiting import KubeflowJobError
+
+PROFILE_LABEL = ("app.kubernetes.io/part-of", "kubeflow-profile")
+COLLECTOR_LABEL = ("katib.kubeflow.org/metrics-collector-injection", "enabled")
+KATIB_NAMESPACE = "kubeflow"  # Katib's DB NetworkPolicy also admits its own namespace
+ISTIO_LABELS = ("istio-injection", "istio.io/rev")
+GPU_RESOURCE = "nvidia.com/gpu"
+RWX = "ReadWriteMany"
+TFJOB_API = ("kubeflow.org", "v1", "tfjobs")
+LOG_SCALE = "logUniform"
+Echo = Callable[[str], None]
+
+
+class ClusterCheckError(KubeflowJobError):
+    """The cluster cannot run the step as configured; one line naming the remedy."""
+
+
+def _read(call: Callable[[], Any], what: str, echo: Echo) -> Any:
+    """`call()`, or None with one line when the account may not read `what` (403)."""
+    from kubernetes.client import ApiException
+
+    try:
+        return call()
+    except ApiException as err:
+        if err.status == 403:
+            echo(f"{what}: not readable by this service account, not checked ({err.reason})")
+            return None
+        raise
+
+
+def check_tfjob_api(custom: Any, echo: Echo = print) -> None:
+    """The cluster serves `tfjobs.kubeflow.org/v1` (the Training Operator v1 is installed).
+
+    Raises:
+        ClusterCheckError: It does not.
+    """
+    from kubernetes.client import ApiException
+
+    group, version, plural = TFJOB_API
+    try:
+        found = custom.get_api_resources(group, version)
+        names = {r.name for r in (found.resources or [])}
+    except ApiException as err:
+        if err.status != 404:
+            raise ClusterCheckError(
+                f"API discovery of {group}/{version}: {api_error_line(err)}"
+            ) from None
+        names = set()
+    if plural not in names:
+        raise ClusterCheckError(
+            f"the cluster serves no TFJob API ({plural}.{group}/{version}): Kubeflow 1.11+ "
+            "installs Kubeflow Trainer v2, which has no TensorFlow runtime; install the Training "
+            "Operator v1 beside it (README, On Kubeflow) before running this pipeline"
+        )
+    echo(f"cluster: {plural}.{group}/{version} served")
+
+
+def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
+    """The namespace is a Kubeflow profile (or Katib's) with Katib's collector injection on.
+
+    Raises:
+        ClusterCheckError: Another namespace, naming the label or profile it needs.
+    """
+    found = _read(lambda: core.read_namespace(namespace), f"namespace {namespace}", echo)
+    if found is None:
+        return
+    labels = found.metadata.labels or {}
+    key, value = PROFILE_LABEL
+    if namespace != KATIB_NAMESPACE and labels.get(key) != value:
+        raise ClusterCheckError(
+            f"namespace {namespace}: not a Kubeflow profile (no label {key}={value}); since "
+            "Kubeflow 1.9 Katib's NetworkPolicy admits trial metrics only from profile "
+            "namespaces, so every trial would fail: use a profile namespace (kubeflow_namespace), "
+            f"create a Profile for {namespace}, or label it {key}={value} (Katib without Profiles)"
+        )
+    key, value = COLLECTOR_LABEL
+    if labels.get(key) != value:
+        raise ClusterCheckError(
+            f"namespace {namespace}: no label {key}={value}, so Katib injects no metrics "
+            f"collector and every trial fails: kubectl label namespace {namespace} {key}={value}"
+        )
+    istio = [f"{k}={labels[k]}" for k in ISTIO_LABELS if labels.get(k) not in (None, "disabled")]
+    note = f"Istio injection on ({', '.join(istio)}); trial and TFJob pods opt out" if istio else ""
+    echo(
+        f"namespace {namespace}: Kubeflow profile, Katib metrics collector on"
+        + (f"; {note}" if note else "")
+    )
+
+
+def check_claim(core: Any, namespace: str, claim: str, echo: Echo = print) -> None:
+    """`data_pvc` exists in the namespace and is ReadWriteMany.
+
+    Raises:
+        ClusterCheckError: Missing, or without ReadWriteMany.
+    """
+    from kubernetes.client import ApiException
+
+    what = f"data_pvc={claim}"
+    try:
+        found = _read(
+            lambda: core.read_namespaced_persistent_volume_claim(claim, namespace), what, echo
+        )
+    except ApiException as err:
+        if err.status != 404:
+            raise ClusterCheckError(f"{what}: {api_error_line(err)}") from None
+        raise ClusterCheckError(
+            f"{what}: no PersistentVolumeClaim {claim} in namespace {namespace}; create it "
+            f"({RWX}, writable by uid 1000) or set data_pvc to one that exists"
+        ) from None
+    if found is None:
+        return
+    modes = list((found.status and found.status.access_modes) or found.spec.access_modes or [])
+    if RWX not in modes:
+        raise ClusterCheckError(
+            f"{what}: access modes {', '.join(modes) or 'none'}; parallel trials, the TFJob's "
+            f"replicas and the pipeline's steps mount it from several nodes at once: use a {RWX} "
+            "claim (an NFS, CephFS, EFS or Filestore StorageClass)"
+        )
+    echo(f"{what}: {RWX}")
+
+
+def gpu_count(worker_pool_specs: Sequence[Mapping[str, Any] | str]) -> int:
+    """The most `nvidia.com/gpu` one replica of these pools asks for (as the pods are built)."""
+    most = 0
+    for pool in payload_items(worker_pool_specs):
+        machine = pool.get("machine_spec") or {}
+        if machine.get("accelerator_type"):
+            most = max(most, int(float(machine.get("accelerator_count") or 0)))
+    return most
+
+
+def check_gpus(core: Any, count: int, setting: str, echo: Echo = print) -> None:
+    """Some node offers `count` GPUs, or the pods would stay Pending until the timeout.
+
+    Args:
+        core: A `CoreV1Api`.
+        count: GPUs one pod asks for (0: nothing to check).
+        setting: The setting that asks for them, for the message.
+        echo: Where the "not checked" line goes.
+
+    Raises:
+        ClusterCheckError: No node has `count` allocatable GPUs.
+    """
+    if count <= 0:
+        return
+    nodes = _read(core.list_node, "nodes", echo)
+    if nodes is None:
+        return
+    offered = [int((n.status.allocatable or {}).get(GPU_RESOURCE, "0")) for n in nodes.items or []]
+    most = max(offered, default=0)
+    if most < count:
+        raise ClusterCheckError(
+            f"{setting}={count}: no node offers {count} {GPU_RESOURCE} (at most {most} on "
+            f"{len(offered)} nodes), the pods would stay Pending: set {setting}: 0 to train on "
+            "CPU, or add GPU nodes with NVIDIA's device plugin"
+        )
+
+
+def check_shared_path(path: str, what: str, pvc_name: str, mount_path: str) -> None:
+    """`path` is one every pod reads: gs://, or under the data claim's mount.
+
+    KFP's launcher maps minio:// and s3:// artifacts to `/minio/…` and `/s3/…` inside its
+    own pods only (`LocalPathForURI`): a trial given such a path exits on `--data`.
+
+    Raises:
+        ClusterCheckError: Any other path.
+    """
+    root = mount_path.rstrip("/") + "/"
+    if path.startswith("gs://") or (pvc_name and (path + "/").startswith(root)):
+        return
+    raise ClusterCheckError(
+        f"{what}={path}: only this pod sees it (KFP maps minio:// and s3:// to local paths); "
+        "set data_pvc to a ReadWriteMany PersistentVolumeClaim, or pipeline_root to a gs:// folder"
+    )
+
+
+def flag_value(worker_pool_specs: Sequence[Mapping[str, Any] | str], name: str) -> str | None:
+    """The value of trainer flag `--<name>=` in the first pool's args (None: not given)."""
+    prefix = f"--{name}="
+    for pool in payload_items(worker_pool_specs)[:1]:
+        for arg in (pool.get("container_spec") or {}).get("args") or []:
+            if str(arg).startswith(prefix):
+                return str(arg)[len(prefix) :]
+    return None
+
+
+def check_pods_can_run(
+    core: Any,
+    custom: Any,
+    *,
+    namespace: str,
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    pvc_name: str,
+    pvc_mount_path: str,
+    gpu_setting: str,
+    echo: Echo = print,
+) -> None:
+    """What both steps check before they start pods (the TFJob API in the tune step too).
+
+    The namespace, the TFJob API, the claim, a data path every pod reads, the GPUs asked for.
+
+    Raises:
+        ClusterCheckError: The first condition that fails, in one line with its remedy.
+    """
+    check_namespace(core, namespace, echo)
+    check_tfjob_api(custom, echo)
+    if pvc_name:
+        check_claim(core, namespace, pvc_name, echo)
+    data = flag_value(worker_pool_specs, "data")
+    if data is not None:
+        check_shared_path(data, "--data", pvc_name, pvc_mount_path)
+    check_gpus(core, gpu_count(worker_pool_specs), gpu_setting, echo)
+
+
+def dropped_log_scales(sent: Mapping[str, Any], returned: Mapping[str, Any]) -> list[str]:
+    """Parameters sent with `distribution: logUniform` that the API gave back without it."""
+    back = {
+        p.get("name"): (p.get("feasibleSpace") or {}).get("distribution")
+        for p in (returned.get("spec") or {}).get("parameters") or []
+    }
+    return [
+        p["name"]
+        for p in (sent.get("spec") or {}).get("parameters") or []
+        if (p.get("feasibleSpace") or {}).get("distribution") == LOG_SCALE
+        and back.get(p["name"]) != LOG_SCALE
+    ]
+
+
+def check_log_scales(sent: Mapping[str, Any], returned: Mapping[str, Any]) -> None:
+    """Katib kept every log scale (0.18+), or the study is refused before it runs.
+
+    Raises:
+        ClusterCheckError: Katib dropped `distribution` (Katib < 0.18).
+    """
+    dropped = dropped_log_scales(sent, returned)
+    if dropped:
+        raise ClusterCheckError(
+            f"parameters {', '.join(dropped)}: this cluster's Katib dropped "
+            f"feasibleSpace.distribution={LOG_SCALE} (Katib < 0.18, e.g. Kubeflow 1.9), so they "
+            "would be searched uniformly: upgrade Katib to 0.18+ (Kubeflow 1.10+) or give them "
+            "scale linear (UNIT_LINEAR_SCALE) in the search space"
+        )
+
+
+def dry_run_experiment(
+    custom: Any, body: Mapping[str, Any], *, group: str, version: str, plural: str
+) -> dict[str, Any] | None:
+    """The Experiment as Katib's webhooks would admit it (nothing stored); None if it exists.
+
+    Raises:
+        ClusterCheckError: The API server or a webhook refuses it (their message).
+    """
+    from kubernetes.client import ApiException
+
+    meta = body["metadata"]
+    try:
+        return custom.create_namespaced_custom_object(  # type: ignore[no-any-return]
+            group, version, meta["namespace"], plural, dict(body), dry_run="All"
+        )
+    except ApiException as err:
+        if err.status == 409:  # it exists: its stored object is checked instead
+            return None
+        raise ClusterCheckError(
+            f"Experiment {meta['namespace']}/{meta['name']}: refused by the API server "
+            f"(dry run): {api_error_line(err)}"
+        ) from None

@@ -1,0 +1,138 @@
+"""Every refusal of `Settings`, at its boundary: the bad value is refused, the edge accepted.
+
+A setting refused only at run time costs a cloud submission (or a whole local study):
+each check of `pipelines/settings.py` has a row here, and a row of the largest or
+smallest value it must still accept, so a `<` turned `<=` fails too.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from pipelines import settings as settings_module
+from pipelines.settings import Settings, SettingsError
+from trainer.contract import MIN_IMAGE_SIZE
+
+# (overrides, the start of the one-line message): every check in `_check`, one row or more.
+REFUSED = [
+    ({"image_size": MIN_IMAGE_SIZE - 1}, f"image_size={MIN_IMAGE_SIZE - 1}: expected an integer"),
+    ({"model": "resnet"}, "model='resnet': expected one of cnn, resnet50"),
+    ({"display_name": "p" * 123}, "display_name='" + "p" * 123 + "': expected at most 128"),
+    ({"model_display_name": "m" * 129}, "model_display_name='" + "m" * 129 + "': expected at most"),
+    ({"model": "teammodels.tiny"}, "model='teammodels.tiny': expected one of"),
+    ({"model": "resnet50", "image_size": 31}, "image_size=31: expected an integer >= 32"),
+    ({"weights": "imagenet"}, "weights='imagenet': model cnn has no pretrained backbone"),
+    ({"model": "resnet50", "weights": " "}, "weights=' ': expected imagenet, none or a file"),
+    ({"validation_fraction": 1.0}, "validation_fraction=1.0: expected a number in [0, 1)"),
+    ({"validation_fraction": -0.1}, "validation_fraction=-0.1: expected a number in [0, 1)"),
+    ({"test_fraction": 1.0}, "test_fraction=1.0: expected a number in [0, 1)"),
+    ({"test_fraction": -0.01}, "test_fraction=-0.01: expected a number in [0, 1)"),
+    (
+        {"validation_fraction": 0.6, "test_fraction": 0.4},
+        "test_fraction=0.4: expected validation_fraction + test_fraction < 1",
+    ),
+    ({"metric_tag": "auc"}, "metric 'auc': expected one of accuracy"),
+    ({"metric_tag": "loss", "goal": "maximize"}, "metric 'loss' with goal='maximize'"),
+    ({"metric_tag": "accuracy", "goal": "minimize"}, "metric 'accuracy' with goal='minimize'"),
+    ({"goal": "sideways"}, "goal='sideways': expected one of maximize, minimize"),
+    ({"algorithm": "BAYES"}, "algorithm='BAYES': expected one of"),
+    ({"measurement_selection": "FIRST"}, "measurement_selection='FIRST': expected one of"),
+    ({"max_trials": 0, "parallel_trials": 1}, "max_trials=0: expected an integer >= 1"),
+    ({"parallel_trials": 0}, "parallel_trials=0: expected an integer in [1, max_trials]"),
+    ({"parallel_trials": 4, "max_trials": 3}, "parallel_trials=4: expected an integer in"),
+    ({"max_failed_trials": -1}, "max_failed_trials=-1: expected an integer >= 0"),
+    ({"epochs": 0}, "epochs=0: expected an integer >= 1"),
+    ({"batch_size": 0}, "batch_size=0: expected an integer >= 1"),
+    ({"precision": "float16"}, "precision='float16': expected one of"),
+    ({"replicas": -1}, "replicas=-1: expected an integer >= 0"),
+    ({"trial_accelerator_count": -1}, "trial_accelerator_count=-1: expected an integer >= 0"),
+    ({"final_accelerator_count": -1}, "final_accelerator_count=-1: expected an integer >= 0"),
+    ({"trial_threshold": "high"}, "trial_threshold='high': expected a number or null"),
+    ({"eval_threshold": "high"}, "eval_threshold='high': expected a number or null"),
+    ({"project": "X"}, "project='X': expected a Google Cloud project id"),
+    ({"region": "Mars"}, "region='Mars': expected a Google Cloud region"),
+    ({"pipeline_root": "/tmp/root"}, "pipeline_root='/tmp/root': expected a gs:// URI"),
+    ({"kubeflow_host": "localhost:8080"}, "kubeflow_host='localhost:8080': expected an http"),
+    ({"kubeflow_namespace": "Team_A"}, "kubeflow_namespace='Team_A': expected a namespace"),
+    ({"data_pvc": "My PVC"}, "data_pvc='My PVC': expected a PersistentVolumeClaim name"),
+    ({"data_mount_path": "mnt/hpt"}, "data_mount_path='mnt/hpt': expected an absolute path"),
+    ({"kubeflow_timeout_s": 59}, "kubeflow_timeout_s=59: expected an integer >= 60"),
+    ({"model_registry_url": "mr.example"}, "model_registry_url='mr.example': expected an http"),
+    ({"kubeflow_cpu": "two"}, "kubeflow_cpu='two': expected a CPU quantity"),
+    ({"kubeflow_memory": "8 GB"}, "kubeflow_memory='8 GB': expected a memory quantity"),
+    ({"service_account": "me@gmail.com"}, "service_account='me@gmail.com': expected a service"),
+    ({"kms_key": "my-key"}, "kms_key='my-key': expected projects/P/locations/L/keyRings"),
+    ({"network": "default"}, "network='default': expected projects/NUMBER/global/networks"),
+    ({"parent_model": "hpt-cnn"}, "parent_model='hpt-cnn': expected projects/P/locations/L"),
+    ({"labels": {"Team": "ml"}}, "labels=Team=ml: expected lowercase letters"),
+    ({"labels": {"team": "ML"}}, "labels=team=ML: expected lowercase letters"),
+]
+
+# The edge each check must still accept (the last valid value next to a refused one).
+ACCEPTED = [
+    {"image_size": MIN_IMAGE_SIZE},
+    {"display_name": "p" * 122, "model_display_name": "m" * 128},
+    {"model": "resnet50", "image_size": 32, "weights": "gs://bucket/resnet50.weights.h5"},
+    {"model": "teammodels.tiny:build", "image_size": MIN_IMAGE_SIZE},
+    {"validation_fraction": 0.0, "test_fraction": 0.0},
+    {"validation_fraction": 0.6, "test_fraction": 0.39},
+    {"metric_tag": "loss"},
+    {"metric_tag": "val_loss", "goal": "minimize"},
+    {"max_trials": 1, "parallel_trials": 1},
+    {"max_trials": 3, "parallel_trials": 3},
+    {"max_failed_trials": 0},
+    {"epochs": 1, "batch_size": 1},
+    {"replicas": 0, "trial_accelerator_count": 0, "final_accelerator_count": 0},
+    {"trial_threshold": 0.9, "eval_threshold": 1},
+    {"kubeflow_timeout_s": 60},
+    {"kubeflow_cpu": "500m", "kubeflow_memory": "512Mi"},
+    {"project": "my-project", "region": "europe-west4", "pipeline_root": "s3://bucket/root"},
+    {"kubeflow_host": "http://localhost:8080", "model_registry_url": "https://mr:443"},
+    {"kubeflow_namespace": "team-a", "data_pvc": "hpt-data", "data_mount_path": "/data"},
+    {"service_account": "hpt@my-project.iam.gserviceaccount.com"},
+    {"service_account": "123-compute@developer.gserviceaccount.com"},
+    {"kms_key": "projects/p/locations/l/keyRings/r/cryptoKeys/k"},
+    {"network": "projects/123/global/networks/vpc"},
+    {"parent_model": "projects/p/locations/l/models/42"},
+    {"labels": {"team": "vision", "run_kind": "nightly-1"}},
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), REFUSED)
+def test_each_bad_setting_is_refused_in_one_line_naming_it(overrides, message):
+    with pytest.raises(SettingsError) as err:
+        Settings(**overrides)
+    assert str(err.value).startswith(message), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("overrides", ACCEPTED)
+def test_the_last_valid_value_of_each_check_is_accepted(overrides):
+    settings = Settings(**overrides)
+    assert {k: getattr(settings, k) for k in overrides} == overrides
+
+
+def test_fractions_summing_to_one_are_refused_before_a_run_is_submitted():
+    """No split left to train on: refused when the settings load, not at the prepare step."""
+    with pytest.raises(SettingsError, match="validation_fraction \\+ test_fraction < 1"):
+        settings_module.load_settings(
+            overrides={"validation_fraction": 0.7, "test_fraction": 0.3}, environ={}
+        )
+
+
+def test_every_setting_the_checks_name_has_a_refusal_row():
+    """A new check in `pipelines/settings.py` needs a row in REFUSED (and its edge in ACCEPTED)."""
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    module = ast.parse(Path(settings_module.__file__).read_text())
+    tree = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "_check")
+    named = {
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in fields
+    }
+    refused = {name for overrides, _ in REFUSED for name in overrides}
+    assert named - refused == set()

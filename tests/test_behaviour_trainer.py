@@ -1,0 +1,49 @@
+"""What a trial reports for a minimized metric: the validation loss every epoch, 1e9 if diverged.
+
+On the synthetic data train and validation accuracy are both 1.0 after a few epochs, so
+only a loss tells the reported metric's source apart: it is checked epoch by epoch.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_trainer
+from trainer.contract import DIVERGED_METRIC_VALUE
+
+pytestmark = pytest.mark.slow
+
+
+def loss_trial(data: str, tmp_path: Path, *flags: str) -> tuple[list[dict], str]:
+    """Run the trainer as HPT trial 5 with `--metric_tag=loss`: its reports and its stderr."""
+    metrics_file = tmp_path / "hypertune" / "output.metrics"
+    result = run_trainer(
+        [f"--data={data}", "--metric_tag=loss", f"--model_dir={tmp_path / 'model'}", *flags],
+        CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
+        CLOUD_ML_TRIAL_ID="5",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    return reports, result.stderr
+
+
+def test_every_epoch_reports_the_validation_loss_not_the_training_loss(synthetic_data, tmp_path):
+    reports, _ = loss_trial(synthetic_data, tmp_path, "--epochs=3", "--learning_rate=0.05")
+    history = json.loads((tmp_path / "model" / "model.json").read_text())["history"]
+    assert [r["global_step"] for r in reports] == ["1", "2", "3"]
+    for report, epoch in zip(reports, history, strict=True):
+        assert float(report["loss"]) == pytest.approx(epoch["val_loss"], rel=1e-6)
+        assert float(report["loss"]) != pytest.approx(epoch["loss"], rel=1e-3)
+
+
+def test_a_diverging_loss_trial_reports_the_worst_loss(synthetic_data, tmp_path):
+    """0.0 would make a diverged trial the best of a loss study: it reports 1e9."""
+    reports, stderr = loss_trial(synthetic_data, tmp_path, "--epochs=2", "--learning_rate=1000")
+    worst = DIVERGED_METRIC_VALUE["minimize"]
+    assert worst == 1e9  # the README's promise
+    assert float(reports[-1]["loss"]) == worst
+    assert f"reported loss={worst} (the worst value), nothing exported" in stderr
+    assert not (tmp_path / "model").exists()

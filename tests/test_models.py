@@ -1,0 +1,294 @@
+"""The model registry: built-in models, pretrained weights from a file, a team's own builder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipelines.models import describe_model
+from pipelines.settings import Settings, SettingsError
+from pipelines.settings_space import settings_model, study_space
+from pipelines.study.search_space import SearchSpaceError
+from tests.conftest import ROOT
+from trainer.config import ConfigError
+from trainer.contract import TRAINER_HYPERPARAMETERS
+from trainer.models import MODELS, build_model, model_spec
+
+TEAM_MODULE = '''
+"""A team's own model, outside the repository."""
+from typing import Literal
+
+import keras
+
+
+Activation = Literal["relu", "tanh"]
+
+
+def build(image_shape, num_classes, *, width: int = 8, activation: Activation = "relu"):
+    """A one-conv network."""
+    inputs = keras.Input(shape=tuple(image_shape))
+    x = keras.layers.Conv2D(width, 3, activation=activation)(inputs)
+    x = keras.layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, keras.layers.Dense(num_classes)(x))
+
+
+def not_a_model(image_shape, num_classes, *, width: int = 8):
+    return "a string"
+
+
+def untyped(image_shape, num_classes, *, width=8):
+    return None
+
+
+def clashing(image_shape, num_classes, *, learning_rate: float = 0.1):
+    return None
+'''
+
+
+@pytest.fixture(scope="module")
+def team_path(tmp_path_factory) -> Path:
+    """A folder holding `teammodels/tiny.py`, put on PYTHONPATH for the checking process."""
+    folder = tmp_path_factory.mktemp("team")
+    (folder / "teammodels").mkdir()
+    (folder / "teammodels" / "__init__.py").write_text("")
+    (folder / "teammodels" / "tiny.py").write_text(textwrap.dedent(TEAM_MODULE))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def on_path(team_path):
+    """The team's folder on PYTHONPATH; each reference is checked once for the module."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", f"{team_path}{os.pathsep}{ROOT}")
+        mp.syspath_prepend(str(team_path))
+        describe_model.cache_clear()
+        yield team_path
+    describe_model.cache_clear()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_registered_model_maps_images_to_float32_logits(name):
+    spec = MODELS[name]
+    model = build_model(spec, {}, "none", (32, 32, 3), 3)
+    logits = np.asarray(model(np.random.rand(2, 32, 32, 3).astype("float32")))
+    assert logits.shape == (2, 3) and logits.dtype == np.float32
+    assert model.outputs[0].dtype == "float32"
+
+
+def backbone_of(model):
+    import keras
+
+    return next(layer for layer in model.layers if isinstance(layer, keras.Model))
+
+
+@pytest.fixture(scope="module")
+def resnet():
+    return build_model(MODELS["resnet50"], {}, "none", (32, 32, 3), 2)
+
+
+@pytest.mark.parametrize(
+    "blocks, training",
+    [(0, set()), (2, {"conv4", "conv5"}), (5, {"stem", "conv2", "conv3", "conv4", "conv5"})],
+)
+def test_trainable_blocks_train_the_top_of_the_backbone_only(resnet, blocks, training):
+    from trainer.models import backbones, resnet50
+
+    block_of = resnet50.stem_as_one(resnet50.BLOCK_OF)
+    backbones.set_trainable_blocks(backbone_of(resnet), blocks, block_of)
+    trained = {block_of(w.path.split("/")[0]) for w in backbone_of(resnet).trainable_weights}
+    assert trained == training
+    head = {w.path.split("/")[0] for w in resnet.trainable_weights} - {
+        w.path.split("/")[0] for w in backbone_of(resnet).weights
+    }
+    assert {"hidden", "logits"} <= head  # the head always trains
+
+
+def test_the_builder_applies_trainable_blocks():
+    model = build_model(
+        MODELS["mobilenet_v3_small"], {"trainable_blocks": 0}, "none", (32, 32, 3), 2
+    )
+    assert backbone_of(model).trainable_weights == []
+    assert len(model.trainable_weights) == 4  # the head's two Dense layers
+
+
+def test_weights_from_a_file_arrive_in_the_built_model(tmp_path):
+    import keras
+
+    backbone = keras.applications.MobileNetV3Small(
+        weights=None, include_top=False, input_shape=(32, 32, 3)
+    )
+    kernel = next(w for w in backbone.weights if w.path.endswith("kernel"))
+    changed = np.full(kernel.shape, 0.125, dtype="float32")
+    kernel.assign(changed)
+    path = tmp_path / "backbone.weights.h5"
+    backbone.save_weights(str(path))
+
+    model = build_model(MODELS["mobilenet_v3_small"], {}, str(path), (32, 32, 3), 2)
+    loaded = next(w for w in backbone_of(model).weights if w.path.endswith("kernel"))
+    np.testing.assert_array_equal(np.asarray(loaded), changed)
+    fresh = build_model(MODELS["mobilenet_v3_small"], {}, "none", (32, 32, 3), 2)
+    assert not np.array_equal(
+        np.asarray(next(w for w in backbone_of(fresh).weights if w.path.endswith("kernel"))),
+        changed,
+    )
+
+
+def test_imagenet_without_network_fails_in_one_line_naming_weights_path(monkeypatch):
+    from keras.src.utils import file_utils
+
+    from trainer.models.backbones import WeightsError
+
+    def offline(fname, origin, **kwargs):  # what Keras raises when the download fails
+        raise Exception(f"URL fetch failure on {origin}: None -- [Errno -2] Name unknown")
+
+    monkeypatch.setattr(file_utils, "get_file", offline)
+    with pytest.raises(WeightsError) as err:
+        build_model(MODELS["resnet50"], {}, "imagenet", (32, 32, 3), 2)
+    assert "\n" not in str(err.value)
+    assert str(err.value).startswith("--weights=imagenet: cannot download")
+    assert "--weights PATH" in str(err.value)
+
+
+def test_a_missing_weights_file_is_one_line(tmp_path):
+    from trainer.models.backbones import WeightsError
+
+    with pytest.raises(WeightsError, match=r"--weights=.*nope.h5: no such file"):
+        build_model(MODELS["resnet50"], {}, str(tmp_path / "nope.h5"), (32, 32, 3), 2)
+
+
+def test_pretrained_weights_for_a_model_without_a_backbone_are_refused():
+    with pytest.raises(SettingsError, match="weights='imagenet': model cnn has no pretrained"):
+        Settings(weights="imagenet")
+    with pytest.raises(SettingsError, match="image_size=28: expected an integer >= 32"):
+        Settings(model="resnet50", image_size=28)
+    with pytest.raises(SettingsError, match="model='resnet': expected one of cnn, resnet50"):
+        Settings(model="resnet")
+    assert Settings(model="resnet50").model_display_name == "hpt-resnet50"
+
+
+def test_a_team_model_by_reference_is_inspected_in_a_process_of_its_own(on_path):
+    known = describe_model("teammodels.tiny:build", 32)
+    assert known.checked
+    own = {h.name: h for h in known.spec.hyperparameters}
+    assert set(own) == {"width", "activation"}
+    assert own["width"].kind is int and own["width"].default == 8
+    assert own["activation"].choices == ("relu", "tanh")
+    assert "teammodels" not in sys.modules  # this process never imported it
+
+
+@pytest.mark.parametrize(
+    "reference, expected",
+    [
+        ("teammodels.nosuch:build", "module teammodels.nosuch is not importable here"),
+        ("teammodels.tiny:missing", "teammodels.tiny has no function missing"),
+        ("teammodels.tiny:not_a_model", "returned str, expected a keras.Model"),
+        ("teammodels.tiny:untyped", "keyword-only argument width needs a type annotation"),
+        ("teammodels.tiny:clashing", "clashes with the trainer's own --learning_rate"),
+    ],
+)
+def test_an_unusable_team_model_is_refused_in_one_line_before_a_run(on_path, reference, expected):
+    with pytest.raises(SettingsError) as err:
+        settings_model(Settings(model=reference, image_size=32), importable=True)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_team_model_that_is_not_importable_here_still_compiles_with_a_note(on_path):
+    known = settings_model(Settings(model="elsewhere.models:build", image_size=32))
+    assert not known.checked and "not importable here" in known.note
+
+
+def write_space(tmp_path, text):
+    path = tmp_path / "space.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_team_models_own_hyperparameter_is_searchable_and_checked(on_path, tmp_path):
+    good = write_space(
+        tmp_path,
+        "parameters:\n  - {id: width, type: discrete, values: [4, 8]}\n"
+        "  - {id: activation, type: categorical, values: [relu, tanh]}\n"
+        "  - {id: learning_rate, type: double, min: 0.001, max: 0.1, scale: log}\n",
+    )
+    settings = Settings(model="teammodels.tiny:build", search_space=good, image_size=32)
+    ids = [p.parameter_id for p in study_space(settings).all_parameters()]
+    assert ids == ["width", "activation", "learning_rate"]
+    bad = {
+        "parameters:\n  - {id: depth, type: integer, min: 1, max: 3}\n": "no flag --depth",
+        "parameters:\n  - {id: width, type: double, min: 1, max: 3}\n": "--width takes an integer",
+        "parameters:\n  - {id: activation, type: categorical, values: [relu, gelu]}\n": (
+            "value gelu is refused by the trainer (--activation takes one of relu, tanh)"
+        ),
+    }
+    for text, expected in bad.items():
+        space = write_space(tmp_path, text)
+        with pytest.raises(
+            SearchSpaceError, match=expected.replace("(", r"\(").replace(")", r"\)")
+        ):
+            study_space(Settings(model="teammodels.tiny:build", search_space=space, image_size=32))
+
+
+def test_a_preset_that_does_not_fit_the_model_names_the_presets_that_do(on_path):
+    with pytest.raises(SearchSpaceError) as err:
+        study_space(Settings(model="teammodels.tiny:build", search_space="default", image_size=32))
+    assert "no flag --num_units" in str(err.value)
+    assert "presets that fit: optimizer" in str(err.value)
+    # With no space set, a model gets its own default preset.
+    assert study_space(Settings(model="teammodels.tiny:build", image_size=32)).parameters[
+        0
+    ].parameter_id == ("learning_rate")
+    resnet = study_space(Settings(model="resnet50", image_size=32))
+    assert {p.parameter_id for p in resnet.all_parameters()} == {
+        "learning_rate",
+        "num_units",
+        "trainable_blocks",
+        "optimizer",
+        "momentum",
+    }
+
+
+def test_the_trainer_takes_a_team_models_flags_and_refuses_unknown_ones(on_path, tmp_path):
+    from trainer.task import parse_args
+
+    (tmp_path / "metadata.json").write_text("{}")
+    data = f"--data={tmp_path}"
+    hparams, _ = parse_args([data, "--model=teammodels.tiny:build", "--width=16.0"])
+    assert hparams.model_params == {"width": 16, "activation": "relu"}
+    assert (
+        hparams.hyperparameters()["learning_rate"]
+        == TRAINER_HYPERPARAMETERS["learning_rate"].default
+    )
+    with pytest.raises(ConfigError, match=r"--activation=gelu: expected one of relu, tanh"):
+        parse_args([data, "--model", "teammodels.tiny:build", "--activation=gelu"])
+    with pytest.raises(SystemExit):  # argparse: an unknown flag for this model
+        parse_args([data, "--model=cnn", "--width=16"])
+
+
+def test_compiled_specs_carry_the_model_reference_to_every_target(on_path, tmp_path):
+    from pipelines.compiler import compile_pipeline
+
+    settings = Settings(model="teammodels.tiny:build", image_size=32)
+    for target in ("vertex", "kubeflow"):
+        path = compile_pipeline(target, settings, tmp_path / f"{target}.yaml")
+        text = Path(path).read_text()
+        assert "teammodels.tiny:build" in text
+    assert model_spec("cnn").name == "cnn"
+
+
+def test_the_checking_process_prints_a_spec_the_pipeline_reads_back(on_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.models.custom", "teammodels.tiny:build"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    spec = json.loads(done.stdout.splitlines()[-1])
+    assert [h["name"] for h in spec["hyperparameters"]] == ["width", "activation"]

@@ -1,0 +1,128 @@
+"""What the pretrained-backbone builders share: weights, trainable blocks and the head.
+
+A backbone from `keras.applications` is built with its weights (`imagenet`, none, or a
+weights file), its top `trainable_blocks` blocks left trainable (a frozen BatchNorm
+layer runs in inference mode), and topped with global average pooling, a hidden
+Dense layer and float32 logits (seed 001's head, with logits instead of softmax).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import tempfile
+from collections.abc import Callable, Sequence
+
+import keras
+import tensorflow as tf
+
+from trainer.contract import ContractError
+
+
+class WeightsError(ContractError):
+    """Pretrained weights that cannot be had; the message is one line naming the remedy."""
+
+
+def local_weights(weights: str | None) -> str | None:
+    """`weights` as Keras's `weights=` argument takes it: `imagenet`, None, or a local file.
+
+    A gs:// (or other remote) file is copied to a local temporary file first.
+
+    Raises:
+        WeightsError: The file does not exist.
+    """
+    if weights in (None, "none"):
+        return None
+    if weights == "imagenet":
+        return weights
+    if not tf.io.gfile.exists(weights):
+        raise WeightsError(f"--weights={weights}: no such file (expected a Keras weights file)")
+    if "://" not in weights:
+        return weights
+    folder = tempfile.mkdtemp(prefix="hpt-weights-")
+    local = os.path.join(folder, posixpath.basename(weights))
+    tf.io.gfile.copy(weights, local, overwrite=True)
+    return local
+
+
+def load_backbone(
+    factory: Callable[..., keras.Model], weights: str | None, **kwargs
+) -> keras.Model:
+    """`factory(weights=..., include_top=False, **kwargs)`, failing in one line on weights.
+
+    Raises:
+        WeightsError: The weights file is missing or does not fit, or ImageNet's weights
+            cannot be downloaded (no network: pass a file with --weights).
+    """
+    resolved = local_weights(weights)
+    try:
+        return factory(weights=resolved, include_top=False, **kwargs)
+    except Exception as err:  # Keras raises a bare Exception when a download fails
+        if resolved is None:
+            raise
+        reason = " ".join(str(err).split())[:200]
+        if weights == "imagenet":
+            raise WeightsError(
+                f"--weights=imagenet: cannot download the ImageNet weights ({reason}); "
+                "pass --weights PATH to a Keras weights file (local or gs://)"
+            ) from None
+        raise WeightsError(
+            f"--weights={weights}: cannot load it into the backbone ({reason})"
+        ) from None
+
+
+def set_trainable_blocks(
+    backbone: keras.Model, blocks: int, block_of: Callable[[str], str]
+) -> list[str]:
+    """Leave the top `blocks` blocks of `backbone` trainable and freeze the rest.
+
+    Args:
+        backbone: The pretrained network.
+        blocks: How many of its blocks, counted from the top, train.
+        block_of: A layer name → the name of its block.
+
+    Returns:
+        The names of the blocks that train, bottom to top.
+    """
+    order: list[str] = []
+    for layer in backbone.layers:
+        if layer.weights and block_of(layer.name) not in order:
+            order.append(block_of(layer.name))
+    training = order[len(order) - blocks :] if blocks else []
+    backbone.trainable = True
+    for layer in backbone.layers:
+        layer.trainable = block_of(layer.name) in training
+    return training
+
+
+def block_by_pattern(pattern: str) -> Callable[[str], str]:
+    """A `block_of` that names a layer's block by the first match of `pattern` in its name."""
+    compiled = re.compile(pattern)
+
+    def block_of(name: str) -> str:
+        match = compiled.match(name)
+        return match.group(1) if match else name
+
+    return block_of
+
+
+def classifier(
+    backbone: keras.Model,
+    inputs: keras.KerasTensor,
+    features: keras.KerasTensor,
+    *,
+    num_units: int,
+    num_classes: int,
+    name: str,
+) -> keras.Model:
+    """Backbone features → GAP → Dense(num_units, relu) → float32 logits, as one model."""
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(features)
+    x = keras.layers.Dense(num_units, activation="relu", name="hidden")(x)
+    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
+    return keras.Model(inputs, outputs, name=name)
+
+
+def image_input(image_shape: Sequence[int], input_dtype: str) -> keras.KerasTensor:
+    """The model's input: images in [0, 1] of `image_shape`."""
+    return keras.Input(shape=tuple(int(d) for d in image_shape), name="image", dtype=input_dtype)
