@@ -182,3 +182,11 @@ def test_run_refuses_a_busy_output_and_an_image_size_beyond_memory_in_one_line(t
     big = tmp_path / "big"
     _one_line_error(["run", "--image-size", "5000", "--output", str(big)], "image_size=5000")
     assert not big.exists()
+
+
+def test_a_setting_listed_after_the_study_was_recorded_is_no_difference_at_its_default():
+    recorded = {"epochs": 10}
+    assert study_identity.differences(recorded, {"epochs": 10, "model": "cnn"}) == []
+    assert study_identity.differences(recorded, {"epochs": 10, "model": "resnet50"}) == [
+        "model: '(unset)' → 'resnet50'"
+    ]

@@ -71,11 +71,16 @@ def identity(settings: Settings) -> dict[str, Any]:
 
 
 def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    """`name: old → new` for each value that differs (a name missing on one side included)."""
+    """`name: old → new` for each value that differs (a name missing on one side included).
+
+    A setting added to `STUDY_SETTINGS` after the study was recorded is not a difference
+    while it keeps its default (the study was made with that default).
+    """
     return [
         f"{name}: {recorded.get(name, '(unset)')!r} → {current.get(name, '(unset)')!r}"
         for name in sorted(set(recorded) | set(current))
         if recorded.get(name) != current.get(name)
+        and not (name not in recorded and current.get(name) == getattr(Settings, name, ...))
     ]
 
 
