@@ -42,7 +42,7 @@ REFUSED = [
     ({"algorithm": "BAYES"}, "algorithm='BAYES': expected one of"),
     ({"measurement_selection": "FIRST"}, "measurement_selection='FIRST': expected one of"),
     ({"max_trials": 0, "parallel_trials": 1}, "max_trials=0: expected an integer >= 1"),
-    ({"parallel_trials": 0}, "parallel_trials=0: expected an integer in [1, max_trials]"),
+    ({"parallel_trials": 0}, "parallel_trials=0: expected an integer in [1, max_trials="),
     ({"parallel_trials": 4, "max_trials": 3}, "parallel_trials=4: expected an integer in"),
     ({"max_failed_trials": -1}, "max_failed_trials=-1: expected an integer >= 0"),
     ({"epochs": 0}, "epochs=0: expected an integer >= 1"),
