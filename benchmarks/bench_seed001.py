@@ -160,12 +160,14 @@ def headline(figures: dict[str, Any]) -> list[list[str]]:
                 ]
             )
         auto, f32 = med["ours"], med["ours-float32"]
+        cpu = [
+            f"{m['cpu']:.1f} = {common.fmt(bench_equal_work.cpu_ratio(seed, m), '.2f', '×')}"
+            for m in (auto, f32)
+        ]
         rows += [
             [
                 f"{device}: CPU s, seed 001 / ours auto / ours float32",
-                f"{seed['cpu']:.1f} / {auto['cpu']:.1f} = "
-                f"{common.fmt(bench_equal_work.cpu_ratio(seed, auto), '.2f', '×')} / "
-                f"{f32['cpu']:.1f} = {common.fmt(bench_equal_work.cpu_ratio(seed, f32), '.2f', '×')}",
+                f"{seed['cpu']:.1f} / {cpu[0]} / {cpu[1]}",
             ],
             [
                 f"{device}: training images/s, seed 001 / ours auto / ours float32",
