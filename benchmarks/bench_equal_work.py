@@ -139,11 +139,14 @@ def run_side(side: str, work: Path, args: Any, seed: int, server: Any = None) ->
     else:
         wall, _ = common.run_command([*argv], env=env)
         cpu["cpu"] = common.children_cpu_seconds() - cpu_before
+    return {"wall": wall, **cpu, **card_figures(model_dir)}
+
+
+def card_figures(model_dir: Path) -> dict[str, Any]:
+    """What our trainer's model card says of a run: accuracy, first step, input wait, speed."""
     card = json.loads((model_dir / "model.json").read_text())
     steady = common.steady(card["history"])
     return {
-        "wall": wall,
-        **cpu,
         "val_accuracy": card["final_metrics"]["val_accuracy"],
         "first_step": card["training"]["first_step_seconds"],
         "input_wait": common.median(e["input_wait"] for e in steady),

@@ -171,3 +171,89 @@ def test_children_cpu_seconds_counts_a_childs_work_not_its_waiting():
     idle = "import time\ntime.sleep(0.4)"
     assert child_cpu(busy) >= 0.4  # at least what the child itself counted
     assert child_cpu(idle) < 0.3  # the interpreter's start-up, not the sleep
+
+
+def test_seed001_trainer_builds_the_same_network_as_our_resnet50():
+    """Equal work: seed 001's model and our `resnet50` have the same weights, all trainable."""
+    from benchmarks import seed001_trainer
+    from trainer.models import MODELS, build_model
+
+    seed = seed001_trainer.create_model(number_of_classes=10)
+    ours = build_model(MODELS["resnet50"], {}, "none", (32, 32, 3), 10)
+    assert seed.count_params() == ours.count_params() > 23_000_000
+    assert len(seed.trainable_weights) == len(ours.trainable_weights)
+    hidden, head = seed.layers[-2], seed.layers[-1]
+    assert (hidden.units, head.units, head.activation.__name__) == (1016, 10, "softmax")
+    assert type(seed.optimizer).__name__ == "Adam"
+    assert float(seed.optimizer.learning_rate) == pytest.approx(1e-4)
+
+
+def test_seed001_benchmark_alternates_equal_work_and_writes_its_table(monkeypatch, tmp_path):
+    """The sides alternate on the same prepared images; medians, ratios and accuracies add up."""
+    from benchmarks import bench_gpu, bench_seed001
+
+    calls = []
+
+    def fake_run(side, device, work, args, seed):
+        train = sorted(p.name for p in (work / "source" / "train").rglob("*.png"))
+        assert train == sorted(p.name for p in (work / "seeds" / "train").rglob("*.png"))
+        assert (work / "prepared" / "metadata.json").is_file()
+        calls.append((side, seed, len(train)))
+        wall = {"seed001": 30.0, "ours": 10.0, "ours-float32": 15.0}[side] + seed - 42
+        figures = {"wall": wall, "cpu": wall / 2, "val_accuracy": 0.5, "images_per_second": 4.0}
+        if side == "seed001":
+            return {**figures, "strategy": "CollectiveAllReduceStrategy"}
+        return {**figures, "precision": "float32" if side == "ours-float32" else "bf16"}
+
+    monkeypatch.setattr(bench_seed001, "run_side", fake_run)
+    monkeypatch.setattr(bench_gpu, "detect_devices", lambda: {"gpus": [], "built_with_cuda": 0})
+    tiny = "--image-size 32 --source-size 40 --train-images 16 --val-images 8 --batch-size 8"
+    bench_seed001.main([*tiny.split(), "--runs", "3", "--results-dir", str(tmp_path)])
+    document = json.loads((tmp_path / "seed001.json").read_text())
+    figures = document["figures"]
+    assert [c[0] for c in calls[:3]] == list(bench_seed001.SIDES)  # rotates each round
+    assert [c[0] for c in calls[3:6]] == [*bench_seed001.SIDES[1:], "seed001"]
+    assert {c[2] for c in calls} == {16}
+    assert figures["runs"].keys() == {"cpu"}  # no GPU: no GPU rows
+    assert figures["median"]["cpu"]["ours"]["wall"] == 11.0  # runs 10, 11, 12
+    assert figures["paired_ratios"]["cpu"]["ours"] == [3.0, 31 / 11, 32 / 12]
+    table = dict(document["headline"])
+    assert table["cpu: whole process s, ours default (auto → bf16)"].startswith("11.00 = 2.82×")
+    assert table["cpu: final val accuracy, seed 001 / ours auto / ours float32"] == (
+        "0.500 / 0.500 / 0.500"
+    )
+
+
+def test_seed001_benchmark_refuses_unequal_work():
+    """A training count that is not a multiple of the batch would give the sides unequal work."""
+    from benchmarks import bench_seed001
+
+    with pytest.raises(SystemExit) as raised:
+        bench_seed001.main(["--train-images", "100", "--batch-size", "64"])
+    assert raised.value.code == 2
+
+
+@pytest.mark.slow
+def test_seed001_benchmark_runs_both_trainers(tmp_path):
+    """`bench_seed001 --quick`: both real trainers run and report a sane accuracy and speed."""
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.bench_seed001",
+            "--quick",
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        env=run_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    runs = json.loads((tmp_path / "seed001.json").read_text())["figures"]["runs"]["cpu"]
+    assert runs.keys() == {"seed001", "ours", "ours-float32"}
+    for side in runs.values():
+        assert 0.0 <= side[0]["val_accuracy"] <= 1.0 and side[0]["images_per_second"] > 0
+    assert runs["ours-float32"][0]["precision"] == "float32"
