@@ -518,3 +518,26 @@ def test_early_stopped_trials_are_marked_and_the_legend_hides_no_curve(tmp_path,
     box = curves.get_legend().get_window_extent(figures[0].canvas.get_renderer())
     assert box.x0 >= curves.get_window_extent().x1  # beside the axes, not over the curves
     assert "early-stopped" in [t.get_text() for t in per_trial.get_legend().get_texts()]
+
+
+def test_the_report_stars_the_trial_the_selection_picks_on_a_tie():
+    """Two trials tied at 0.95: selection picks the cheaper one (fewer units); so does the star."""
+    from pipelines.reports.trial_plots import best_scored
+    from pipelines.study import trials as tl
+    from pipelines.study.search_space import Metric
+    from pipelines.study.selection import select_best_trial
+
+    params = [{"num_units": 256}, {"num_units": 64}, {"num_units": 128}]
+    values = [0.95, 0.95, 0.90]
+    trials = [
+        tl.make_trial(
+            str(i),
+            p,
+            state=tl.TrialState.SUCCEEDED,
+            final_measurement=tl.measurement(3, {"accuracy": v}),
+        )
+        for i, (p, v) in enumerate(zip(params, values, strict=True), start=1)
+    ]
+    best = select_best_trial(trials, metric_id="accuracy", goal="maximize")
+    starred = best_scored(list(zip(params, values, strict=True)), Metric("accuracy", "maximize"))
+    assert best.trial_id == "2" and starred == ({"num_units": 64}, 0.95)

@@ -15,6 +15,7 @@ from typing import Any
 from pipelines.reports import plotting
 from pipelines.study import trials as trials_lib
 from pipelines.study.search_space import Metric
+from pipelines.study.selection import rank_key
 
 MAX_TICKS = 30  # trials labelled one by one on the x axis up to this many
 LOG_SPAN = 100.0  # a positive parameter whose max/min reaches this is plotted on a log axis
@@ -34,11 +35,18 @@ def number_label(value: float) -> str:
 def best_scored(
     scored: Sequence[tuple[dict[str, Any], float]], metric: Metric
 ) -> tuple[dict[str, Any], float] | None:
-    """The (parameters, value) with the best value per `metric.goal` (the first on a tie)."""
+    """The (parameters, value) the selection would pick from `scored` (in trial order).
+
+    Selection's own rule (`selection.rank_key`): the metric, then on a tie the cheaper
+    configuration, then the earlier trial, so the report stars the trial that is retrained.
+    """
     if not scored:
         return None
-    sign = -1.0 if metric.goal == "maximize" else 1.0
-    return min(scored, key=lambda item: sign * item[1])
+    ranked = [
+        (rank_key(str(i), value, params, goal=metric.goal), i)
+        for i, (params, value) in enumerate(scored)
+    ]
+    return scored[min(ranked)[1]]
 
 
 def parameter_names(trials: Sequence[Mapping[str, Any]]) -> list[str]:
