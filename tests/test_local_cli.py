@@ -228,3 +228,15 @@ def test_compile_refuses_placeholder_images_for_a_cloud_target(tmp_path, monkeyp
     assert "registry.example/hpt/trainer:v1" in spec.read_text()
     local = RUNNER.invoke(cli.app, ["compile", "--output", str(tmp_path / "l.yaml")])
     assert local.exit_code == 0, local.output  # the local target runs no image
+
+
+def test_version_prints_the_installed_packages_version():
+    from importlib.metadata import version
+
+    from typer.testing import CliRunner
+
+    from pipelines.app.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"hpt-pipeline {version('hpt-pipeline')}"

@@ -25,6 +25,25 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"hpt-pipeline {version('hpt-pipeline')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+    ),
+) -> None:
+    """Hyperparameter tuning + multi-worker TensorFlow training, locally or on Vertex AI."""
+
+
 app.command("prepare")(data_commands.prepare)
 app.command("run")(local_commands.run)
 app.command("compile")(local_commands.compile_command)
