@@ -22,17 +22,17 @@ from trainer.contract import TRAINER_HYPERPARAMETERS
 from trainer.models import MODELS, build_model, model_spec
 
 TEAM_MODULE = '''
-"""A team's own model, outside the repository."""
+"""A team's own model, outside the repository (keras is imported where it is used, so
+the checks of the unusable builders below need no TensorFlow import and stay fast)."""
 from typing import Literal
-
-import keras
-
 
 Activation = Literal["relu", "tanh"]
 
 
 def build(image_shape, num_classes, *, width: int = 8, activation: Activation = "relu"):
     """A one-conv network."""
+    import keras
+
     inputs = keras.Input(shape=tuple(image_shape))
     x = keras.layers.Conv2D(width, 3, activation=activation)(inputs)
     x = keras.layers.GlobalAveragePooling2D()(x)
