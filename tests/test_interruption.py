@@ -35,8 +35,11 @@ RUN = textwrap.dedent(
 )
 STUDY = textwrap.dedent(
     """
-    import json, sys
+    import json, signal, sys
     from pipelines.study.local_study import run_study
+    # As under a terminal's Ctrl-C: a test run started as a background job (CI, `make test &`)
+    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     run_study(**json.load(open(sys.argv[1])), show_progress=False)
     """
 )
