@@ -100,7 +100,7 @@ def resnet():
 def test_trainable_blocks_train_the_top_of_the_backbone_only(resnet, blocks, training):
     from trainer.models import backbones, resnet50
 
-    block_of = resnet50.stem_as_one(resnet50.BLOCK_OF)
+    block_of = resnet50.BLOCK_OF
     backbones.set_trainable_blocks(backbone_of(resnet), blocks, block_of)
     trained = {block_of(w.path.split("/")[0]) for w in backbone_of(resnet).trainable_weights}
     assert trained == training

@@ -1,4 +1,4 @@
-"""What the pretrained-backbone builders share: weights, trainable blocks and the head.
+"""What the pretrained-backbone builders share: weights, trainable blocks, the head.
 
 A backbone from `keras.applications` is built with its weights (`imagenet`, none, or a
 weights file), its top `trainable_blocks` blocks left trainable (a frozen BatchNorm
@@ -12,7 +12,8 @@ import os
 import posixpath
 import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -96,33 +97,55 @@ def set_trainable_blocks(
     return training
 
 
-def block_by_pattern(pattern: str) -> Callable[[str], str]:
-    """A `block_of` that names a layer's block by the first match of `pattern` in its name."""
+def block_by_pattern(
+    pattern: str, aliases: Mapping[str, str] | None = None
+) -> Callable[[str], str]:
+    """A `block_of` naming a layer's block by `pattern`'s first group, renamed by `aliases`."""
     compiled = re.compile(pattern)
+    aliases = aliases or {}
 
     def block_of(name: str) -> str:
         match = compiled.match(name)
-        return match.group(1) if match else name
+        block = match.group(1) if match else name
+        return aliases.get(block, block)
 
     return block_of
 
 
-def classifier(
-    backbone: keras.Model,
-    inputs: keras.KerasTensor,
-    features: keras.KerasTensor,
-    *,
-    num_units: int,
+def transfer_model(
+    factory: Callable[..., keras.Model],
+    image_shape: Sequence[int],
     num_classes: int,
+    *,
+    to_backbone: Callable[[keras.KerasTensor], keras.KerasTensor],
+    block_of: Callable[[str], str],
+    num_units: int,
+    trainable_blocks: int,
+    weights: str | None,
+    input_dtype: str,
     name: str,
+    **factory_kwargs: Any,
 ) -> keras.Model:
-    """Backbone features → GAP → Dense(num_units, relu) → float32 logits, as one model."""
-    x = keras.layers.GlobalAveragePooling2D(name="pool")(features)
+    """Images in [0, 1] → `to_backbone` → the backbone → GAP → Dense(num_units) → logits.
+
+    Args:
+        factory: The `keras.applications` constructor of the backbone.
+        image_shape: (height, width, 3) of the inputs.
+        num_classes: Output classes.
+        to_backbone: The preprocessing the backbone's weights expect, inside the model.
+        block_of: A backbone layer name → the name of its block (`set_trainable_blocks`).
+        num_units: Units of the head's hidden layer.
+        trainable_blocks: Top blocks of the backbone that train.
+        weights: `imagenet`, None/`none`, or a Keras weights file (local or gs://).
+        input_dtype: The dtype images arrive in.
+        name: The model's name.
+        **factory_kwargs: More arguments of `factory`.
+    """
+    shape = tuple(int(d) for d in image_shape)
+    inputs = keras.Input(shape=shape, name="image", dtype=input_dtype)
+    backbone = load_backbone(factory, weights, input_shape=shape, **factory_kwargs)
+    set_trainable_blocks(backbone, trainable_blocks, block_of)
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(backbone(to_backbone(inputs)))
     x = keras.layers.Dense(num_units, activation="relu", name="hidden")(x)
     outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
     return keras.Model(inputs, outputs, name=name)
-
-
-def image_input(image_shape: Sequence[int], input_dtype: str) -> keras.KerasTensor:
-    """The model's input: images in [0, 1] of `image_shape`."""
-    return keras.Input(shape=tuple(int(d) for d in image_shape), name="image", dtype=input_dtype)

@@ -31,19 +31,16 @@ def build(
         weights: `imagenet`, None/`none`, or a Keras weights file (local or gs://).
         input_dtype: The dtype images arrive in.
     """
-    inputs = backbones.image_input(image_shape, input_dtype)
-    backbone = backbones.load_backbone(
+    return backbones.transfer_model(
         keras.applications.MobileNetV3Small,
-        weights,
-        input_shape=tuple(int(d) for d in image_shape),
-        include_preprocessing=True,  # it rescales 0-255 inputs itself
-    )
-    backbones.set_trainable_blocks(backbone, trainable_blocks, BLOCK_OF)
-    return backbones.classifier(
-        backbone,
-        inputs,
-        backbone(inputs * 255.0),
+        image_shape,
+        num_classes,
+        to_backbone=lambda images: images * 255.0,  # it rescales 0-255 inputs itself
+        block_of=BLOCK_OF,
         num_units=num_units,
-        num_classes=num_classes,
+        trainable_blocks=trainable_blocks,
+        weights=weights,
+        input_dtype=input_dtype,
         name="hpt_mobilenet_v3_small",
+        include_preprocessing=True,
     )

@@ -9,8 +9,9 @@ import keras
 from trainer.models import backbones
 
 # Its blocks from the bottom: the stem (conv1, pool1) and the stages conv2 … conv5.
-BLOCK_OF = backbones.block_by_pattern(r"^(conv[2-5]|conv1|pool1)")
-_STEM = {"conv1", "pool1"}
+BLOCK_OF = backbones.block_by_pattern(
+    r"^(conv[2-5]|conv1|pool1)", aliases={"conv1": "stem", "pool1": "stem"}
+)
 
 
 def build(
@@ -33,23 +34,16 @@ def build(
         weights: `imagenet`, None/`none`, or a Keras weights file (local or gs://).
         input_dtype: The dtype images arrive in.
     """
-    inputs = backbones.image_input(image_shape, input_dtype)
-    # `preprocess_input` expects 0-255 RGB: it flips to BGR and subtracts ImageNet's means.
-    x = keras.applications.resnet50.preprocess_input(inputs * 255.0)
-    backbone = backbones.load_backbone(
-        keras.applications.ResNet50, weights, input_shape=tuple(int(d) for d in image_shape)
-    )
-    backbones.set_trainable_blocks(backbone, trainable_blocks, stem_as_one(BLOCK_OF))
-    return backbones.classifier(
-        backbone,
-        inputs,
-        backbone(x),
+    return backbones.transfer_model(
+        keras.applications.ResNet50,
+        image_shape,
+        num_classes,
+        # `preprocess_input` expects 0-255 RGB: it flips to BGR and subtracts ImageNet's means.
+        to_backbone=lambda images: keras.applications.resnet50.preprocess_input(images * 255.0),
+        block_of=BLOCK_OF,
         num_units=num_units,
-        num_classes=num_classes,
+        trainable_blocks=trainable_blocks,
+        weights=weights,
+        input_dtype=input_dtype,
         name="hpt_resnet50",
     )
-
-
-def stem_as_one(block_of):
-    """`block_of` with conv1 and pool1 counted as one block, the stem."""
-    return lambda name: "stem" if block_of(name) in _STEM else block_of(name)
