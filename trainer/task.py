@@ -82,14 +82,10 @@ def build_parser(spec: ModelSpec | None = None) -> argparse.ArgumentParser:
 
 
 def requested_model(argv: Sequence[str] | None) -> str:
-    """The `--model` among the flags (both `--model=x` and `--model x`), else the default."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    for i, arg in enumerate(args):
-        if arg.startswith("--model="):
-            return arg.split("=", 1)[1]
-        if arg == "--model" and i + 1 < len(args):
-            return args[i + 1]
-    return DEFAULT_MODEL
+    """The `--model` among the flags, else the default (its hyperparameters are the flags')."""
+    first = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    first.add_argument("--model", default=DEFAULT_MODEL)
+    return first.parse_known_args(argv)[0].model
 
 
 def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:

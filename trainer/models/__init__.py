@@ -25,6 +25,7 @@ from typing import Any
 
 from trainer.contract import (
     DEFAULT_MODEL,
+    MIN_IMAGE_SIZE,
     TRAINER_HYPERPARAMETERS,
     ContractError,
     Hyperparameter,
@@ -109,7 +110,7 @@ MODELS: Mapping[str, ModelSpec] = {
             "cnn",
             "trainer.models.cnn:build",
             (_units(128),),
-            min_image_size=22,
+            min_image_size=MIN_IMAGE_SIZE,
             presets=("default", "seeds", "optimizer"),
             typed_input=True,
             description="the seeds' CNN: conv 16/32/64, Dense(num_units), SGD",
@@ -182,10 +183,9 @@ def check_weights(spec: ModelSpec, weights: str | None) -> str:
 
 def builder_of(spec: ModelSpec) -> Any:
     """The builder function of `spec` (imports its module: TensorFlow, for built-in models)."""
-    import importlib
+    from trainer.models import custom
 
-    module_name, function_name = spec.builder.split(":")
-    return getattr(importlib.import_module(module_name), function_name)
+    return custom.load_builder(spec.builder)
 
 
 def build_model(
