@@ -82,9 +82,8 @@ class Settings:
     trial_threshold: float | None = None  # the best trial must reach it, else stop
     # Model (trainer.models: a registered name or a team's builder, package.module:function)
     model: str = DEFAULT_MODEL
-    weights: str | None = (
-        None  # imagenet | none | a weights file (local or gs://); None: the model's
-    )
+    # imagenet | none | a weights file (local or gs://); None: the model's own default
+    weights: str | None = None
     # Training
     epochs: int = 10
     batch_size: int = 32
