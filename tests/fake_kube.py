@@ -225,3 +225,28 @@ def held_to(api_class: type, method: str, *args: Any, **kwargs: Any) -> None:
     unknown = set(kwargs) - allowed
     if unknown:
         raise TypeError(f"{api_class.__name__}.{method}: unexpected keyword {sorted(unknown)}")
+
+
+class HeldCustomObjects:
+    """A base for hand-written `CustomObjectsApi` fakes: every call is `held_to` the real one.
+
+    Its custom-object calls and `get_api_resources` are checked against the real method's
+    signature and keywords before the fake answers; discovery answers as the `Cluster`
+    does (the TFJob and Katib APIs served).
+    """
+
+    def __getattribute__(self, name: str) -> Any:
+        from kubernetes.client import CustomObjectsApi
+
+        attr = object.__getattribute__(self, name)
+        if name.endswith("_custom_object") or name == "get_api_resources":
+
+            def held(*args: Any, **kwargs: Any) -> Any:
+                held_to(CustomObjectsApi, name, *args, **kwargs)
+                return attr(*args, **kwargs)
+
+            return held
+        return attr
+
+    def get_api_resources(self, group: str, version: str) -> Any:
+        return Cluster().custom.get_api_resources(group, version)

@@ -26,7 +26,7 @@ from pipelines.targets.kubeflow import katib_trials, katib_tune, kube
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests import fake_trainer
-from tests.fake_kube import Cluster, held_to
+from tests.fake_kube import Cluster, HeldCustomObjects
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "ghcr.io/acme/hpt-trainer:v1"
@@ -737,28 +737,12 @@ def test_collector_reads_hypertune_lines_as_katib_does(tmp_path: Path) -> None:
 # --- the tune component, the Kubernetes API replaced ---------------------------------------------
 
 
-class FakeCustomObjects:
+class FakeCustomObjects(HeldCustomObjects):
     """CustomObjectsApi's calls the tune step makes; records every call but the checks'.
 
     Every call is first held to the real method's signature and keywords
     (`fake_kube.held_to`); discovery and the dry run answer as Katib 0.19 would.
     """
-
-    def __getattribute__(self, name: str) -> Any:
-        from kubernetes.client import CustomObjectsApi
-
-        attr = object.__getattribute__(self, name)
-        if name.endswith("_custom_object") or name == "get_api_resources":
-
-            def held(*args: Any, **kwargs: Any) -> Any:
-                held_to(CustomObjectsApi, name, *args, **kwargs)
-                return attr(*args, **kwargs)
-
-            return held
-        return attr
-
-    def get_api_resources(self, group: str, version: str) -> Any:
-        return Cluster().custom.get_api_resources(group, version)
 
     def __init__(
         self,

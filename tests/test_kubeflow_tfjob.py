@@ -13,7 +13,7 @@ from pipelines.jobs.replica_env import cluster_env, output_dirs
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.targets.kubeflow import final_job, kube, rbac, tfjob
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
-from tests.fake_kube import Cluster, held_to
+from tests.fake_kube import Cluster, HeldCustomObjects
 from trainer import cluster
 
 IMAGE = "registry.example.com/hpt/trainer:v1"
@@ -338,27 +338,11 @@ FAILED = condition(
 )
 
 
-class FakeApi:
+class FakeApi(HeldCustomObjects):
     """`CustomObjectsApi`'s create/get, replaying the statuses the operator would write.
 
     Calls are held to the real methods' signatures and keywords (`fake_kube.held_to`).
     """
-
-    def __getattribute__(self, name: str) -> Any:
-        from kubernetes.client import CustomObjectsApi
-
-        attr = object.__getattribute__(self, name)
-        if name.endswith("_custom_object") or name == "get_api_resources":
-
-            def held(*args: Any, **kwargs: Any) -> Any:
-                held_to(CustomObjectsApi, name, *args, **kwargs)
-                return attr(*args, **kwargs)
-
-            return held
-        return attr
-
-    def get_api_resources(self, group: str, version: str) -> Any:
-        return Cluster().custom.get_api_resources(group, version)  # the TFJob API is served
 
     def __init__(self, statuses: list[dict[str, Any]], exists: bool = False, refuse: int = 0):
         self.statuses = statuses
