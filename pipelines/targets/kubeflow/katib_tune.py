@@ -289,7 +289,7 @@ def run_katib_study(
             wait_until(
                 get,
                 _restarted(found),
-                what="patched, but Katib has not restarted it (is katib-controller running?)",
+                what="was patched, but Katib has not restarted it (is katib-controller running?)",
                 timeout_s=min(timeout_s, RESTART_TIMEOUT_S),
                 poll_s=poll,
                 clock=clock,

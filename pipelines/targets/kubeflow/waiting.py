@@ -98,28 +98,25 @@ def wait_for(
             timeout passed (the object and its last condition named).
         ValueError: `timeout_s` or `poll_s` is not positive.
     """
-    if not timeout_s > 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
-    if not poll_s > 0:
-        raise ValueError(f"poll_s must be > 0, got {poll_s!r}")
-    deadline = clock() + timeout_s
-    while True:
-        obj = get()
+
+    def finished(obj: dict[str, Any]) -> bool:
         if on_status is not None:
             on_status(obj)
         cond = last_true_condition(obj)
         kind = cond.get("type") if cond else None
-        if kind in succeeded:
-            return obj
         if kind in failed:
             raise KubeflowJobError(f"{describe(obj)} failed: {_condition_text(cond)}")
-        remaining = deadline - clock()
-        if remaining <= 0:
-            raise KubeflowJobError(
-                f"{describe(obj)} did not finish within {timeout_s:g}s "
-                f"(last condition: {_condition_text(cond)})"
-            )
-        sleep(min(poll_s, remaining))
+        return kind in succeeded
+
+    return wait_until(
+        get,
+        finished,
+        what="did not finish",
+        timeout_s=timeout_s,
+        poll_s=poll_s,
+        clock=clock,
+        sleep=sleep,
+    )
 
 
 def wait_until(
@@ -135,8 +132,14 @@ def wait_until(
     """Poll until `done(object)`; e.g. until a controller has acted on an edit.
 
     Raises:
-        KubeflowJobError: Not done within `timeout_s`: `what`, the object and its last condition.
+        KubeflowJobError: Not done within `timeout_s`: the object, `what` (e.g. `did not
+            finish`) and its last condition; or whatever `done` raises.
+        ValueError: `timeout_s` or `poll_s` is not positive.
     """
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+    if not poll_s > 0:
+        raise ValueError(f"poll_s must be > 0, got {poll_s!r}")
     deadline = clock() + timeout_s
     while True:
         obj = get()
@@ -145,7 +148,7 @@ def wait_until(
         remaining = deadline - clock()
         if remaining <= 0:
             raise KubeflowJobError(
-                f"{describe(obj)}: {what} within {timeout_s:g}s "
+                f"{describe(obj)} {what} within {timeout_s:g}s "
                 f"(last condition: {_condition_text(last_true_condition(obj))})"
             )
         sleep(min(poll_s, remaining))
