@@ -15,6 +15,7 @@ import os
 import socket
 from pathlib import Path
 
+from pipelines.jobs import replica_env
 from pipelines.settings import Settings, SettingsError
 
 TFDS_HOST = ("storage.googleapis.com", 443)  # where TFDS downloads from (GCS mirror first)
@@ -129,8 +130,8 @@ def check_tfds_reachable(
 
 
 def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
-    """A line when a trial runs more logical replicas than the machine has cores, else None."""
-    cores = cores or os.cpu_count() or 1
+    """A line when a trial runs more logical replicas than this process's cores, else None."""
+    cores = cores or replica_env.host_cores()  # the cores the local executors share out
     per_trial = max(1, settings.trial_accelerator_count)
     if per_trial <= cores:
         return None
