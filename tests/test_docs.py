@@ -1,0 +1,103 @@
+"""README.md and ARCHITECTURE.md name only files that exist, hold no merge conflict, and
+the README stays short.
+
+A path is a backticked token or a relative Markdown link whose first segment is a
+top-level entry of the repository (`pipelines/study/sampler.py`, `trainer/models/`) or,
+as ARCHITECTURE.md abbreviates, a package under `pipelines/` (`study/sampler.py`).
+`:name` after a file (`pipelines/settings.py:Settings`) and `#anchor` after a link are
+dropped; a placeholder segment (`<name>`, `*`, `{a,b}`, `…`) stops the check at the
+folder before it. Ignored output folders (`runs/`, `benchmarks/results/`) are skipped.
+Text only: no import, no subprocess.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ("README.md", "ARCHITECTURE.md")
+README_MAX_CHARS = 10_000
+# Paths git ignores: outputs a fresh checkout does not have.
+IGNORED = ("runs/", "out/", "build/", "dist/", ".venv/", "benchmarks/results/")
+# Top-level folders whose files a doc may name; `pipelines/` packages also without the prefix.
+ROOTS = ("pipelines", "trainer", "components", "dataprep", "images", "tests", "benchmarks",
+         "docs", ".ci")  # fmt: skip
+TOP_FILES = ("Makefile", "pyproject.toml", "cloudbuild.yaml", "README.md", "ARCHITECTURE.md")
+PLACEHOLDER = re.compile(r"[<>*{}…]")
+BACKTICKED = re.compile(r"`([^`\n]+)`")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CONFLICT = re.compile(r"^(<<<<<<<|=======$|>>>>>>>)", re.MULTILINE)
+
+
+def pipelines_packages() -> set[str]:
+    return {p.name for p in (ROOT / "pipelines").iterdir() if p.is_dir() and p.name[0] != "_"}
+
+
+def named_paths(text: str) -> list[str]:
+    """The repository paths a document names, as written (see the module docstring)."""
+    candidates = BACKTICKED.findall(text) + [
+        link for link in LINK.findall(text) if "://" not in link and not link.startswith("#")
+    ]
+    short = pipelines_packages()
+    found = []
+    for token in candidates:
+        token = token.split("#", 1)[0]
+        if token in TOP_FILES:
+            found.append(token)
+            continue
+        if " " in token or "/" not in token or "://" in token or token.startswith(("/", "~")):
+            continue
+        first = token.split("/", 1)[0]
+        if first in ROOTS or first in short:
+            found.append(token)
+    return found
+
+
+def missing_paths(text: str, root: Path = ROOT) -> list[str]:
+    """The paths `text` names that are not in the repository at `root`."""
+    short = {p.name for p in (root / "pipelines").iterdir() if p.is_dir()}
+    missing = []
+    for written in named_paths(text):
+        path = written.split(":", 1)[0].rstrip("/.,")
+        if path.startswith(IGNORED) or f"{path}/".startswith(IGNORED):
+            continue
+        segments = path.split("/")
+        for i, segment in enumerate(segments):
+            if PLACEHOLDER.search(segment):
+                segments = segments[:i]
+                break
+        path = "/".join(segments)
+        if not path:
+            continue
+        candidates = [root / path]
+        if segments[0] in short and segments[0] not in ROOTS:
+            candidates.append(root / "pipelines" / path)
+        if not any(c.exists() for c in candidates):
+            missing.append(written)
+    return missing
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_path_a_doc_names_exists(doc):
+    assert missing_paths((ROOT / doc).read_text()) == []
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_no_merge_conflict_markers(doc):
+    assert CONFLICT.findall((ROOT / doc).read_text()) == []
+
+
+def test_readme_stays_short():
+    size = len((ROOT / "README.md").read_text())
+    assert size <= README_MAX_CHARS, f"README.md is {size} characters (cap {README_MAX_CHARS})"
+
+
+def test_the_checker_catches_a_missing_path_and_a_conflict():
+    text = "See `pipelines/study/sampler.py`, `study/nope.py` and [x](trainer/gone.py#a).\n"
+    assert missing_paths(text) == ["study/nope.py", "trainer/gone.py"]
+    assert missing_paths("`trainer/models/<name>.py`, `pipelines/settings.py:Settings`") == []
+    assert missing_paths("`pipelnes/x.py` is no root; `runs/latest/study` is output") == []
+    assert CONFLICT.findall("a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> main\n")
