@@ -89,7 +89,7 @@ class Settings:
     batch_size: int = 32
     precision: str = DEFAULT_PRECISION  # the trainer's --precision; auto: resolved per machine
     replicas: int = 1  # final job workers besides the chief
-    eval_threshold: float | None = None  # test accuracy needed to register the model
+    eval_threshold: float | None = None  # test_accuracy needed to register the model
     # Machines (locally, accelerator_count = logical CPU devices per replica)
     trial_machine_type: str = "n1-standard-8"
     trial_accelerator_type: str = "NVIDIA_TESLA_T4"

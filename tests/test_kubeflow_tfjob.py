@@ -490,7 +490,7 @@ def test_the_component_describes_the_chiefs_export(
     card = {
         "versions": {"tensorflow": "2.21.0"},
         "hyperparameters": {"learning_rate": 0.003},
-        "final_metrics": {"accuracy": 0.9, "epoch": 3},
+        "final_metrics": {"val_accuracy": 0.9, "epoch": 3},
         "dataset": {"metadata_sha256": "abc", "path": "/mnt/hpt/data", "class_names": ["a", "b"]},
         "training": {"workers": 3, "strategy": "MultiWorkerMirroredStrategy"},
     }

@@ -288,7 +288,7 @@ def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
     card = {
         "versions": {"tensorflow": "2.21.0"},
         "hyperparameters": {"learning_rate": 0.003},
-        "final_metrics": {"accuracy": 0.9, "epoch": 3},
+        "final_metrics": {"val_accuracy": 0.9, "epoch": 3},
         "dataset": {"metadata_sha256": "abc", "path": "/d", "class_names": ["a", "b"]},
         "training": {"workers": 2, "strategy": "MultiWorkerMirroredStrategy"},
     }
@@ -303,7 +303,7 @@ def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
     )
     uri, metadata, tensorflow_imported = json.loads(python_stdout(probe))
     assert uri == str(tmp_path / "model")
-    assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"accuracy": 0.9}
+    assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"val_accuracy": 0.9}
     assert tensorflow_imported is False
 
 

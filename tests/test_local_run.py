@@ -96,8 +96,8 @@ def test_trials_artifact_holds_the_study(two_runs):
             "num_units",
         }
     succeeded = [t for t in all_trials if trials.trial_state(t) == trials.TrialState.SUCCEEDED]
-    best = max(succeeded, key=lambda t: trials.final_metric(t, "accuracy"))
-    assert first["best_metric"] == pytest.approx(trials.final_metric(best, "accuracy"))
+    best = max(succeeded, key=lambda t: trials.final_metric(t, "val_accuracy"))
+    assert first["best_metric"] == pytest.approx(trials.final_metric(best, "val_accuracy"))
     assert first["trial_states"] == {
         "SUCCEEDED": len(succeeded),
         **({"INFEASIBLE": 3 - len(succeeded)} if len(succeeded) < 3 else {}),
@@ -150,7 +150,7 @@ def test_evaluation_matches_an_independent_recomputation(two_runs):
         correct += int(np.sum(predicted == labels.numpy()))
         total += len(encoded)
     assert total == metadata["splits"]["test"]["count"]
-    assert first["test_metrics"]["accuracy"] == pytest.approx(correct / total)
+    assert first["test_metrics"]["test_accuracy"] == pytest.approx(correct / total)
     assert first["test_metrics"]["test_examples"] == total
     assert first["report"] == f"{first['figures']}/index.html"  # opens in a browser as a page
     report = Path(first["report"]).read_text()
@@ -221,7 +221,9 @@ def test_trial_report_on_a_real_run(two_runs, tmp_path):
 
     settings, first, _ = two_runs
     study = trial_report.load_trials(settings.output)
-    report = trial_report.write_report(study, tmp_path, trial_report.Metric("accuracy", "maximize"))
+    report = trial_report.write_report(
+        study, tmp_path, trial_report.Metric("val_accuracy", "maximize")
+    )
     for path in report.figures.values():
         with Image.open(path) as png:
             assert png.format == "PNG"

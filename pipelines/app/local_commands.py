@@ -100,7 +100,9 @@ def run(
     ),
     early_stopping: bool = typer.Option(None, "--early-stopping/--no-early-stopping"),
     trial_threshold: float = typer.Option(None, help="Stop before final training below it."),
-    eval_threshold: float = typer.Option(None, help="Register only at or above this accuracy."),
+    eval_threshold: float = typer.Option(
+        None, help="Register only at or above this test_accuracy."
+    ),
     seed: int = typer.Option(None, help="Seed for splits, search and training."),
     output: str = typer.Option(None, help="Run directory (default runs/latest)."),
     registry: str = typer.Option(None, help="Local model registry (default runs/registry)."),
@@ -224,7 +226,7 @@ def models(
         "model",
         "version",
         "registered",
-        "accuracy",
+        "test_accuracy",
         "best trial",
         "dataset",
         "run",
@@ -233,7 +235,7 @@ def models(
     )
     rows = []
     for card in cards:
-        accuracy = card.get("metrics", {}).get("accuracy")
+        accuracy = card.get("metrics", {}).get("test_accuracy")
         lineage = card.get("lineage", {})
         rows.append(
             (
