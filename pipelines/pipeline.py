@@ -75,7 +75,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         epochs: int = s.epochs,
         batch_size: int = s.batch_size,
         precision: str = s.precision,
-        replicas: int = s.replicas,
+        workers: int = s.workers,
         trial_machine_type: str = s.trial_machine_type,
         trial_accelerator_type: str = s.trial_accelerator_type,
         trial_accelerator_count: int = s.trial_accelerator_count,
@@ -151,7 +151,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             machine_type=final_machine_type,
             accelerator_type=final_accelerator_type,
             accelerator_count=final_accelerator_count,
-            worker_count=replicas,
+            worker_count=workers,
             shared_root=shared_root,
             expect_gpus=binding.expects_gpus,
         ).set_display_name("Build final job spec")

@@ -161,6 +161,24 @@ def test_run_refuses_bad_input_before_any_work(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_the_old_replicas_spelling_is_refused_in_one_line_naming_workers(tmp_path, monkeypatch):
+    """`replicas` counts the chief elsewhere; the setting is `workers`, whatever the spelling."""
+    meaning = "(the final job's workers besides the chief)"
+    out = tmp_path / "o"
+    _one_line_error(
+        ["run", "--replicas", "2", "--output", str(out)], f"--replicas: say --workers {meaning}"
+    )
+    config = tmp_path / "settings.yaml"
+    config.write_text("workers: 1\nreplicas: 2\n")
+    _one_line_error(
+        ["run", "--config", str(config), "--output", str(out)],
+        f"--config={config}: replicas: say workers {meaning}",
+    )
+    monkeypatch.setenv("HPT_REPLICAS", "2")
+    _one_line_error(["run", "--output", str(out)], f"HPT_REPLICAS: say HPT_WORKERS {meaning}")
+    assert not out.exists()
+
+
 def test_compile_refuses_an_unknown_target(tmp_path):
     _one_line_error(
         ["compile", "--target", "sagemaker", "--output", str(tmp_path / "p.yaml")],

@@ -110,7 +110,7 @@ def test_final_model_was_trained_with_the_best_parameters(two_runs):
     for name, value in first["best_parameters"].items():
         assert card["hyperparameters"][name] == pytest.approx(value)
     assert card["training"]["strategy"] == "MultiWorkerMirroredStrategy"
-    assert card["training"]["workers"] == 2
+    assert card["training"]["replicas"] == 2
     # The default precision travels as `auto` and is resolved by the machine that trains.
     assert card["training"]["precision_requested"] == "auto"
     assert card["training"]["precision"] in ("float32", "mixed_bfloat16")
@@ -334,7 +334,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
         gcp_resources=str(tmp_path / "custom_job_resources"),
     )
     pools = sent["job"].job_spec.worker_pool_specs
-    assert [p.replica_count for p in pools] == [1, settings.replicas]
+    assert [p.replica_count for p in pools] == [1, settings.workers]
     best_flags = {contract.flag(k, v) for k, v in first["best_parameters"].items()}
     for pool in pools:
         assert best_flags <= set(pool.container_spec.args), (best_flags, pool.container_spec.args)

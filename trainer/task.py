@@ -209,7 +209,7 @@ def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
         "training": {
             "strategy": result.strategy,
             "replicas_in_sync": result.replicas,
-            "workers": result.num_workers,
+            "replicas": result.num_workers,  # chief + workers (replicas_in_sync: devices)
             "resumed_after_epoch": result.start_epoch,
             "seed": run.seed,
             "precision": result.precision.policy,

@@ -270,7 +270,7 @@ def _train(
     history: list[dict[str, float]] = []
     _log(
         f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
-        f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
+        f"chief + {max(cluster.num_workers, 1) - 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
         f"{choice.policy}, op threads "
         f"{tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}/"

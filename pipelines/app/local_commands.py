@@ -9,7 +9,13 @@ import typer
 
 from pipelines import scratch
 from pipelines.app.errors import fail
-from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, load_settings
+from pipelines.settings import (
+    LOCAL_RUN_DEFAULTS,
+    Settings,
+    SettingsError,
+    load_settings,
+    renamed,
+)
 
 
 def check_source(source: str) -> None:
@@ -91,9 +97,14 @@ def run(
         None,
         help="auto (default: bf16 where native on the machine) | float32 | mixed_bfloat16.",
     ),
-    replicas: int = typer.Option(None, help="Final-job workers besides the chief."),
+    workers: int = typer.Option(
+        None, help="Final-job workers besides the chief (local default 1)."
+    ),
+    replicas: int = typer.Option(None, hidden=True, help="Renamed --workers: refused."),
     trial_accelerators: int = typer.Option(
-        None, help="Logical devices per trial (MirroredStrategy replicas)."
+        None,
+        help="Accelerators per trial. Here they are logical CPU devices (no GPU needed): "
+        "MirroredStrategy splits each batch over them (local default 2).",
     ),
     search_space: Path = typer.Option(
         None, help="Search-space preset (default, seeds) or YAML file (default: `default`)."
@@ -109,6 +120,8 @@ def run(
     config: Path = typer.Option(None, help="YAML settings file."),
 ) -> None:
     """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
+    if replicas is not None:
+        fail(str(renamed("replicas", "flag")))
     notes: list[str] = []
     settings = _settings(
         config,
@@ -126,7 +139,7 @@ def run(
         epochs=epochs,
         batch_size=batch_size,
         precision=precision,
-        replicas=replicas,
+        workers=workers,
         trial_accelerator_count=trial_accelerators,
         search_space=str(search_space) if search_space else None,
         early_stopping=early_stopping,
@@ -149,7 +162,7 @@ def run(
             f"[bold]hpt-pipeline run[/]: model={settings.model} source={settings.source} "
             f"image_size={settings.image_size} trials={settings.max_trials} "
             f"(parallel {settings.parallel_trials}) epochs={settings.epochs} "
-            f"final job=1 chief + {settings.replicas} worker(s) → {settings.output}"
+            f"final job=1 chief + {settings.workers} worker(s) → {settings.output}"
         )
         for note in notes:
             console.out(note if note.startswith("warning") else f"note: {note}")
