@@ -3,9 +3,10 @@
 prepare_dataset → build trial job spec → tune → select_best_trial →
 build final job spec → train_final → evaluate → (if it passes) register.
 
-Only three steps differ between the targets, and only in what executes the
-same payloads: `vertex` binds them to an HPT job sent with GCPC's launcher,
-CustomTrainingJobOp and ModelUploadOp; `local` to the local executors.
+The targets differ in what executes the same payloads (`pipelines/wiring/`):
+`vertex` binds tune, train and register to an HPT job sent with GCPC's launcher,
+CustomTrainingJobOp and ModelUploadOp; `kubeflow` to a Katib Experiment, a TFJob
+and a KFP Model; `local` to the local executors.
 """
 
 import inspect
@@ -30,7 +31,7 @@ PIPELINE_DESCRIPTION = (
 
 
 def build_pipeline(target: str, settings: Settings) -> Any:
-    """The pipeline for `target` (`local` or `vertex`), its parameter defaults from `settings`.
+    """The pipeline for `target` (local, vertex, kubeflow), parameter defaults from `settings`.
 
     Raises:
         ValueError: Unknown target.

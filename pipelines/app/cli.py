@@ -20,7 +20,7 @@ from pipelines.app import (
 
 app = typer.Typer(
     name="hpt-pipeline",
-    help="Hyperparameter tuning + multi-worker TensorFlow training, locally or on Vertex AI.",
+    help="Hyperparameter tuning + multi-worker TensorFlow training: here, on Vertex AI, Kubeflow.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -41,7 +41,7 @@ def _options(
         False, "--version", callback=_print_version, is_eager=True, help="Print the version."
     ),
 ) -> None:
-    """Hyperparameter tuning + multi-worker TensorFlow training, locally or on Vertex AI."""
+    """Hyperparameter tuning + multi-worker TensorFlow training: here, on Vertex AI, Kubeflow."""
 
 
 app.command("prepare")(data_commands.prepare)

@@ -138,7 +138,7 @@ def _run_settings(
 ) -> Settings:
     """Settings of a run or a schedule on `target`, preflighted for it.
 
-    `shared` are the Settings fields both targets take (pipeline_root, enable_caching,
+    `shared` are the Settings fields both cloud targets take (pipeline_root, enable_caching,
     display_name, ...); a flag of the other target that is set is refused in one line.
     """
     vertex = dict(project=project, region=region, network=network, kms_key=kms_key)

@@ -1,6 +1,6 @@
 """The trials artifact: Vertex's `Trial` JSON (as `Trial.to_json` writes it) plus local extras.
 
-Both targets produce a JSON list of trials in this one schema::
+Every target (local, vertex, kubeflow) produces a JSON list of trials in this one schema::
 
     {"id": "3", "state": 4,
      "parameters": [{"parameterId": "learning_rate", "value": 0.01}, ...],
