@@ -38,7 +38,12 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _options(
     version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        metavar="",  # a flag: no `<bool>` beside it
+        help="Print the version and exit.",
     ),
 ) -> None:
     """Hyperparameter tuning + multi-worker TensorFlow training: here, on Vertex AI, Kubeflow."""

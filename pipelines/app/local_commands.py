@@ -82,11 +82,14 @@ def run(
         None, help="Failed trials that fail the study (as on Vertex); 0 lets the service decide."
     ),
     algorithm: str = typer.Option(
-        None, help="ALGORITHM_UNSPECIFIED (TPE) | GRID_SEARCH | RANDOM_SEARCH."
+        None,
+        help="Search algorithm: GRID_SEARCH, RANDOM_SEARCH, or the default "
+        "ALGORITHM_UNSPECIFIED (Vertex's own; TPE here).",
     ),
     model: str = typer.Option(
         None,
-        help="cnn (default) | resnet50 | mobilenet_v3_small | package.module:function (your own).",
+        help="cnn (default), resnet50, mobilenet_v3_small, or your own builder as "
+        "package.module:function.",
     ),
     weights: str = typer.Option(
         None, help="imagenet | none | a Keras weights file (default: the model's own)."
@@ -103,13 +106,17 @@ def run(
     replicas: int = typer.Option(None, hidden=True, help="Renamed --workers: refused."),
     trial_accelerators: int = typer.Option(
         None,
-        help="Accelerators per trial. Here they are logical CPU devices (no GPU needed): "
-        "MirroredStrategy splits each batch over them (local default 2).",
+        help="Accelerators per trial. Without a GPU here they are logical CPU devices, "
+        "each taking a share of the batch under MirroredStrategy (local default 2).",
     ),
     search_space: Path = typer.Option(
         None, help="Search-space preset (default, seeds) or YAML file (default: `default`)."
     ),
-    early_stopping: bool = typer.Option(None, "--early-stopping/--no-early-stopping"),
+    early_stopping: bool = typer.Option(
+        False,
+        "--early-stopping",
+        help="Stop trials that trail the median of the finished ones (default: off).",
+    ),
     trial_threshold: float = typer.Option(None, help="Stop before final training below it."),
     eval_threshold: float = typer.Option(
         None, help="Register only at or above this test_accuracy."
@@ -142,7 +149,7 @@ def run(
         workers=workers,
         trial_accelerator_count=trial_accelerators,
         search_space=str(search_space) if search_space else None,
-        early_stopping=early_stopping,
+        early_stopping=early_stopping or None,  # absent: the config's or the environment's
         trial_threshold=trial_threshold,
         eval_threshold=eval_threshold,
         seed=seed,
