@@ -148,8 +148,8 @@ MUTANTS = [
     m(
         "reported metric is the training one",
         "trainer/task.py",
-        'return metrics[tag if tag.startswith("val_") else f"val_{tag}"]',
-        'return metrics[tag.removeprefix("val_")]',
+        "metric_value=metrics[run.metric_tag],  # the tag is the history's key",
+        'metric_value=metrics[run.metric_tag.replace("val_", "train_")],',
         B + "trainer.py::test_every_epoch_reports_the_validation_loss_not_the_training_loss",
         "test_every_epoch_reports_the_validation_loss",
     ),
