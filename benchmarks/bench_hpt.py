@@ -83,7 +83,7 @@ def study_best(
         cwd=str(common.ROOT),
     )
     best = measurements.best_trial(results, space.metrics[0])
-    return trials_lib.final_metric(best, "accuracy") if best else None
+    return trials_lib.final_metric(best, space.metrics[0].metric_id) if best else None
 
 
 def compare(best: Callable[[str, int], float | None], seeds: list[int]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ def evaluate_model(
 ) -> bool:
     """Score the test split through the serving signature; return whether it may be registered.
 
-    Logs accuracy, loss and per-class precision/recall/F1 (Metrics), the
+    Logs test_accuracy, test_loss and per-class precision/recall/F1 (Metrics), the
     confusion matrix and, for two classes, the ROC curve (ClassificationMetrics),
     and the same figures as one HTML page (`report`, drawn by the console) and
     as PNG files with evaluation.json (`figures`).
@@ -43,8 +43,8 @@ def evaluate_model(
         ],
     )
     loading.join()
-    metrics.log_metric("accuracy", result["accuracy"])
-    metrics.log_metric("loss", result["loss"])
+    metrics.log_metric("test_accuracy", result["test_accuracy"])
+    metrics.log_metric("test_loss", result["test_loss"])
     metrics.log_metric("test_examples", result["count"])
     for name, per_class in result["per_class"].items():
         for key in ("precision", "recall", "f1"):
@@ -56,7 +56,7 @@ def evaluate_model(
         roc = result["roc"]
         classification.log_roc_curve(roc["fpr"], roc["tpr"], roc["thresholds"])
         metrics.log_metric("auc", roc["auc"])
-    passed = (not use_threshold) or result["accuracy"] >= float(threshold)
+    passed = (not use_threshold) or result["test_accuracy"] >= float(threshold)
     metrics.metadata.update(
         {"model": model.uri, "dataset": dataset.uri, "passed_threshold": passed}
     )
@@ -68,7 +68,6 @@ def evaluate_model(
     with open(os.path.join(figures.path, "evaluation.json"), "w") as f:
         json.dump(result, f, indent=2)
     if not passed:
-        print(
-            f"model NOT registered: test accuracy {result['accuracy']:.4f} < threshold {threshold}"
-        )
+        accuracy = result["test_accuracy"]
+        print(f"model NOT registered: test_accuracy {accuracy:.4f} < threshold {threshold}")
     return passed

@@ -1,7 +1,7 @@
 """Build the trainer's `worker_pool_specs` at run time (they need the dataset's location).
 
-The same components feed both targets: Vertex's HPT / custom-job ops and the
-local executors receive exactly these payloads.
+The same components feed every target: Vertex's HPT / custom-job ops, Katib and the
+TFJob on Kubeflow, and the local executors receive exactly these payloads.
 """
 
 from typing import NamedTuple

@@ -11,7 +11,7 @@ def study_metric(
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "StudyMetric", [("study_spec_metrics", list), ("goal", str)]
 ):
-    """`study_spec_metrics` and the goal for `metric_tag` (`loss` is minimized, `accuracy` not).
+    """`study_spec_metrics` and the goal for `metric_tag` (`val_loss` is minimized).
 
     One pipeline parameter, `metric_tag`, decides what the trials report (the trainer's
     `--metric_tag`), what the study waits for and which way the best trial is chosen, so

@@ -3,9 +3,10 @@
 prepare_dataset → build trial job spec → tune → select_best_trial →
 build final job spec → train_final → evaluate → (if it passes) register.
 
-Only three steps differ between the targets, and only in what executes the
-same payloads: `vertex` binds them to an HPT job sent with GCPC's launcher,
-CustomTrainingJobOp and ModelUploadOp; `local` to the local executors.
+The targets differ in what executes the same payloads (`pipelines/wiring/`):
+`vertex` binds tune, train and register to an HPT job sent with GCPC's launcher,
+CustomTrainingJobOp and ModelUploadOp; `kubeflow` to a Katib Experiment, a TFJob
+and a KFP Model; `local` to the local executors.
 """
 
 import inspect
@@ -30,7 +31,7 @@ PIPELINE_DESCRIPTION = (
 
 
 def build_pipeline(target: str, settings: Settings) -> Any:
-    """The pipeline for `target` (`local` or `vertex`), its parameter defaults from `settings`.
+    """The pipeline for `target` (local, vertex, kubeflow), parameter defaults from `settings`.
 
     Raises:
         ValueError: Unknown target.
@@ -75,7 +76,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         epochs: int = s.epochs,
         batch_size: int = s.batch_size,
         precision: str = s.precision,
-        replicas: int = s.replicas,
+        workers: int = s.workers,
         trial_machine_type: str = s.trial_machine_type,
         trial_accelerator_type: str = s.trial_accelerator_type,
         trial_accelerator_count: int = s.trial_accelerator_count,
@@ -151,7 +152,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             machine_type=final_machine_type,
             accelerator_type=final_accelerator_type,
             accelerator_count=final_accelerator_count,
-            worker_count=replicas,
+            worker_count=workers,
             shared_root=shared_root,
             expect_gpus=binding.expects_gpus,
         ).set_display_name("Build final job spec")

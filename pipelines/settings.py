@@ -88,8 +88,8 @@ class Settings:
     epochs: int = 10
     batch_size: int = 32
     precision: str = DEFAULT_PRECISION  # the trainer's --precision; auto: resolved per machine
-    replicas: int = 1  # final job workers besides the chief
-    eval_threshold: float | None = None  # test accuracy needed to register the model
+    workers: int = 1  # the final job's workers besides the chief (replicas: 1 + workers)
+    eval_threshold: float | None = None  # test_accuracy needed to register the model
     # Machines (locally, accelerator_count = logical CPU devices per replica)
     trial_machine_type: str = "n1-standard-8"
     trial_accelerator_type: str = "NVIDIA_TESLA_T4"
@@ -154,14 +154,14 @@ LOCAL_RUN_DEFAULTS = dict(
     max_failed_trials=2,  # the second failure fails the study (Vertex's rule)
     epochs=10,  # epochs are ~0.2 s at 32 px: start-up dominates, and 4 epochs undertrain
     batch_size=32,
-    replicas=1,
+    workers=1,
     trial_accelerator_count=2,
     final_accelerator_count=1,
 )
 
 # The settings that change what a trial means: recorded with a local study, and a rerun
 # into the same output must repeat them (`pipelines/app/study_identity.py`). Settings not
-# listed (max_trials, parallel_trials, max_failed_trials, thresholds, replicas…) may change
+# listed (max_trials, parallel_trials, max_failed_trials, thresholds, workers…) may change
 # on resume. A new setting that changes what a trial trains or measures is added here.
 STUDY_SETTINGS = (
     "source",  # with the dataset's fingerprint, recorded beside it
@@ -254,7 +254,7 @@ def _check(s: Settings) -> None:
     need(s.epochs >= 1, "epochs", "an integer >= 1")
     need(s.batch_size >= 1, "batch_size", "an integer >= 1")
     need(s.precision in PRECISIONS, "precision", f"one of {', '.join(PRECISIONS)}")
-    need(s.replicas >= 0, "replicas", "an integer >= 0 (workers besides the chief)")
+    need(s.workers >= 0, "workers", "an integer >= 0 (workers besides the chief)")
     need(s.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
     need(s.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
     for name in ("trial_threshold", "eval_threshold"):
@@ -332,6 +332,28 @@ def _check(s: Settings) -> None:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
+# Settings renamed so that a name means one thing: old → new. The old one is refused in one
+# line naming the new one, wherever it is read (YAML, HPT_* env, flags, --param).
+RENAMED = {"replicas": "workers"}  # `replicas` counts the chief too (job_specs, model metadata)
+_MEANING = {"workers": "the final job's workers besides the chief"}
+
+
+_SPELLINGS = {
+    "name": lambda name: name,  # YAML, --param
+    "flag": lambda name: "--" + name.replace("_", "-"),
+    "env": lambda name: ENV_PREFIX + name.upper(),
+}
+
+
+def renamed(old: str, form: str = "name") -> str | None:
+    """`<old>: say <new> (<meaning>)` for a renamed setting, spelt as `form`; else None."""
+    new = RENAMED.get(old)
+    if new is None:
+        return None
+    spell = _SPELLINGS[form]
+    return f"{spell(old)}: say {spell(new)} ({_MEANING[new]})"
+
+
 _HINTS = typing.get_type_hints(Settings)
 
 
@@ -388,6 +410,8 @@ def read_config(path: str | Path) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise SettingsError(f"--config={path}: expected a mapping of settings")
+    if old := min(set(data) & set(RENAMED), default=None):
+        raise SettingsError(f"--config={path}: {renamed(old)}")
     unknown = sorted(set(data) - set(FIELDS))
     if unknown:
         raise SettingsError(f"--config={path}: unknown setting {unknown[0]!r}")
@@ -410,6 +434,9 @@ def load_settings(
     env = os.environ if environ is None else environ
     values: dict[str, Any] = dict(defaults or {})
     explicit: set[str] = set()
+    for old in RENAMED:
+        if env.get(ENV_PREFIX + old.upper()) not in (None, ""):
+            raise SettingsError(str(renamed(old, "env")))
     for name in FIELDS:
         if (raw := env.get(ENV_PREFIX + name.upper())) not in (None, ""):
             values[name] = raw

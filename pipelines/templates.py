@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from pipelines.settings import SettingsError
+from pipelines.settings import SettingsError, renamed
 
 
 def read_documents(path: str | Path) -> list[Any]:
@@ -95,6 +95,8 @@ def parameter_values(spec: Mapping[str, Any], assignments: Iterable[str]) -> dic
         name = name.strip()
         if not sep:
             raise SettingsError(f"--param {item!r}: expected name=value")
+        if name not in declared and (refusal := renamed(name)):
+            raise SettingsError(f"--param {refusal}")  # an old name, once a parameter
         if name not in declared:
             known = ", ".join(sorted(declared)) or "none"
             raise SettingsError(

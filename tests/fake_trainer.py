@@ -8,7 +8,7 @@ and better parameters are better at every epoch (what the median rule needs).
 Control flags:
     --epochs=N          epochs to report (default 3)
     --sleep=S           seconds per epoch (default 0)
-    --metric_tag=T      hypertune tag (default accuracy)
+    --metric_tag=T      hypertune tag (default val_accuracy)
     --decay_after=E     after epoch E the metric falls (an over-training curve)
     --fail_at=E         exit 3 at epoch E (0: right after start-up)
     --tmp_file          leave a file in the temporary folder, as TensorFlow's autograph does
@@ -150,11 +150,11 @@ def main(argv: list[str]) -> int:
             value = 1.0 - value
         if reporter is not None and task == "chief":
             reporter.report_hyperparameter_tuning_metric(
-                hyperparameter_metric_tag=control.get("metric_tag", "accuracy"),
+                hyperparameter_metric_tag=control.get("metric_tag", "val_accuracy"),
                 metric_value=value,
                 global_step=epoch,
             )
-        say(f"epoch {epoch}: {control.get('metric_tag', 'accuracy')}={value:.6f}")
+        say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
     if control.get("ledger"):
         record = {
             "trial": trial,

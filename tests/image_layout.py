@@ -98,13 +98,14 @@ def components_layout(workdir: Path, context: Path | None = None) -> Path:
     """
     context = context or copy_build_context(workdir / "context")
     site = workdir / "site"
-    subprocess.run(
+    done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
         + ["--no-index", "--target", str(site), str(context)],
         check=True,
         capture_output=True,
         text=True,
     )
+    (workdir / "pip-install.log").write_text(done.stdout + done.stderr)  # what pip printed
     return site
 
 

@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in report["steps"]:
         print(f"| {r['target']} | {r['step']} | {r['outcome']} | {r['seconds']} s |")
     trial = report.get("trial")
-    trial_ok = trial is None or (trial["rc"] == 0 and "accuracy" in trial["metric_file"])
+    trial_ok = trial is None or (trial["rc"] == 0 and "val_accuracy" in trial["metric_file"])
     return 1 if bad or not trial_ok else 0
 
 

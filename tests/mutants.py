@@ -148,8 +148,8 @@ MUTANTS = [
     m(
         "reported metric is the training one",
         "trainer/task.py",
-        'return metrics[tag if tag.startswith("val_") else f"val_{tag}"]',
-        'return metrics[tag.removeprefix("val_")]',
+        "metric_value=metrics[run.metric_tag],  # the tag is the history's key",
+        'metric_value=metrics[run.metric_tag.replace("val_", "train_")],',
         B + "trainer.py::test_every_epoch_reports_the_validation_loss_not_the_training_loss",
         "test_every_epoch_reports_the_validation_loss",
     ),
@@ -200,7 +200,7 @@ MUTANTS = [
         'met = value >= threshold if goal == "maximize" else value <= threshold',
         "met = value >= threshold",
         B + "threshold.py",
-        "test_a_study_below_the_trial_threshold_stops_before_the_final_training[loss",
+        "test_a_study_below_the_trial_threshold_stops_before_the_final_training[val_loss",
     ),
     m(
         "pipeline never turns the trial threshold on",
@@ -272,10 +272,10 @@ MUTANTS = [
         "test_final_job_is_a_chief_pool_and_a_worker_pool",
     ),
     m(
-        "trials always report accuracy",
+        "trials always report val_accuracy",
         "pipelines/jobs/trainer_args.py",
         'flag("metric_tag", metric_tag),',
-        'flag("metric_tag", "accuracy"),',
+        'flag("metric_tag", "val_accuracy"),',
         "tests/test_pipeline_spec.py::test_trial_job_spec_is_one_replica_running_the_trainer",
         "test_trial_job_spec_is_one_replica_running_the_trainer",
     ),

@@ -30,7 +30,7 @@ def test_registration_calls_the_real_model_registry_signatures():
         name="hpt-cnn",
         uri="/mnt/hpt/run-7/model",
         version="run-7",
-        metrics={"accuracy": 0.97},
+        metrics={"test_accuracy": 0.97},
         lineage={"best_trial_id": "3"},
         client_factory=factory,
     )
@@ -52,7 +52,7 @@ def test_registration_calls_the_real_model_registry_signatures():
         "run-7",
     )
     assert (sent["model_format_name"], sent["model_format_version"]) == ("tensorflow", "2")
-    assert sent["metadata"] == {"accuracy": 0.97, "best_trial_id": "3"}
+    assert sent["metadata"] == {"test_accuracy": 0.97, "best_trial_id": "3"}
 
 
 def test_the_autospecced_registry_refuses_a_misspelt_keyword():

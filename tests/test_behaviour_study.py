@@ -1,6 +1,6 @@
 """A minimized metric through the local study, and what resume and early stopping promise.
 
-The fake trainer's `--falling` reports `1 - value` as `loss`: it falls with the epochs and
+The fake trainer's `--falling` reports `1 - value` as `val_loss`: it falls with the epochs and
 is lowest at the fake objective's optimum, so a loss study has a known right answer.
 """
 
@@ -24,9 +24,9 @@ from pipelines.targets.kubeflow import experiment as katib
 from tests.fake_trainer import epoch_value, objective
 from tests.test_local_study import SPACE, states, study
 
-LOSS = Metric("loss", "minimize")
+LOSS = Metric("val_loss", "minimize")
 LOSS_SPACE = SearchSpace(parameters=SPACE.parameters, metrics=(LOSS,))
-LOSS_TRAINER = ("--metric_tag=loss", "--falling")
+LOSS_TRAINER = ("--metric_tag=val_loss", "--falling")
 
 
 def optuna_loss_study(algorithm: str, seed: int, n: int, early: EarlyStopping | None = None):
@@ -92,7 +92,7 @@ def test_local_early_stopping_defaults_are_katibs_medianstop_settings():
 def loss_study(tmp_path_factory) -> list[dict]:
     """A loss study with early stopping, run by the local executor on the fake trainer."""
     return study(
-        tmp_path_factory.mktemp("loss"),
+        tmp_path_factory.mktemp("val_loss"),
         *LOSS_TRAINER,
         "--epochs=4",
         "--sleep=0.15",
@@ -116,7 +116,7 @@ def test_a_loss_trial_keeps_its_lowest_measurement(loss_study):
     for trial in full:  # the loss falls every epoch: the best measurement is the last, lowest
         assert trial["finalMeasurement"]["stepCount"] == "4"
         expected = 1.0 - epoch_value(tl.trial_parameters(trial), 4)
-        assert math.isclose(tl.final_metric(trial, "loss"), expected, rel_tol=1e-6)
+        assert math.isclose(tl.final_metric(trial, "val_loss"), expected, rel_tol=1e-6)
 
 
 def test_early_stopping_stops_the_trials_with_the_highest_losses(loss_study):
@@ -126,28 +126,31 @@ def test_early_stopping_stops_the_trials_with_the_highest_losses(loss_study):
         step = int(trial["finalMeasurement"]["stepCount"])
         assert step < 4
         earlier = [t for t in full if int(t["id"]) < int(trial["id"])]
-        at_step = [tl.measurement_metrics(t["measurements"][step - 1])["loss"] for t in earlier]
-        assert tl.final_metric(trial, "loss") > statistics.median(at_step)
-    lowest = min(tl.final_metric(t, "loss") for t in full)
-    assert all(tl.final_metric(t, "loss") > lowest for t in stopped)
+        at_step = [tl.measurement_metrics(t["measurements"][step - 1])["val_loss"] for t in earlier]
+        assert tl.final_metric(trial, "val_loss") > statistics.median(at_step)
+    lowest = min(tl.final_metric(t, "val_loss") for t in full)
+    assert all(tl.final_metric(t, "val_loss") > lowest for t in stopped)
 
 
 def test_the_study_the_selection_and_the_report_agree_on_the_lowest_loss(loss_study):
     from pipelines.reports.trial_report import trial_rows
 
-    lowest = min(loss_study, key=lambda t: tl.final_metric(t, "loss"))
+    lowest = min(loss_study, key=lambda t: tl.final_metric(t, "val_loss"))
     assert best_trial(loss_study, LOSS)["id"] == lowest["id"]
-    assert select_best_trial(loss_study, metric_id="loss", goal="minimize").trial_id == lowest["id"]
+    assert (
+        select_best_trial(loss_study, metric_id="val_loss", goal="minimize").trial_id
+        == lowest["id"]
+    )
     succeeded = [r.trial_id for r in trial_rows(loss_study, LOSS) if r.state == "SUCCEEDED"]
     assert succeeded[0] == lowest["id"]
 
 
 def test_a_loss_threshold_is_an_upper_bound(loss_study):
-    lowest = min(tl.final_metric(t, "loss") for t in loss_study)
-    chosen = select_best_trial(loss_study, metric_id="loss", goal="minimize", threshold=lowest)
+    lowest = min(tl.final_metric(t, "val_loss") for t in loss_study)
+    chosen = select_best_trial(loss_study, metric_id="val_loss", goal="minimize", threshold=lowest)
     assert chosen.metric == lowest
     with pytest.raises(SelectionError, match=r"missing the threshold \(<= "):
-        select_best_trial(loss_study, metric_id="loss", goal="minimize", threshold=lowest / 2)
+        select_best_trial(loss_study, metric_id="val_loss", goal="minimize", threshold=lowest / 2)
 
 
 def read_lines(path: Path) -> list[str]:

@@ -57,8 +57,8 @@ def select_as_compiled(tmp_path: Path, settings: Settings, trials: SimpleNamespa
 @pytest.mark.parametrize(
     ("metric", "threshold", "values", "relation"),
     [
-        ("accuracy", 0.9, [0.7, 0.85], ">="),
-        ("loss", 0.2, [0.5, 0.3], "<="),
+        ("val_accuracy", 0.9, [0.7, 0.85], ">="),
+        ("val_loss", 0.2, [0.5, 0.3], "<="),
     ],
 )
 def test_a_study_below_the_trial_threshold_stops_before_the_final_training(
@@ -73,8 +73,8 @@ def test_a_study_below_the_trial_threshold_stops_before_the_final_training(
 
 
 def test_a_study_reaching_the_threshold_or_without_one_goes_on_to_the_final_training(tmp_path):
-    trials = trials_artifact(tmp_path, "loss", [0.5, 0.3])
+    trials = trials_artifact(tmp_path, "val_loss", [0.5, 0.3])
     for threshold in (0.3, None):
-        settings = Settings(metric_tag="loss", trial_threshold=threshold)
+        settings = Settings(metric_tag="val_loss", trial_threshold=threshold)
         best = select_as_compiled(tmp_path, settings, trials)
         assert (best.best_trial_id, best.best_metric) == ("2", 0.3)

@@ -18,10 +18,10 @@ pytestmark = pytest.mark.slow
 
 
 def loss_trial(data: str, tmp_path: Path, *flags: str) -> tuple[list[dict], str]:
-    """Run the trainer as HPT trial 5 with `--metric_tag=loss`: its reports and its stderr."""
+    """Run the trainer as HPT trial 5 with `--metric_tag=val_loss`: its reports and its stderr."""
     metrics_file = tmp_path / "hypertune" / "output.metrics"
     result = run_trainer(
-        [f"--data={data}", "--metric_tag=loss", f"--model_dir={tmp_path / 'model'}", *flags],
+        [f"--data={data}", "--metric_tag=val_loss", f"--model_dir={tmp_path / 'model'}", *flags],
         CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
         CLOUD_ML_TRIAL_ID="5",
     )
@@ -35,8 +35,8 @@ def test_every_epoch_reports_the_validation_loss_not_the_training_loss(synthetic
     history = json.loads((tmp_path / "model" / "model.json").read_text())["history"]
     assert [r["global_step"] for r in reports] == ["1", "2", "3"]
     for report, epoch in zip(reports, history, strict=True):
-        assert float(report["loss"]) == pytest.approx(epoch["val_loss"], rel=1e-6)
-        assert float(report["loss"]) != pytest.approx(epoch["loss"], rel=1e-3)
+        assert float(report["val_loss"]) == pytest.approx(epoch["val_loss"], rel=1e-6)
+        assert float(report["val_loss"]) != pytest.approx(epoch["train_loss"], rel=1e-3)
 
 
 def test_a_diverging_loss_trial_reports_the_worst_loss(synthetic_data, tmp_path):
@@ -44,6 +44,6 @@ def test_a_diverging_loss_trial_reports_the_worst_loss(synthetic_data, tmp_path)
     reports, stderr = loss_trial(synthetic_data, tmp_path, "--epochs=2", "--learning_rate=1000")
     worst = DIVERGED_METRIC_VALUE["minimize"]
     assert worst == 1e9  # the README's promise
-    assert float(reports[-1]["loss"]) == worst
-    assert f"reported loss={worst} (the worst value), nothing exported" in stderr
+    assert float(reports[-1]["val_loss"]) == worst
+    assert f"reported val_loss={worst} (the worst value), nothing exported" in stderr
     assert not (tmp_path / "model").exists()

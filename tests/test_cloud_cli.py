@@ -566,7 +566,11 @@ PREFLIGHT = {
         [],
         "components_image=",
     ),
-    "caching every task": ({}, ["--cache"], "enable_caching=True: it would cache every task"),
+    "caching every task": (
+        {"HPT_ENABLE_CACHING": "true"},
+        [],
+        "enable_caching=True: it would cache every task",
+    ),
     "grid over a double": (
         {"HPT_ALGORITHM": "GRID_SEARCH"},
         [],

@@ -136,6 +136,12 @@ def test_a_space_from_yaml_passes_the_trainer_flags_at_every_bound(tmp_path, dat
         ("--momentum=1", "--momentum=1: expected a number in [0, 1)"),
         ("--learning_rate=nan", "--learning_rate=nan: expected a number > 0"),
         ("--epochs=ten", "--epochs=ten: expected an integer >= 1"),
+        (
+            "--metric_tag=accuracy",
+            "--metric_tag=accuracy: say val_accuracy (the validation accuracy this tag always "
+            "meant)",
+        ),
+        ("--metric_tag=auc", "--metric_tag=auc: expected one of val_accuracy, val_loss"),
     ],
 )
 def test_the_trainer_refuses_values_outside_the_contract_in_one_line(flag, expected, data_dir):
@@ -145,10 +151,10 @@ def test_the_trainer_refuses_values_outside_the_contract_in_one_line(flag, expec
 
 
 def test_contradictory_goal_is_refused_and_the_goal_follows_the_metric():
-    assert Settings(metric_tag="loss").goal == "minimize"
-    assert Settings().goal == "maximize"
-    with pytest.raises(SettingsError, match="metric 'loss' with goal='maximize'"):
-        Settings(metric_tag="loss", goal="maximize")
+    assert Settings(metric_tag="val_loss").goal == "minimize"
+    assert Settings().goal == "maximize" and Settings().metric_tag == "val_accuracy"
+    with pytest.raises(SettingsError, match="metric 'val_loss' with goal='maximize'"):
+        Settings(metric_tag="val_loss", goal="maximize")
     with pytest.raises(SettingsError, match="metric 'f1'"):
         Settings(metric_tag="f1")
 

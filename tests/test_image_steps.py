@@ -44,5 +44,5 @@ def test_the_trainer_image_runs_as_a_vertex_trial(report):
     trial = report["trial"]
     assert trial["rc"] == 0, trial["log"]
     assert trial["user"] == "root"
-    assert '"accuracy"' in trial["metric_file"] or "accuracy" in trial["metric_file"]
+    assert '"val_accuracy"' in trial["metric_file"]
     assert "saved_model.pb" in trial["exported"]

@@ -400,6 +400,13 @@ def test_every_component_module_imports_from_the_image_layout(layout, tmp_path):
             assert Path(result["file"]).is_relative_to(layout), (name, result["file"])
 
 
+def test_installing_the_project_prints_no_deprecation_warning(layout):
+    """The build backend reads pyproject.toml on every install: a deprecated form there
+    (`license = { text = ... }` was one) prints a warning block into every image build."""
+    printed = (layout.parent / "pip-install.log").read_text()
+    assert "deprecat" not in printed.lower(), printed
+
+
 def test_the_image_layout_holds_the_package_data(layout, tmp_path):
     """Presets and API descriptors are package data, read beside the modules that use them."""
     results = import_from_layout(layout, ["pipelines.study.search_space"], cwd=tmp_path)

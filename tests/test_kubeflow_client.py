@@ -422,7 +422,6 @@ def test_an_empty_list_says_so(server: Server) -> None:
         (["--wait"], "--wait: a Vertex flag"),
         (["--target=aws"], "--target=aws: expected one of vertex, kubeflow"),
         (["--param=epochs=many"], "--param epochs='many': expected NUMBER_INTEGER"),
-        (["--cache"], "enable_caching=True"),
     ],
 )
 def test_bad_submit_values_fail_before_anything_is_sent(

@@ -106,7 +106,7 @@ def test_katib_0_17_dropping_a_log_scale_is_refused() -> None:
 def test_katib_0_17_runs_a_study_without_log_scales() -> None:
     linear = SearchSpace(
         parameters=(Parameter("momentum", "double", min=0.1, max=0.9, scale="linear"),),
-        metrics=(Metric("accuracy", "maximize"),),
+        metrics=(Metric("val_accuracy", "maximize"),),
     )
     cluster = ready(Cluster(katib="0.17"))
     cluster.trials = []

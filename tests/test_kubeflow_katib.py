@@ -46,7 +46,7 @@ def mixed_space() -> SearchSpace:
             Parameter("batch_size", "discrete", values=(32, 64, 128)),
             Parameter("optimizer", "categorical", values=("sgd", "adam")),
         ),
-        metrics=(Metric("accuracy", "maximize"), Metric("loss", "minimize")),
+        metrics=(Metric("val_accuracy", "maximize"), Metric("val_loss", "minimize")),
     )
 
 
@@ -54,7 +54,7 @@ def pools(**overrides: Any) -> list[dict[str, Any]]:
     options: dict[str, Any] = dict(
         image_uri=IMAGE,
         command=["python", "-m", "trainer.task"],
-        args=["--data=/mnt/hpt/data/prepared", "--epochs=4", "--metric_tag=accuracy"],
+        args=["--data=/mnt/hpt/data/prepared", "--epochs=4", "--metric_tag=val_accuracy"],
         machine_type="n1-standard-8",
     )
     options.update(overrides)
@@ -130,11 +130,11 @@ def test_experiment_round_trips_through_katib_models_and_the_api_client() -> Non
         2,
     )
     objective = spec.objective
-    assert objective.type == "maximize" and objective.objective_metric_name == "accuracy"  # type: ignore[union-attr]
-    assert objective.additional_metric_names == ["loss"]  # type: ignore[union-attr]
+    assert objective.type == "maximize" and objective.objective_metric_name == "val_accuracy"  # type: ignore[union-attr]
+    assert objective.additional_metric_names == ["val_loss"]  # type: ignore[union-attr]
     assert [(s.name, s.value) for s in objective.metric_strategies] == [
-        ("accuracy", "max"),
-        ("loss", "min"),
+        ("val_accuracy", "max"),
+        ("val_loss", "min"),
     ]  # type: ignore[union-attr]
     params = {p.name: (p.parameter_type, p.feasible_space.to_dict()) for p in spec.parameters}  # type: ignore[union-attr]
     assert params == {
@@ -186,7 +186,7 @@ def test_trial_template_runs_the_trial_pool_with_vertex_style_flags() -> None:
     assert c["args"] == [
         "--data=/mnt/hpt/data/prepared",
         "--epochs=4",
-        "--metric_tag=accuracy",
+        "--metric_tag=val_accuracy",
         "--learning_rate=${trialParameters.learning_rate}",
         "--momentum=${trialParameters.momentum}",
         "--num_units=${trialParameters.num_units}",
@@ -225,7 +225,7 @@ def test_algorithms_counts_and_selection_are_mapped() -> None:
     }
     last = build(study_spec_measurement_selection_type="LAST_MEASUREMENT")
     assert last["spec"]["objective"]["metricStrategies"] == [
-        {"name": "accuracy", "value": "latest"}
+        {"name": "val_accuracy", "value": "latest"}
     ]
     # Vertex's 0 ("the service decides") → the local stand-in's floor of 3 failures.
     assert build(max_failed_trial_count=0.0)["spec"]["maxFailedTrialCount"] == 3
@@ -402,7 +402,7 @@ MC = "spec.metricsCollectorSpec"
             "spec.objective.objectiveMetricName: must be specified",
         ),
         (
-            _set("spec.objective.additionalMetricNames", ["accuracy"]),
+            _set("spec.objective.additionalMetricNames", ["val_accuracy"]),
             "should not contain spec.objective.objectiveMetricName",
         ),
         (
@@ -513,7 +513,7 @@ MC = "spec.metricsCollectorSpec"
                 MC,
                 {
                     "collector": {"kind": "StdOut"},
-                    "source": {"filter": {"metricsFormat": ["accuracy=(.*)"]}},
+                    "source": {"filter": {"metricsFormat": ["val_accuracy=(.*)"]}},
                 },
             ),
             "two top subexpressions are required",
@@ -610,21 +610,21 @@ KATIB_TRIALS = [
         "2026-01-01T10:00:00Z",
         ASSIGN,
         "Succeeded",
-        [observed("accuracy", "0.5", "0.91", "0.9")],
+        [observed("val_accuracy", "0.5", "0.91", "0.9")],
     ),
     katib_trial(
         "hpt-study-c",
         "2026-01-01T10:06:00Z",
         ASSIGN,
         "EarlyStopped",
-        [observed("accuracy", "0.2", "0.4", "0.4")],
+        [observed("val_accuracy", "0.2", "0.4", "0.4")],
     ),
     katib_trial(
         "hpt-study-d",
         "2026-01-01T10:07:00Z",
         ASSIGN,
         "MetricsUnavailable",
-        [observed("accuracy", "unavailable", "unavailable", "unavailable")],
+        [observed("val_accuracy", "unavailable", "unavailable", "unavailable")],
         reason="MetricsUnavailable",
         message="Metrics are not available",
     ),
@@ -635,7 +635,7 @@ KATIB_TRIALS = [
 
 def test_katib_trials_become_valid_vertex_trials() -> None:
     space = default_search_space()
-    converted = katib_trials.to_vertex_trials(KATIB_TRIALS, space, {"accuracy": "max"})
+    converted = katib_trials.to_vertex_trials(KATIB_TRIALS, space, {"val_accuracy": "max"})
     for trial in converted:
         trials_lib.validate_trial(trial)
     by_id = {t["id"]: t for t in converted}
@@ -648,7 +648,7 @@ def test_katib_trials_become_valid_vertex_trials() -> None:
         {"parameterId": "num_units", "value": 128},
     ]
     assert isinstance(first["parameters"][2]["value"], int)
-    assert first["finalMeasurement"] == {"metrics": [{"metricId": "accuracy", "value": 0.91}]}
+    assert first["finalMeasurement"] == {"metrics": [{"metricId": "val_accuracy", "value": 0.91}]}
     assert (first["startTime"], first["endTime"]) == (
         "2026-01-01T10:00:00Z",
         "2026-01-01T10:00:59Z",
@@ -666,7 +666,7 @@ def test_katib_trials_become_valid_vertex_trials() -> None:
     )
     assert by_id["5"]["local"] == {"cancelled": True}
     assert by_id["6"]["state"] == trials_lib.TrialState.ACTIVE
-    latest = katib_trials.to_vertex_trials(KATIB_TRIALS[1:2], space, {"accuracy": "latest"})
+    latest = katib_trials.to_vertex_trials(KATIB_TRIALS[1:2], space, {"val_accuracy": "latest"})
     assert latest[0]["finalMeasurement"]["metrics"][0]["value"] == 0.9
 
 
@@ -685,53 +685,53 @@ def test_collector_reads_hypertune_lines_as_katib_does(tmp_path: Path) -> None:
     path = tmp_path / "output.metrics"
     lines = [
         {
-            "accuracy": "0.5",
+            "val_accuracy": "0.5",
             "checkpoint_path": "",
             "global_step": "1",
             "timestamp": 1700000000.25,
             "trial": "0",
         },
         {
-            "accuracy": "0.83",
+            "val_accuracy": "0.83",
             "checkpoint_path": "",
             "global_step": "2",
             "timestamp": 1700000001.5,
             "trial": "0",
         },
         {
-            "accuracy": "0.8",
+            "val_accuracy": "0.8",
             "checkpoint_path": "",
             "global_step": "3",
             "timestamp": 1700000002.75,
             "trial": "0",
         },
         {
-            "accuracy": 0.99,
+            "val_accuracy": 0.99,
             "global_step": "4",
             "timestamp": 1700000003.0,
         },  # a number: Katib skips it
     ]
     path.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
-    logs = katib_trials.collect_metric_logs(str(path), ["accuracy"])
+    logs = katib_trials.collect_metric_logs(str(path), ["val_accuracy"])
     # The fraction of a float timestamp is read as nanoseconds: .25 s → 25 ns.
     assert logs == [
-        ("accuracy", "0.5", (1700000000, 25)),
-        ("accuracy", "0.83", (1700000001, 5)),
-        ("accuracy", "0.8", (1700000002, 75)),
+        ("val_accuracy", "0.5", (1700000000, 25)),
+        ("val_accuracy", "0.83", (1700000001, 5)),
+        ("val_accuracy", "0.8", (1700000002, 75)),
     ]
-    assert katib_trials.collect_observation(str(path), ["accuracy", "loss"]) == [
-        observed("accuracy", "0.5", "0.83", "0.8"),
-        observed("loss", "unavailable", "unavailable", "unavailable"),
+    assert katib_trials.collect_observation(str(path), ["val_accuracy", "val_loss"]) == [
+        observed("val_accuracy", "0.5", "0.83", "0.8"),
+        observed("val_loss", "unavailable", "unavailable", "unavailable"),
     ]
-    path.write_text('{"loss": "0.3"}\n')
-    assert katib_trials.collect_observation(str(path), ["accuracy"]) == [
-        observed("accuracy", "unavailable", "unavailable", "unavailable")
+    path.write_text('{"val_loss": "0.3"}\n')
+    assert katib_trials.collect_observation(str(path), ["val_accuracy"]) == [
+        observed("val_accuracy", "unavailable", "unavailable", "unavailable")
     ]
-    path.write_text('{"accuracy": "0.5"}\nepoch 1/3: accuracy=0.5\n')
+    path.write_text('{"val_accuracy": "0.5"}\nepoch 1/3: val_accuracy=0.5\n')
     with pytest.raises(
         katib_trials.KatibTrialError, match=r"output.metrics:2: failed to parse the json object"
     ):
-        katib_trials.collect_metric_logs(str(path), ["accuracy"])
+        katib_trials.collect_metric_logs(str(path), ["val_accuracy"])
 
 
 # --- the tune component, the Kubernetes API replaced ---------------------------------------------
@@ -806,7 +806,7 @@ RUNNING = {
     "trialsSucceeded": 1,
     "trialsRunning": 2,
     "currentOptimalTrial": {
-        "observation": {"metrics": [observed("accuracy", "0.5", "0.91", "0.9")]}
+        "observation": {"metrics": [observed("val_accuracy", "0.5", "0.91", "0.9")]}
     },
 }
 SUCCEEDED = {
@@ -896,7 +896,9 @@ def test_tune_component_end_to_end_with_the_api_replaced(
     )
     written = trials_lib.read_trials(args["trials"].path)
     assert [t["id"] for t in written] == ["1", "2", "3", "4", "5", "6"]
-    assert written[0]["finalMeasurement"]["metrics"] == [{"metricId": "accuracy", "value": 0.91}]
+    assert written[0]["finalMeasurement"]["metrics"] == [
+        {"metricId": "val_accuracy", "value": 0.91}
+    ]
     assert args["trials"].metadata["source"] == "katib"
     assert args["trials"].metadata["study"] == f"team/{name}"
     assert args["trials"].metadata["states"] == {"SUCCEEDED": 2, "INFEASIBLE": 3, "ACTIVE": 1}
@@ -904,7 +906,7 @@ def test_tune_component_end_to_end_with_the_api_replaced(
     assert f"Experiment team/{name}: created" in out
     assert (
         f"Experiment team/{name}: Running, 1/8 trials done (1 succeeded), 2 running; "
-        "best accuracy=0.91" in out
+        "best val_accuracy=0.91" in out
     )
     assert (
         f"Experiment team/{name}: Succeeded, 8/8 trials done (6 succeeded, 2 failed), 0 running"
@@ -1079,9 +1081,9 @@ def test_katib_experiment_through_the_local_executors(tmp_path: Path) -> None:
         }
         # BEST → max: the curve rises, so epoch 3's value, exactly as the trainer reported it.
         expected = fake_trainer.epoch_value(params, 3)
-        assert trials_lib.final_metric(trial, "accuracy") == pytest.approx(expected, rel=1e-12)
-    assert trials_lib.final_metric(converted[0], "accuracy") > trials_lib.final_metric(
-        converted[1], "accuracy"
+        assert trials_lib.final_metric(trial, "val_accuracy") == pytest.approx(expected, rel=1e-12)
+    assert trials_lib.final_metric(converted[0], "val_accuracy") > trials_lib.final_metric(
+        converted[1], "val_accuracy"
     )  # type: ignore[operator]
 
 
@@ -1134,8 +1136,8 @@ def test_the_real_trainer_through_the_katib_trial_template(
         .splitlines()
     ]
     assert [r["global_step"] for r in reported] == ["1", "2"]
-    assert all(isinstance(r["accuracy"], str) for r in reported)  # what Katib takes
-    best = max(float(r["accuracy"]) for r in reported)
-    assert trials_lib.final_metric(converted, "accuracy") == best
+    assert all(isinstance(r["val_accuracy"], str) for r in reported)  # what Katib takes
+    best = max(float(r["val_accuracy"]) for r in reported)
+    assert trials_lib.final_metric(converted, "val_accuracy") == best
     # Vertex's per-trial folders, named by the Katib trial: the trial's model card is there.
     assert (Path(study_dir) / "hpt-study-real" / "model" / "model.json").exists()

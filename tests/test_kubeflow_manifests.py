@@ -40,7 +40,7 @@ def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):
 
 
 def test_the_trial_template_runs_the_trainer_with_every_flag_the_study_can_set(tmp_path):
-    docs = manifests.build(Settings(data_pvc="hpt-data", replicas=2))
+    docs = manifests.build(Settings(data_pvc="hpt-data", workers=2))
     (exp,) = docs["experiment.yaml"]
     pod = exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]
     container = pod["containers"][0]

@@ -54,7 +54,7 @@ def test_model_registry_gets_a_version_with_scalar_metadata_only():
         name="hpt-cnn",
         uri="/mnt/hpt/v2/artifacts/p/run-7/final-job-spec/1/job_dir/model",
         version="run-7",
-        metrics={"accuracy": 0.97, "per_class": {"0": 1.0}},
+        metrics={"test_accuracy": 0.97, "per_class": {"0": 1.0}},
         lineage={"best_trial_id": "3", "dataset": "/mnt/hpt/d", "empty": ""},
         client_factory=FakeRegistry,
     )
@@ -62,7 +62,11 @@ def test_model_registry_gets_a_version_with_scalar_metadata_only():
     (made,) = FakeRegistry.made
     assert made["where"] == ("https://registry.kubeflow.svc", 8443, "hpt-pipeline", True)
     assert (made["model_format_name"], made["model_format_version"]) == ("tensorflow", "2")
-    assert made["metadata"] == {"accuracy": 0.97, "best_trial_id": "3", "dataset": "/mnt/hpt/d"}
+    assert made["metadata"] == {
+        "test_accuracy": 0.97,
+        "best_trial_id": "3",
+        "dataset": "/mnt/hpt/d",
+    }
 
 
 def test_the_registered_artifact_carries_location_metrics_and_lineage():
@@ -71,7 +75,9 @@ def test_the_registered_artifact_carries_location_metrics_and_lineage():
         location="/mnt/hpt/run-7/model",
         hyperparameters={"learning_rate": 0.01},
     )
-    evaluation = artifact("minio://x/eval", accuracy=0.97, loss=0.1, passed_threshold=True)
+    evaluation = artifact(
+        "minio://x/eval", test_accuracy=0.97, test_loss=0.1, passed_threshold=True
+    )
     dataset = artifact("minio://x/dataset", location="/mnt/hpt/run-7/dataset", metadata_sha256="ab")
     registered = artifact("minio://x/registered")
     register_on_kubeflow.python_func(
@@ -87,7 +93,7 @@ def test_the_registered_artifact_carries_location_metrics_and_lineage():
     )
     meta = registered.metadata
     assert meta["location"] == "/mnt/hpt/run-7/model"
-    assert meta["metrics"] == {"accuracy": 0.97, "loss": 0.1, "passed_threshold": True}
+    assert meta["metrics"] == {"test_accuracy": 0.97, "test_loss": 0.1, "passed_threshold": True}
     assert meta["dataset"] == "/mnt/hpt/run-7/dataset" and meta["best_trial_id"] == "3"
     assert meta["hyperparameters"] == {"learning_rate": 0.01}
     assert "registered_model_id" not in meta  # no registry configured: nothing sent
@@ -105,7 +111,7 @@ def test_with_a_data_claim_the_registry_gets_a_pvc_uri(monkeypatch: Any) -> None
     registered = artifact("minio://x/registered")
     register_on_kubeflow.python_func(
         model=model,
-        evaluation=artifact("minio://x/eval", accuracy=0.9),
+        evaluation=artifact("minio://x/eval", test_accuracy=0.9),
         trials=artifact("minio://x/trials"),
         dataset=artifact("minio://x/dataset", location="/mnt/hpt/run-7/dataset"),
         best_trial_id="3",

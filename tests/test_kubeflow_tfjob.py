@@ -490,9 +490,9 @@ def test_the_component_describes_the_chiefs_export(
     card = {
         "versions": {"tensorflow": "2.21.0"},
         "hyperparameters": {"learning_rate": 0.003},
-        "final_metrics": {"accuracy": 0.9, "epoch": 3},
+        "final_metrics": {"val_accuracy": 0.9, "epoch": 3},
         "dataset": {"metadata_sha256": "abc", "path": "/mnt/hpt/data", "class_names": ["a", "b"]},
-        "training": {"workers": 3, "strategy": "MultiWorkerMirroredStrategy"},
+        "training": {"replicas": 3, "strategy": "MultiWorkerMirroredStrategy"},
     }
     (tmp_path / "final" / "model").mkdir(parents=True)
     (tmp_path / "final" / "model" / "model.json").write_text(json.dumps(card))

@@ -168,8 +168,12 @@ def _spec() -> dict[str, Any]:
 
 
 def _trials() -> list[dict[str, Any]]:
-    def trial(trial_id: str, accuracy: float | None, lr: float) -> dict[str, Any]:
-        final = trials_lib.measurement(2, {"accuracy": accuracy}) if accuracy is not None else None
+    def trial(trial_id: str, val_accuracy: float | None, lr: float) -> dict[str, Any]:
+        final = (
+            trials_lib.measurement(2, {"val_accuracy": val_accuracy})
+            if val_accuracy is not None
+            else None
+        )
         return trials_lib.make_trial(
             trial_id,
             {"learning_rate": lr, "num_units": 64},
@@ -196,10 +200,10 @@ def write_run(output: Path, *, registered: bool = True) -> Path:
     _task(run, "tune-locally", trials={"source": "local", "study": str(study), "trial_count": 3})
     trials_lib.write_trials(str(run / "tune-locally" / "trials"), _trials())
     best = {"best_trial_id": "2", "best_parameters": {"learning_rate": 0.01}, "best_metric": 0.9}
-    _task(run, "select-best-trial", best, summary={"best_accuracy": 0.9})
+    _task(run, "select-best-trial", best, summary={"best_val_accuracy": 0.9})
     _task(run, "final-job-spec", {"worker_pool_specs": []}, job_dir={"replicas": 2})
     _task(run, "train-locally", model={"dataset_metadata_sha256": SHA, "strategy": "MWMS"})
-    _task(run, "evaluate-model", {"Output": registered}, metrics={"accuracy": 0.88})
+    _task(run, "evaluate-model", {"Output": registered}, metrics={"test_accuracy": 0.88})
     if registered:
         _task(
             run,
@@ -239,7 +243,7 @@ def test_registered_model_leads_back_to_the_dataset_checksum_and_the_best_trial(
     assert trials_upstream == ["trial:2"]  # the best trial only, through the selection
     best = graph.trial("2")
     assert best is not None and best.details["best"] is True
-    assert best.details["metrics"] == {"accuracy": 0.9}
+    assert best.details["metrics"] == {"val_accuracy": 0.9}
     assert "task:select-best-trial" in graph.children(best.id)
     assert "best" not in graph.trial("1").details
 
@@ -604,7 +608,7 @@ def test_record_trials_creates_one_artifact_per_trial(monkeypatch, anonymous):
     assert first["uri"] == "gs://bucket/study/1/model/"
     assert first["metadata"]["state"] == "SUCCEEDED"
     assert first["metadata"]["parameters"] == {"learning_rate": 0.1, "num_units": 64}
-    assert first["metadata"]["metrics"] == {"accuracy": 0.5}
+    assert first["metadata"]["metrics"] == {"val_accuracy": 0.5}
     assert first["metadata"]["hyperparameter_tuning_job"] == HPT_JOB
     failed = type(created[2]["artifact"]).to_dict(created[2]["artifact"])
     assert failed["metadata"]["state"] == "INFEASIBLE"

@@ -23,7 +23,7 @@ KFP_LOG = """\
     }
     }
     I0000 00:00:1795251211.996637   15002 port.cc:153] oneDNN custom operations are on.
-    trial 1 succeeded: accuracy=0.84 (step 4) learning_rate=0.013
+    trial 1 succeeded: val_accuracy=0.84 (step 4) learning_rate=0.013
     [KFP Executor 2026-11-21 09:00:09,000 INFO]: Wrote executor output file to /x.json.
 09:00:10.000 - INFO - Task \x1b[96m'tune-locally'\x1b[0m finished with status \x1b[92mSUCCESS\x1b[0m
 09:00:10.001 - INFO - Task \x1b[96m'tune-locally'\x1b[0m outputs:
@@ -39,7 +39,7 @@ def test_progress_filter_keeps_progress_and_logs_everything():
         stream.write(chunk)
     assert shown == [
         "▶ tune-locally",
-        "    trial 1 succeeded: accuracy=0.84 (step 4) learning_rate=0.013",
+        "    trial 1 succeeded: val_accuracy=0.84 (step 4) learning_rate=0.013",
         "✓ tune-locally success",
     ]
     assert log.getvalue() == KFP_LOG
@@ -72,8 +72,9 @@ TF_CHATTER = [
 ]
 OUR_LINES = [
     "prepared 179/1797 images",
-    "trial 1 succeeded: accuracy=0.84 (step 4) learning_rate=0.013",
-    "[chief-0] epoch 1/10: loss=2.1 accuracy=0.3 val_loss=1.9 val_accuracy=0.4 (0.5s, 3109 img/s)",
+    "trial 1 succeeded: val_accuracy=0.84 (step 4) learning_rate=0.013",
+    "[chief-0] epoch 1/10: train_loss=2.1 train_accuracy=0.3 val_loss=1.9 val_accuracy=0.4 "
+    "(0.5s, 3109 img/s)",
     "[chief-0] trainer: exported model to /x/model/",
     # a fatal line is why a process died: it stays on screen
     "[worker-0] F0000 00:00:1795423969.911543    1898 collective_ops.cc:9] Check failed: ok",
@@ -125,10 +126,11 @@ def test_failure_reason_is_the_last_exception_line(tmp_path):
     log = tmp_path / "pipeline.log"
     log.write_text(
         "    Traceback (most recent call last):\n"
-        "    pipelines.study.selection.SelectionError: best trial 2 has accuracy=0.5, missing it\n"
+        "    pipelines.study.selection.SelectionError: best trial 2 has val_accuracy=0.5, "
+        "missing it\n"
         "RuntimeError: Task 'select-best-trial' finished with status FAILURE\n"
     )
-    assert failure_reason(log) == "SelectionError: best trial 2 has accuracy=0.5, missing it"
+    assert failure_reason(log) == "SelectionError: best trial 2 has val_accuracy=0.5, missing it"
     assert failure_reason(tmp_path / "missing.log") is None
 
 
@@ -159,6 +161,24 @@ def test_run_refuses_bad_input_before_any_work(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_the_old_replicas_spelling_is_refused_in_one_line_naming_workers(tmp_path, monkeypatch):
+    """`replicas` counts the chief elsewhere; the setting is `workers`, whatever the spelling."""
+    meaning = "(the final job's workers besides the chief)"
+    out = tmp_path / "o"
+    _one_line_error(
+        ["run", "--replicas", "2", "--output", str(out)], f"--replicas: say --workers {meaning}"
+    )
+    config = tmp_path / "settings.yaml"
+    config.write_text("workers: 1\nreplicas: 2\n")
+    _one_line_error(
+        ["run", "--config", str(config), "--output", str(out)],
+        f"--config={config}: replicas: say workers {meaning}",
+    )
+    monkeypatch.setenv("HPT_REPLICAS", "2")
+    _one_line_error(["run", "--output", str(out)], f"HPT_REPLICAS: say HPT_WORKERS {meaning}")
+    assert not out.exists()
+
+
 def test_compile_refuses_an_unknown_target(tmp_path):
     _one_line_error(
         ["compile", "--target", "sagemaker", "--output", str(tmp_path / "p.yaml")],
@@ -176,7 +196,7 @@ def test_models_lists_the_registry(tmp_path):
         tmp_path / "reg",
         "hpt-cnn",
         {
-            "metrics": {"accuracy": 0.875},
+            "metrics": {"test_accuracy": 0.875},
             "lineage": {
                 "best_trial_id": "3",
                 "dataset_source": "/data/shapes",
@@ -195,13 +215,15 @@ def test_models_lists_the_registry(tmp_path):
     )
     (card,) = json.loads(as_json.stdout)
     assert (
-        card["name"] == "hpt-cnn" and card["version"] == 1 and card["metrics"]["accuracy"] == 0.875
+        card["name"] == "hpt-cnn"
+        and card["version"] == 1
+        and card["metrics"]["test_accuracy"] == 0.875
     )
     as_csv = RUNNER.invoke(
         cli.app, ["models", "--registry", str(tmp_path / "reg"), "--format", "csv"]
     )
     assert as_csv.stdout.splitlines()[0] == (
-        "model,version,registered,accuracy,best trial,dataset,run,study,path"
+        "model,version,registered,test_accuracy,best trial,dataset,run,study,path"
     )
     assert as_csv.stdout.splitlines()[1].startswith("hpt-cnn,v1,")
     assert ",3,/data/shapes,hpt-pipeline-2026-01-01,/out/study," in as_csv.stdout

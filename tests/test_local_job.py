@@ -229,7 +229,7 @@ def test_real_trainer_chief_and_worker_only_the_chief_exports(tmp_path, syntheti
     chief_log = Path(result.log_paths["chief-0"]).read_text()
     worker_log = Path(result.log_paths["worker-0"]).read_text()
     for log in (chief_log, worker_log):
-        assert "MultiWorkerMirroredStrategy, 2 replica(s) in sync, 2 worker(s)" in log
+        assert "MultiWorkerMirroredStrategy, 2 replica(s) in sync, chief + 1 worker(s)" in log
     assert "exported model to" in chief_log and "exported model to" not in worker_log
     model = base / "model"
     assert sorted(p.name for p in model.iterdir()) == [
@@ -240,7 +240,7 @@ def test_real_trainer_chief_and_worker_only_the_chief_exports(tmp_path, syntheti
         "variables",
     ]
     card = json.loads((model / "model.json").read_text())
-    assert card["training"]["workers"] == 2
+    assert card["training"]["replicas"] == 2
     # Nothing else (no staging or worker copies) beside the model; worker checkpoints cleaned up.
     assert sorted(p.name for p in base.iterdir()) == ["checkpoints", "local", "logs", "model"]
     assert not [p for p in (base / "checkpoints").iterdir() if p.name.startswith(".worker")]
@@ -288,9 +288,9 @@ def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
     card = {
         "versions": {"tensorflow": "2.21.0"},
         "hyperparameters": {"learning_rate": 0.003},
-        "final_metrics": {"accuracy": 0.9, "epoch": 3},
+        "final_metrics": {"val_accuracy": 0.9, "epoch": 3},
         "dataset": {"metadata_sha256": "abc", "path": "/d", "class_names": ["a", "b"]},
-        "training": {"workers": 2, "strategy": "MultiWorkerMirroredStrategy"},
+        "training": {"replicas": 2, "strategy": "MultiWorkerMirroredStrategy"},
     }
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "model.json").write_text(json.dumps(card))
@@ -303,7 +303,7 @@ def test_describing_a_local_export_reads_its_card_without_tensorflow(tmp_path):
     )
     uri, metadata, tensorflow_imported = json.loads(python_stdout(probe))
     assert uri == str(tmp_path / "model")
-    assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"accuracy": 0.9}
+    assert metadata["replicas"] == 2 and metadata["final_metrics"] == {"val_accuracy": 0.9}
     assert tensorflow_imported is False
 
 

@@ -96,8 +96,8 @@ def test_trials_artifact_holds_the_study(two_runs):
             "num_units",
         }
     succeeded = [t for t in all_trials if trials.trial_state(t) == trials.TrialState.SUCCEEDED]
-    best = max(succeeded, key=lambda t: trials.final_metric(t, "accuracy"))
-    assert first["best_metric"] == pytest.approx(trials.final_metric(best, "accuracy"))
+    best = max(succeeded, key=lambda t: trials.final_metric(t, "val_accuracy"))
+    assert first["best_metric"] == pytest.approx(trials.final_metric(best, "val_accuracy"))
     assert first["trial_states"] == {
         "SUCCEEDED": len(succeeded),
         **({"INFEASIBLE": 3 - len(succeeded)} if len(succeeded) < 3 else {}),
@@ -110,7 +110,7 @@ def test_final_model_was_trained_with_the_best_parameters(two_runs):
     for name, value in first["best_parameters"].items():
         assert card["hyperparameters"][name] == pytest.approx(value)
     assert card["training"]["strategy"] == "MultiWorkerMirroredStrategy"
-    assert card["training"]["workers"] == 2
+    assert card["training"]["replicas"] == 2
     # The default precision travels as `auto` and is resolved by the machine that trains.
     assert card["training"]["precision_requested"] == "auto"
     assert card["training"]["precision"] in ("float32", "mixed_bfloat16")
@@ -150,7 +150,7 @@ def test_evaluation_matches_an_independent_recomputation(two_runs):
         correct += int(np.sum(predicted == labels.numpy()))
         total += len(encoded)
     assert total == metadata["splits"]["test"]["count"]
-    assert first["test_metrics"]["accuracy"] == pytest.approx(correct / total)
+    assert first["test_metrics"]["test_accuracy"] == pytest.approx(correct / total)
     assert first["test_metrics"]["test_examples"] == total
     assert first["report"] == f"{first['figures']}/index.html"  # opens in a browser as a page
     report = Path(first["report"]).read_text()
@@ -221,7 +221,9 @@ def test_trial_report_on_a_real_run(two_runs, tmp_path):
 
     settings, first, _ = two_runs
     study = trial_report.load_trials(settings.output)
-    report = trial_report.write_report(study, tmp_path, trial_report.Metric("accuracy", "maximize"))
+    report = trial_report.write_report(
+        study, tmp_path, trial_report.Metric("val_accuracy", "maximize")
+    )
     for path in report.figures.values():
         with Image.open(path) as png:
             assert png.format == "PNG"
@@ -332,7 +334,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
         gcp_resources=str(tmp_path / "custom_job_resources"),
     )
     pools = sent["job"].job_spec.worker_pool_specs
-    assert [p.replica_count for p in pools] == [1, settings.replicas]
+    assert [p.replica_count for p in pools] == [1, settings.workers]
     best_flags = {contract.flag(k, v) for k, v in first["best_parameters"].items()}
     for pool in pools:
         assert best_flags <= set(pool.container_spec.args), (best_flags, pool.container_spec.args)

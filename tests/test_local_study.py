@@ -125,12 +125,13 @@ def test_study_runs_trials_as_vertex_would(tmp_path):
         assert [m["stepCount"] for m in trial["measurements"]] == ["1", "2", "3"]
         assert trial["finalMeasurement"]["stepCount"] == "3"
         expected = epoch_value(params, 3)
-        assert math.isclose(tl.final_metric(trial, "accuracy"), expected, rel_tol=1e-6)
+        assert math.isclose(tl.final_metric(trial, "val_accuracy"), expected, rel_tol=1e-6)
         assert (base / tid / "local" / "chief-0.log").exists()
     assert progress[-1].done == 6 and progress[-1].total == 6
     assert max(p.running for p in progress) == 2  # parallel_trial_count
     assert (
-        progress[-1].best["id"] == max(trials, key=lambda t: tl.final_metric(t, "accuracy"))["id"]
+        progress[-1].best["id"]
+        == max(trials, key=lambda t: tl.final_metric(t, "val_accuracy"))["id"]
     )
     summary = json.loads((base / "study.json").read_text())
     assert summary["state"] == "SUCCEEDED" and "max_trial_count=6 reached" in summary["stopReason"]
@@ -311,7 +312,7 @@ def test_reaching_max_failed_trials_stops_the_study(tmp_path):
 def test_no_metric_and_timeouts_fail_the_trial_with_the_reason(tmp_path):
     (trial,) = study(tmp_path / "a", "--no_report", max_trial_count=1, max_failed_trial_count=2)
     assert tl.trial_state(trial) == TrialState.INFEASIBLE
-    assert "reported no accuracy metric" in trial["infeasibleReason"]
+    assert "reported no val_accuracy metric" in trial["infeasibleReason"]
     assert "fake_trainer: chief" in trial[tl.LOCAL_KEY]["logTail"]
     (trial,) = study(
         tmp_path / "b",
@@ -322,10 +323,10 @@ def test_no_metric_and_timeouts_fail_the_trial_with_the_reason(tmp_path):
     )
     assert "timed out" in trial["infeasibleReason"]
     (trial,) = study(
-        tmp_path / "c", "--metric_tag=loss", max_trial_count=1, max_failed_trial_count=2
+        tmp_path / "c", "--metric_tag=val_loss", max_trial_count=1, max_failed_trial_count=2
     )
-    assert "reported no accuracy metric" in trial["infeasibleReason"]
-    assert "metrics seen: loss" in trial["infeasibleReason"]
+    assert "reported no val_accuracy metric" in trial["infeasibleReason"]
+    assert "metrics seen: val_loss" in trial["infeasibleReason"]
 
 
 # --- early stopping -------------------------------------------------------------------------------
@@ -351,8 +352,10 @@ def test_early_stopping_stops_bad_trials(tmp_path):
         assert step < 5
         # it was below the median of the finished trials at that step
         earlier = [t for t in full if int(t["id"]) < int(trial["id"])]
-        at_step = [tl.measurement_metrics(t["measurements"][step - 1])["accuracy"] for t in earlier]
-        assert tl.final_metric(trial, "accuracy") < statistics.median(at_step)
+        at_step = [
+            tl.measurement_metrics(t["measurements"][step - 1])["val_accuracy"] for t in earlier
+        ]
+        assert tl.final_metric(trial, "val_accuracy") < statistics.median(at_step)
     assert all(t["finalMeasurement"]["stepCount"] == "5" for t in full)
 
 

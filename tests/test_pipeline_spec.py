@@ -83,7 +83,7 @@ def test_vertex_study_payload_is_the_search_space(tmp_path):
     assert root_inputs["study_spec_parameters"]["defaultValue"] == space.to_study_spec_parameters()
     # The metric is one parameter, the tag: the study's metric spec and goal follow from it.
     assert "study_spec_metrics" not in root_inputs and "goal" not in root_inputs
-    assert root_inputs["metric_tag"]["defaultValue"] == "accuracy"
+    assert root_inputs["metric_tag"]["defaultValue"] == "val_accuracy"
     hpt = spec["root"]["dag"]["tasks"]["tune-on-vertex"]
     params = hpt["inputs"]["parameters"]
     assert params["study_spec_metrics"]["taskOutputParameter"] == {
@@ -132,7 +132,7 @@ def test_vertex_best_parameters_flow_into_the_final_multi_worker_job(tmp_path):
         weights="gs://bucket/weights/resnet50.weights.h5",
         epochs=3,
         batch_size=16,
-        metric_tag="accuracy",
+        metric_tag="val_accuracy",
         precision="mixed_bfloat16",
         seed=7,
         machine_type="n1-standard-8",
@@ -170,7 +170,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         weights="none",
         epochs=2,
         batch_size=8,
-        metric_tag="loss",
+        metric_tag="val_loss",
         precision="float32",
         seed=3,
         machine_type="n1-standard-4",
@@ -194,7 +194,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         "--weights=none",
         "--epochs=2",
         "--batch_size=8",
-        "--metric_tag=loss",
+        "--metric_tag=val_loss",
         "--precision=float32",
         "--seed=3",
     ]

@@ -13,11 +13,14 @@ def test_registry_versions_are_appended_atomically(tmp_path):
     model = tmp_path / "model"
     model.mkdir()
     (model / "saved_model.pb").write_bytes(b"x")
-    first = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"accuracy": 0.9}})
-    second = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"accuracy": 0.95}})
+    first = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.9}})
+    second = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.95}})
     assert (first["version"], second["version"]) == (1, 2)
     assert registry.versions(tmp_path / "reg", "cnn") == [1, 2]
-    assert [c["metrics"]["accuracy"] for c in registry.list_models(tmp_path / "reg")] == [0.9, 0.95]
+    assert [c["metrics"]["test_accuracy"] for c in registry.list_models(tmp_path / "reg")] == [
+        0.9,
+        0.95,
+    ]
     assert not [p for p in (tmp_path / "reg" / "cnn").iterdir() if p.name.startswith(".staging")]
 
 
@@ -50,7 +53,7 @@ def test_fetch_trials_converts_vertex_protos_to_the_trials_schema(monkeypatch):
                 parameters=[gca_study.Trial.Parameter(parameter_id="num_units", value=128)],
                 final_measurement=gca_study.Measurement(
                     step_count=5,
-                    metrics=[gca_study.Measurement.Metric(metric_id="accuracy", value=0.9)],
+                    metrics=[gca_study.Measurement.Metric(metric_id="val_accuracy", value=0.9)],
                 ),
             ),
             gca_study.Trial(
@@ -71,7 +74,7 @@ def test_fetch_trials_converts_vertex_protos_to_the_trials_schema(monkeypatch):
     assert requested == [proto.name]
     assert [t["id"] for t in got] == ["1", "2"]
     assert trials.trial_state(got[0]) == trials.TrialState.SUCCEEDED
-    assert trials.final_metric(got[0], "accuracy") == 0.9
+    assert trials.final_metric(got[0], "val_accuracy") == 0.9
     assert trials.trial_parameters(got[0]) == {"num_units": 128}
     assert trials.trial_state(got[1]) == trials.TrialState.INFEASIBLE
     for trial in got:

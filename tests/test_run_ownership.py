@@ -101,7 +101,7 @@ def test_settings_that_may_change_on_resume_are_allowed_and_the_resume_is_descri
         ],
     )
     line = study_identity.check_and_record(
-        settings(tmp_path, max_trials=8, parallel_trials=1, max_failed_trials=5, replicas=2),
+        settings(tmp_path, max_trials=8, parallel_trials=1, max_failed_trials=5, workers=2),
         tmp_path / "out",
     )
     assert line == (

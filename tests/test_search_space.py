@@ -52,7 +52,9 @@ def every_kind() -> SearchSpace:
     import yaml
 
     parameters = ss.from_dict(yaml.safe_load(EVERY_KIND)).parameters
-    return SearchSpace(parameters, (Metric("accuracy", "maximize"), Metric("loss", "minimize")))
+    return SearchSpace(
+        parameters, (Metric("val_accuracy", "maximize"), Metric("val_loss", "minimize"))
+    )
 
 
 def test_the_seeds_space_is_a_preset_and_the_yaml_spells_it_out():
@@ -68,7 +70,7 @@ def test_the_seeds_space_is_a_preset_and_the_yaml_spells_it_out():
         "linear",
     )
     assert (units.type, units.values) == ("discrete", (64, 128, 512))
-    assert space.metrics == (Metric("accuracy", "maximize"),)
+    assert space.metrics == (Metric("val_accuracy", "maximize"),)
     assert ss.load_search_space(str(ROOT / "pipelines/study/presets/seeds.yaml")) == space
 
 
@@ -100,7 +102,7 @@ def test_payload_equals_the_seed_codelab_serialization():
     )
     space = ss.load_search_space("seeds")
     assert space.to_study_spec_parameters() == seed_parameters
-    assert space.to_study_spec_metrics() == serialize_metrics({"accuracy": "maximize"})
+    assert space.to_study_spec_metrics() == serialize_metrics({"val_accuracy": "maximize"})
 
 
 def gcpc_serialization(space: SearchSpace) -> tuple[list, list]:
@@ -152,7 +154,7 @@ def unscaled_and_unsorted() -> SearchSpace:
             ),
             Parameter("act", "categorical", values=("relu", "gelu")),
         ),
-        (Metric("loss", "minimize"),),
+        (Metric("val_loss", "minimize"),),
     )
 
 
@@ -226,8 +228,8 @@ def test_every_kind_serializes_with_vertex_enums_and_nested_conditions():
     (dropout,) = by_id["num_units"]["conditional_parameter_specs"]
     assert dropout["parent_discrete_values"] == {"values": [512.0]}
     assert {m["metric_id"]: m["goal"] for m in every_kind().to_study_spec_metrics()} == {
-        "accuracy": 1,  # MAXIMIZE
-        "loss": 2,  # MINIMIZE
+        "val_accuracy": 1,  # MAXIMIZE
+        "val_loss": 2,  # MINIMIZE
     }
 
 
@@ -242,9 +244,9 @@ def test_parsing_takes_kfp_local_numbers_and_enum_names():
     (n,) = spec_reader.parse_study_spec_parameters(payload)
     assert (n.type, n.min, n.max, n.scale) == ("integer", 1, 5, "linear")
     assert isinstance(n.min, int)
-    assert spec_reader.parse_study_spec_metrics([{"metric_id": "loss", "goal": "MINIMIZE"}]) == (
-        Metric("loss", "minimize"),
-    )
+    assert spec_reader.parse_study_spec_metrics(
+        [{"metric_id": "val_loss", "goal": "MINIMIZE"}]
+    ) == (Metric("val_loss", "minimize"),)
 
 
 def D(pid, **kw):  # noqa: N802 - a compact parameter factory
@@ -331,7 +333,7 @@ BAD_YAML = {
     ),
     "min >= max": ("parameters:\n  - {id: lr, type: double, min: 2, max: 1}\n", "'lr': min (2)"),
     "metrics in a space file": (
-        "metrics: {accuracy: maximize}\n",
+        "metrics: {val_accuracy: maximize}\n",
         "`metrics` is not read from a space file; set metric_tag",
     ),
     "not yaml": ("parameters: [\n", "not valid YAML"),

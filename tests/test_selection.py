@@ -5,10 +5,10 @@ import pytest
 from pipelines.study.selection import SelectionError, select_best_trial
 
 
-def trial(trial_id, state=4, accuracy=None, loss=None, **params):
+def trial(trial_id, state=4, val_accuracy=None, val_loss=None, **params):
     metrics = [
         {"metricId": k, "value": v}
-        for k, v in (("accuracy", accuracy), ("loss", loss))
+        for k, v in (("val_accuracy", val_accuracy), ("val_loss", val_loss))
         if v is not None
     ]
     return {
@@ -20,40 +20,41 @@ def trial(trial_id, state=4, accuracy=None, loss=None, **params):
 
 
 TRIALS = [
-    trial(1, accuracy=0.80, loss=0.5, num_units=128, learning_rate=0.1),
-    trial(2, accuracy=0.95, loss=0.3, num_units=512, learning_rate=0.01),
-    trial(3, state=5, accuracy=0.99, num_units=64),  # INFEASIBLE (failed): never chosen
-    trial(4, state="SUCCEEDED", accuracy=0.95, loss=0.3, num_units=64, learning_rate=0.05),
-    trial(5, accuracy=None, num_units=64),  # reported nothing
+    trial(1, val_accuracy=0.80, val_loss=0.5, num_units=128, learning_rate=0.1),
+    trial(2, val_accuracy=0.95, val_loss=0.3, num_units=512, learning_rate=0.01),
+    trial(3, state=5, val_accuracy=0.99, num_units=64),  # INFEASIBLE (failed): never chosen
+    trial(4, state="SUCCEEDED", val_accuracy=0.95, val_loss=0.3, num_units=64, learning_rate=0.05),
+    trial(5, val_accuracy=None, num_units=64),  # reported nothing
 ]
 
 
 def test_maximize_ignores_failed_trials_and_breaks_ties_toward_fewer_units():
-    best = select_best_trial(TRIALS, metric_id="accuracy", goal="maximize")
+    best = select_best_trial(TRIALS, metric_id="val_accuracy", goal="maximize")
     assert best.trial_id == "4"  # ties with 2 at 0.95; 64 units < 512
     assert best.parameters == {"num_units": 64, "learning_rate": 0.05}
     assert best.metric == 0.95 and best.considered == 3
 
 
 def test_minimize():
-    best = select_best_trial(TRIALS, metric_id="loss", goal="minimize")
+    best = select_best_trial(TRIALS, metric_id="val_loss", goal="minimize")
     assert best.trial_id == "4"
 
 
 def test_equal_metrics_tie_break_on_cost_whatever_else_trials_report():
     trials = [
-        trial(1, accuracy=0.9, loss=0.2, num_units=512),
-        trial(2, accuracy=0.9, loss=0.4, num_units=64),
+        trial(1, val_accuracy=0.9, val_loss=0.2, num_units=512),
+        trial(2, val_accuracy=0.9, val_loss=0.4, num_units=64),
     ]
-    assert select_best_trial(trials, metric_id="accuracy").trial_id == "2"
+    assert select_best_trial(trials, metric_id="val_accuracy").trial_id == "2"
 
 
 def test_threshold_stops_with_a_clear_message():
     with pytest.raises(
-        SelectionError, match=r"best trial 4 has accuracy=0.9500, missing the threshold \(>= 0.97\)"
+        SelectionError,
+        match=r"best trial 4 has val_accuracy=0.9500, missing the threshold \(>= 0.97\)",
     ):
-        select_best_trial(TRIALS, metric_id="accuracy", threshold=0.97)
-    assert select_best_trial(TRIALS, metric_id="accuracy", threshold=0.95).trial_id == "4"
+        select_best_trial(TRIALS, metric_id="val_accuracy", threshold=0.97)
+    assert select_best_trial(TRIALS, metric_id="val_accuracy", threshold=0.95).trial_id == "4"
 
 
 def test_no_usable_trial():
@@ -68,8 +69,8 @@ def test_every_ranking_breaks_a_tie_the_same_way():
     from pipelines.study.measurements import best_trial
     from pipelines.study.search_space import Metric
 
-    selected = select_best_trial(TRIALS, metric_id="accuracy", goal="maximize").trial_id
+    selected = select_best_trial(TRIALS, metric_id="val_accuracy", goal="maximize").trial_id
     assert selected == "4"
-    assert best_trial(TRIALS, Metric("accuracy", "maximize"))["id"] == selected
-    rows = trial_rows(TRIALS, Metric("accuracy", "maximize"))
+    assert best_trial(TRIALS, Metric("val_accuracy", "maximize"))["id"] == selected
+    rows = trial_rows(TRIALS, Metric("val_accuracy", "maximize"))
     assert [r.trial_id for r in rows if r.state == "SUCCEEDED"][:2] == ["4", "2"]

@@ -32,9 +32,9 @@ def _trial(
     reason: str = "",
     local: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A trial whose per-epoch (accuracy, loss) are `curve`; final = last epoch if it succeeded."""
+    """A trial whose per-epoch (val_accuracy, val_loss) are `curve`; final: the last if it ended."""
     measurements = [
-        trials_lib.measurement(step, {"accuracy": acc, "loss": loss})
+        trials_lib.measurement(step, {"val_accuracy": acc, "val_loss": loss})
         for step, (acc, loss) in enumerate(curve, start=1)
     ]
     start = T0 + 100 * int(trial_id)
@@ -70,7 +70,7 @@ def write_study(folder: Path, trials: list[dict[str, Any]], goal: str = "MAXIMIZ
     """A local study folder: trials.json and study.json (its metric spec)."""
     folder.mkdir(parents=True, exist_ok=True)
     trials_lib.write_trials(str(folder / trials_lib.TRIALS_FILE), trials)
-    spec = {"studySpec": {"metrics": [{"metric_id": "accuracy", "goal": goal}]}}
+    spec = {"studySpec": {"metrics": [{"metric_id": "val_accuracy", "goal": goal}]}}
     (folder / trial_report.STUDY_FILE).write_text(json.dumps(spec))
     return folder
 
@@ -92,7 +92,7 @@ def write_run(output: Path, name: str, trials: list[dict[str, Any]]) -> Path:
 
 @pytest.fixture
 def output(tmp_path: Path) -> Path:
-    """An --output folder: the study (minimizing nothing: accuracy, maximized) and two runs."""
+    """An --output folder: the study (minimizing nothing: val_accuracy, maximized) and two runs."""
     out = tmp_path / "out"
     write_study(out / "study", make_trials())
     write_run(out, "hpt-pipeline-2026-01-01-00-00-00-000000", make_trials()[:2])
@@ -109,19 +109,19 @@ def _ids(rows: list[trial_report.TrialRow]) -> list[str]:
 
 def test_rows_follow_the_metric_and_the_goal():
     trials = make_trials()
-    assert _ids(trial_report.trial_rows(trials, Metric("accuracy", "maximize"))) == [
+    assert _ids(trial_report.trial_rows(trials, Metric("val_accuracy", "maximize"))) == [
         "2", "4", "1", "3", "5"
     ]  # fmt: skip
-    assert _ids(trial_report.trial_rows(trials, Metric("accuracy", "minimize"))) == [
+    assert _ids(trial_report.trial_rows(trials, Metric("val_accuracy", "minimize"))) == [
         "1", "4", "2", "3", "5"
     ]  # fmt: skip
-    by_loss = trial_report.trial_rows(trials, Metric("loss", "minimize"))
+    by_loss = trial_report.trial_rows(trials, Metric("val_loss", "minimize"))
     assert _ids(by_loss) == ["2", "4", "1", "3", "5"]
     assert [r.metric for r in by_loss] == [0.3, 0.5, 0.9, None, None]
 
 
 def test_durations_come_from_the_timestamps():
-    rows = {r.trial_id: r for r in trial_report.trial_rows(make_trials(), Metric("accuracy"))}
+    rows = {r.trial_id: r for r in trial_report.trial_rows(make_trials(), Metric("val_accuracy"))}
     assert rows["2"].seconds == pytest.approx(90.0)
     assert rows["3"].seconds == pytest.approx(5.25)
     assert rows["5"].seconds is None  # still running: no end time
@@ -133,7 +133,7 @@ def test_durations_come_from_the_timestamps():
 
 
 def test_failed_trials_keep_their_state_and_reason():
-    rows = {r.trial_id: r for r in trial_report.trial_rows(make_trials(), Metric("accuracy"))}
+    rows = {r.trial_id: r for r in trial_report.trial_rows(make_trials(), Metric("val_accuracy"))}
     assert rows["3"].state == "INFEASIBLE" and rows["3"].metric is None
     assert rows["3"].note == "exit code 1: out of memory"
     assert rows["5"].state == "ACTIVE"
@@ -166,7 +166,7 @@ def test_discrete_and_categorical_parameters_get_one_tick_per_value():
 
 
 def _parameter_axes(trials, types=None):
-    fig = trial_plots.parameters_figure(trials, Metric("accuracy", "maximize"), types)
+    fig = trial_plots.parameters_figure(trials, Metric("val_accuracy", "maximize"), types)
     axes = {ax.get_xlabel(): ax for ax in fig.axes if ax.get_xlabel()}
     return fig, axes
 
@@ -215,7 +215,7 @@ def test_parameter_types_come_from_the_study_spec(output):
     space = search_space.load_search_space("default")
     spec = {
         "studySpec": {
-            "metrics": [{"metric_id": "accuracy", "goal": "MAXIMIZE"}],
+            "metrics": [{"metric_id": "val_accuracy", "goal": "MAXIMIZE"}],
             "parameters": space.to_study_spec_parameters(),
         }
     }
@@ -239,7 +239,7 @@ def _png(path: Path) -> tuple[int, int]:
 
 def test_report_files_are_valid_images_and_one_page(tmp_path):
     study = trial_report.StudyTrials(make_trials(), "trials.json", None, None)
-    report = trial_report.write_report(study, tmp_path / "r", Metric("accuracy", "maximize"))
+    report = trial_report.write_report(study, tmp_path / "r", Metric("val_accuracy", "maximize"))
 
     assert sorted(p.name for p in report.figures.values()) == [
         trial_report.CURVE_PLOT, trial_report.METRIC_PLOT, trial_report.PARAMETER_PLOT
@@ -257,7 +257,7 @@ def test_report_files_are_valid_images_and_one_page(tmp_path):
     assert first_cells == ["2", "4", "1", "3", "5"]
     assert '<tr class="failed"><td>3</td><td>INFEASIBLE</td>' in page
     assert "exit code 1: out of memory" in page and "1 min 30 s" in page
-    assert "best: trial 2 (accuracy 0.9)" in page
+    assert "best: trial 2 (val_accuracy 0.9)" in page
 
 
 def test_plots_without_any_metric_still_render(tmp_path):
@@ -265,7 +265,7 @@ def test_plots_without_any_metric_still_render(tmp_path):
     for t in failed:
         t["measurements"] = []
     study = trial_report.StudyTrials(failed, "x", None, None)
-    report = trial_report.write_report(study, tmp_path, Metric("accuracy"))
+    report = trial_report.write_report(study, tmp_path, Metric("val_accuracy"))
     for path in report.figures.values():
         _png(path)
     assert "no trial reported the metric" in report.page.read_text()
@@ -278,7 +278,7 @@ def test_load_from_an_output_folder_takes_its_newest_run(output):
     study = trial_report.load_trials(str(output))
     assert [t["id"] for t in study.trials] == ["1", "2", "3", "4", "5"]
     assert study.source.endswith("2026-01-02-00-00-00-000000/tune-locally/trials")
-    assert study.objective == Metric("accuracy", "maximize")  # from the study's study.json
+    assert study.objective == Metric("val_accuracy", "maximize")  # from the study's study.json
     assert trial_report.default_report_dir(study) == study.home / "trial-report"
     assert study.home.name == "hpt-pipeline-2026-01-02-00-00-00-000000"
 
@@ -295,13 +295,15 @@ def test_load_from_a_study_folder_or_a_trials_file(output):
         assert study.home == output  # the report goes next to the study, not into it
     write_study(output / "study", make_trials(), goal="MINIMIZE")
     study = trial_report.load_trials(str(output / "study"))
-    assert trial_report.resolve_metric(study, None, None) == Metric("accuracy", "minimize")
+    assert trial_report.resolve_metric(study, None, None) == Metric("val_accuracy", "minimize")
 
 
 def test_metric_and_goal_resolution():
     study = trial_report.StudyTrials(make_trials(), "x", None, None)
-    assert trial_report.resolve_metric(study, None, None) == Metric("accuracy", "maximize")
-    assert trial_report.resolve_metric(study, "loss", "minimize") == Metric("loss", "minimize")
+    assert trial_report.resolve_metric(study, None, None) == Metric("val_accuracy", "maximize")
+    assert trial_report.resolve_metric(study, "val_loss", "minimize") == Metric(
+        "val_loss", "minimize"
+    )
     with pytest.raises(trial_report.ReportError, match="goal='sideways'"):
         trial_report.resolve_metric(study, None, "sideways")
     empty = trial_report.StudyTrials([], "x", None, None)
@@ -325,7 +327,7 @@ def _hpt_job(name: str) -> Any:
     from google.cloud.aiplatform_v1.types import HyperparameterTuningJob, StudySpec, Trial
 
     trials = [Trial.from_json(json.dumps(t), ignore_unknown_fields=True) for t in make_trials()]
-    metric = StudySpec.MetricSpec(metric_id="loss", goal=StudySpec.MetricSpec.GoalType.MINIMIZE)
+    metric = StudySpec.MetricSpec(metric_id="val_loss", goal=StudySpec.MetricSpec.GoalType.MINIMIZE)
     units = StudySpec.ParameterSpec(
         parameter_id="num_units",
         discrete_value_spec=StudySpec.ParameterSpec.DiscreteValueSpec(values=[64, 128, 512]),
@@ -355,7 +357,7 @@ def test_trials_of_a_vertex_hpt_job(vertex_job):
     study = trial_report.load_trials(HPT_JOB, credentials=AnonymousCredentials())
     assert set(vertex_job) == {HPT_JOB}
     assert study.source == HPT_JOB and study.home is None
-    assert study.objective == Metric("loss", "minimize")
+    assert study.objective == Metric("val_loss", "minimize")
     assert study.parameter_types == {"num_units": "discrete"}
     assert [t["state"] for t in study.trials] == [4, 4, 5, 4, 2]
     rows = trial_report.trial_rows(study.trials, trial_report.resolve_metric(study, None, None))
@@ -382,7 +384,7 @@ def test_cli_prints_the_table_and_where_the_report_went(output, tmp_path):
         "--output",
         str(report_dir),
         "--metric",
-        "loss",
+        "val_loss",
         "--goal",
         "minimize",
     ]
@@ -391,7 +393,7 @@ def test_cli_prints_the_table_and_where_the_report_went(output, tmp_path):
     lines = result.stdout.splitlines()
     table_ids = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
     assert table_ids == ["2", "4", "1", "3", "5"]
-    assert "INFEASIBLE" in result.stdout and "sorted by loss (minimize)" in result.stdout
+    assert "INFEASIBLE" in result.stdout and "sorted by val_loss (minimize)" in result.stdout
     assert f"wrote {report_dir / trial_report.PAGE}" in result.stdout
     assert (report_dir / trial_report.METRIC_PLOT).is_file()
 
@@ -431,14 +433,14 @@ def test_cli_trials_as_json_carry_vertex_trials_and_the_tables_columns(output):
     result = CliRunner().invoke(_app(), ["trials", str(output), "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["metric"] == {"metricId": "accuracy", "goal": "maximize"}
+    assert data["metric"] == {"metricId": "val_accuracy", "goal": "maximize"}
     assert [t["id"] for t in data["trials"]] == ["2", "4", "1", "3", "5"]  # best first
     for trial in data["trials"]:
         trials_lib.validate_trial({k: v for k, v in trial.items() if k != "row"})  # strict
     best = data["trials"][0]
     assert best["row"]["state"] == "SUCCEEDED"
     assert data["trials"][1]["row"]["note"] == "early stopped"
-    assert best["row"]["metric"] == trials_lib.final_metric(best, "accuracy")
+    assert best["row"]["metric"] == trials_lib.final_metric(best, "val_accuracy")
     assert best["row"]["parameters"] == trials_lib.trial_parameters(best)
     assert [t["row"]["precision"] for t in data["trials"]] == [
         None,
@@ -457,13 +459,13 @@ def test_cli_trials_as_csv_have_the_tables_columns(output):
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(result.stdout.splitlines()))
     assert list(rows[0]) == [
-        "trial", "state", "accuracy", "seconds", "precision", "learning_rate", "num_units",
+        "trial", "state", "val_accuracy", "seconds", "precision", "learning_rate", "num_units",
         "optimizer", "note",
     ]  # fmt: skip
     assert [r["trial"] for r in rows] == ["2", "4", "1", "3", "5"]
     # The precision the trainer resolved (local trials read it from the trial's log).
     assert [r["precision"] for r in rows] == ["", "", "mixed_bfloat16", "", ""]
-    assert rows[3]["note"] == "exit code 1: out of memory" and rows[4]["accuracy"] == ""
+    assert rows[3]["note"] == "exit code 1: out of memory" and rows[4]["val_accuracy"] == ""
 
 
 def test_cli_table_keeps_its_columns_when_piped(output, tmp_path):
@@ -496,7 +498,7 @@ def test_a_log_scale_parameter_gets_a_log_axis_even_over_a_short_span():
         _trial(str(i), S.SUCCEEDED, {"learning_rate": lr, "momentum": m}, [(acc, 0.5)], seconds=1)
         for i, (lr, m, acc) in enumerate([(0.004, 0.8, 0.7), (0.01, 0.85, 0.8), (0.03, 0.9, 0.9)])
     ]
-    metric = Metric("accuracy", "maximize")
+    metric = Metric("val_accuracy", "maximize")
     scales = {"learning_rate": "log", "momentum": "linear"}
     fig = trial_plots.parameters_figure(trials, metric, {}, scales)
     axis = {ax.get_xlabel(): ax.get_xscale() for ax in fig.axes if ax.get_xlabel()}
@@ -509,7 +511,7 @@ def test_a_log_scale_parameter_gets_a_log_axis_even_over_a_short_span():
 def test_early_stopped_trials_are_marked_and_the_legend_hides_no_curve(tmp_path, monkeypatch):
     figures: list[Any] = []
     monkeypatch.setattr(trial_plots, "_save", lambda fig, path: figures.append(fig) or path)
-    metric = Metric("accuracy", "maximize")
+    metric = Metric("val_accuracy", "maximize")
     trial_plots.plot_curves(make_trials(), metric, tmp_path / "c.png")
     trial_plots.plot_metric_per_trial(make_trials(), metric, tmp_path / "m.png")
     curves, per_trial = (fig.axes[0] for fig in figures)
@@ -534,10 +536,12 @@ def test_the_report_stars_the_trial_the_selection_picks_on_a_tie():
             str(i),
             p,
             state=tl.TrialState.SUCCEEDED,
-            final_measurement=tl.measurement(3, {"accuracy": v}),
+            final_measurement=tl.measurement(3, {"val_accuracy": v}),
         )
         for i, (p, v) in enumerate(zip(params, values, strict=True), start=1)
     ]
-    best = select_best_trial(trials, metric_id="accuracy", goal="maximize")
-    starred = best_scored(list(zip(params, values, strict=True)), Metric("accuracy", "maximize"))
+    best = select_best_trial(trials, metric_id="val_accuracy", goal="maximize")
+    starred = best_scored(
+        list(zip(params, values, strict=True)), Metric("val_accuracy", "maximize")
+    )
     assert best.trial_id == "2" and starred == ({"num_units": 64}, 0.95)

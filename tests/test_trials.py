@@ -15,10 +15,10 @@ def sample_trial(**changes):
         "3",
         {"learning_rate": 0.01, "num_units": 128, "optimizer": "sgd"},
         state=TrialState.SUCCEEDED,
-        final_measurement=tl.measurement(2, {"accuracy": 0.9}),
+        final_measurement=tl.measurement(2, {"val_accuracy": 0.9}),
         measurements=[
-            tl.measurement(1, {"accuracy": 0.5}, elapsed_seconds=1.25),
-            tl.measurement(2, {"accuracy": 0.9}, elapsed_seconds=2.5),
+            tl.measurement(1, {"val_accuracy": 0.5}, elapsed_seconds=1.25),
+            tl.measurement(2, {"val_accuracy": 0.9}, elapsed_seconds=2.5),
         ],
         start_time=tl.timestamp(1_700_000_000),
         end_time=tl.timestamp(1_700_000_010.5),
@@ -42,7 +42,7 @@ def test_trial_parses_strictly_into_aiplatform_v1_trial():
     parsed = tl.validate_trial(trial)
     assert parsed.id == "3" and parsed.state == Trial.State.SUCCEEDED
     assert parsed.final_measurement.step_count == 2
-    assert parsed.final_measurement.metrics[0].metric_id == "accuracy"
+    assert parsed.final_measurement.metrics[0].metric_id == "val_accuracy"
     assert [m.step_count for m in parsed.measurements] == [1, 2]
     assert parsed.measurements[0].elapsed_duration.total_seconds() == 1.25
     assert parsed.end_time.timestamp() == 1_700_000_010.5
@@ -74,7 +74,7 @@ def test_read_takes_ints_names_and_the_list_trials_shape(tmp_path):
     read = tl.read_trials(str(path))
     assert [tl.trial_state(t) for t in read] == [TrialState.SUCCEEDED] * 2
     assert all(t["state"] == 4 for t in read)
-    assert tl.final_metric(read[0], "accuracy") == 0.9
+    assert tl.final_metric(read[0], "val_accuracy") == 0.9
     assert tl.trial_parameters(read[0]) == {
         "learning_rate": 0.01,
         "num_units": 128,
@@ -93,7 +93,7 @@ def test_failed_trial_is_infeasible_with_a_reason():
     parsed = tl.validate_trial(trial)
     assert parsed.state.name == "INFEASIBLE"
     assert parsed.infeasible_reason.startswith("replica chief-0")
-    assert tl.final_metric(trial, "accuracy") is None
+    assert tl.final_metric(trial, "val_accuracy") is None
 
 
 def test_bad_files_and_states(tmp_path):

@@ -73,7 +73,7 @@ def test_the_request_carries_the_search_space_and_the_trial_pool():
     assert [p.parameter_id for p in spec.parameters] == ["learning_rate", "momentum", "num_units"]
     assert spec.parameters[0].scale_type.name == "UNIT_LOG_SCALE"
     assert list(spec.parameters[2].discrete_value_spec.values) == [64, 128, 256]
-    assert spec.metrics[0].metric_id == "accuracy" and spec.metrics[0].goal.name == "MAXIMIZE"
+    assert spec.metrics[0].metric_id == "val_accuracy" and spec.metrics[0].goal.name == "MAXIMIZE"
     assert spec.algorithm.name == "ALGORITHM_UNSPECIFIED"
     assert request.trial_job_spec.base_output_directory.output_uri_prefix == "gs://b/root/study"
     container = request.trial_job_spec.worker_pool_specs[0].container_spec

@@ -24,6 +24,7 @@ from pipelines.settings_space import study_metric_spec
 from pipelines.targets.vertex import models, serving
 from tests.test_cloud_cli import CLOUD_FLAGS, invoke, one_line_error
 from tests.test_cloud_cli import clean_environment as clean_environment  # autouse: built images
+from trainer.contract import ContractError
 
 
 @pytest.fixture(scope="module")
@@ -111,10 +112,12 @@ def test_compiling_for_vertex_refuses_a_pair_vertex_refuses(tmp_path):
             "max 1.0 is refused by the trainer",
         ),
         ("trial_accelerator_count=-1", "--param trial_accelerator_count=-1: expected an integer"),
-        ("replicas=-2", "--param replicas=-2: expected an integer >= 0"),
+        ("workers=-2", "--param workers=-2: expected an integer >= 0"),
+        ("replicas=2", "--param replicas: say workers (the final job's workers besides the chief)"),
         ("max_trial_count=0", "--param max_trial_count=0: expected an integer >= 1"),
         ("parallel_trial_count=40", "--param parallel_trial_count=40: expected an integer in"),
-        ("metric_tag=recall", "--param metric_tag='recall': expected one of accuracy"),
+        ("metric_tag=recall", "--param metric_tag='recall': expected one of val_accuracy"),
+        ("metric_tag=accuracy", "--param metric_tag='accuracy': say val_accuracy (the valid"),
         ("precision=fp8", "--param precision='fp8': expected one of auto"),
         ("model_display_name=" + "m" * 129, "expected at most 128 characters"),
         ("goal=minimize", "--param goal: not a parameter of pipeline"),
@@ -145,12 +148,12 @@ def test_a_changed_metric_tag_changes_the_study_and_the_selection_with_it(
 ):
     out = tmp_path / "request.json"
     result = invoke(
-        "submit", *CLOUD_FLAGS, f"--template={vertex_template}", "--param=metric_tag=loss",
+        "submit", *CLOUD_FLAGS, f"--template={vertex_template}", "--param=metric_tag=val_loss",
         "--dry-run", f"--output={out}",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     values = json.loads(out.read_text())["pipelineJob"]["runtimeConfig"]["parameterValues"]
-    assert values["metric_tag"] == "loss" and "goal" not in values
+    assert values["metric_tag"] == "val_loss" and "goal" not in values
     # Every consumer of the metric reads the tag, or the one step that derives from it.
     tasks = _tasks(_spec(vertex_template))
     assert tasks["study-metric"]["inputs"]["parameters"]["metric_tag"] == {
@@ -166,10 +169,15 @@ def test_a_changed_metric_tag_changes_the_study_and_the_selection_with_it(
     }
     trial = tasks["trial-job-spec"]["inputs"]["parameters"]["metric_tag"]
     assert trial == {"componentInputParameter": "metric_tag"}  # what the trials report
-    # What the step computes for the new tag: the study waits for `loss`, minimized.
-    metrics, goal = study_metric.python_func("loss")
-    assert (metrics, goal) == ([{"metric_id": "loss", "goal": 2}], "minimize")
-    assert study_metric_spec("accuracy") == ([{"metric_id": "accuracy", "goal": 1}], "maximize")
+    # What the step computes for the new tag: the study waits for `val_loss`, minimized.
+    metrics, goal = study_metric.python_func("val_loss")
+    assert (metrics, goal) == ([{"metric_id": "val_loss", "goal": 2}], "minimize")
+    assert study_metric_spec("val_accuracy") == (
+        [{"metric_id": "val_accuracy", "goal": 1}],
+        "maximize",
+    )
+    with pytest.raises(ContractError, match=r"^metric_tag=accuracy: say val_accuracy \("):
+        study_metric.python_func("accuracy")  # a run-time parameter the CLI did not check
 
 
 # ----------------------------------------------------------------- registration

@@ -126,7 +126,7 @@ def test_study_spec_strict_parse():
     )
     assert enum_name(spec, "algorithm") == "GRID_SEARCH"
     assert enum_name(spec, "measurement_selection_type") == "LAST_MEASUREMENT"
-    assert spec.metrics[0].metric_id == "accuracy"
+    assert spec.metrics[0].metric_id == "val_accuracy"
     assert enum_name(spec.metrics[0], "goal") == "MAXIMIZE"
     with pytest.raises(wp.PayloadError, match="study_spec_algorithm='BAYES'"):
         study_spec_check.validate_study_spec(parameters, metrics, "BAYES")

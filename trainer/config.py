@@ -17,6 +17,7 @@ from trainer.contract import (
     PRECISIONS,
     TRAINER_HYPERPARAMETERS,
     ContractError,
+    retired_tag,
 )
 from trainer.models import MODELS
 
@@ -106,6 +107,8 @@ class RunConfig:
             raise ConfigError(
                 f"--precision={self.precision}: expected one of {', '.join(PRECISIONS)}"
             )
+        if refusal := retired_tag(self.metric_tag, "--metric_tag"):
+            raise ConfigError(refusal)
         if self.metric_tag not in METRIC_TAGS:
             raise ConfigError(
                 f"--metric_tag={self.metric_tag}: expected one of {', '.join(METRIC_TAGS)}"

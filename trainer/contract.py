@@ -139,15 +139,17 @@ RUN_FLAGS = (
 )
 
 # Validation metrics the trainer reports to hypertune, each with the only goal that makes sense.
+# (Its history also holds train_accuracy/train_loss; evaluation reports test_accuracy/test_loss.)
 METRIC_GOALS: Mapping[str, str] = {
-    "accuracy": "maximize",
     "val_accuracy": "maximize",
-    "loss": "minimize",
     "val_loss": "minimize",
 }
 METRIC_TAGS = tuple(METRIC_GOALS)
 GOALS = ("maximize", "minimize")
-DEFAULT_METRIC_TAG = "accuracy"
+DEFAULT_METRIC_TAG = "val_accuracy"
+# Tags once accepted for the validation metric, refused now with the spelling to use: beside
+# train_accuracy and test_accuracy a bare `accuracy` could be read as any of the three.
+RETIRED_METRIC_TAGS: Mapping[str, str] = {"accuracy": "val_accuracy", "loss": "val_loss"}
 # What a diverged trial reports for each goal: finite, and worse than any real value.
 DIVERGED_METRIC_VALUE: Mapping[str, float] = {"maximize": 0.0, "minimize": 1e9}
 
@@ -178,19 +180,30 @@ PREPARATION = PreparationDefaults()
 MIN_IMAGE_SIZE = 22  # the smallest side any built-in model takes (the CNN's three conv + pool)
 
 
+def retired_tag(tag: str, name: str = "metric_tag") -> str | None:
+    """The one-line refusal of a retired metric tag (`name=tag: say ...`), None for any other."""
+    if tag not in RETIRED_METRIC_TAGS:
+        return None
+    new = RETIRED_METRIC_TAGS[tag]
+    meant = new.replace("val_", "validation ")
+    return f"{name}={tag}: say {new} (the {meant} this tag always meant)"
+
+
 def metric_goal(tag: str) -> str:
     """The goal of a metric tag the trainer reports.
 
     Raises:
-        ContractError: The trainer does not report `tag`.
+        ContractError: The trainer does not report `tag` (a retired tag: its new spelling).
     """
+    if refusal := retired_tag(tag):
+        raise ContractError(refusal)
     if tag not in METRIC_GOALS:
         raise ContractError(f"metric {tag!r}: expected one of {', '.join(METRIC_TAGS)}")
     return METRIC_GOALS[tag]
 
 
 def check_goal(tag: str, goal: str) -> None:
-    """Refuse a goal that contradicts the metric (`loss` maximized, `accuracy` minimized).
+    """Refuse a goal that contradicts the metric (`val_loss` maximized, `val_accuracy` minimized).
 
     Raises:
         ContractError: Unknown metric, unknown goal, or the wrong goal for the metric.

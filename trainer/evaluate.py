@@ -2,6 +2,8 @@
 
 `python -m trainer.evaluate --model_dir M --data_dir D --result R` writes the report
 as JSON to R: the evaluation step runs it as a process of its own (`step_process`).
+It scores the test split only, so its figures are named for it: `test_accuracy`,
+`test_loss` (the trainer's history holds `train_*` and `val_*`).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def predict_split(
 def classification_report(
     probabilities: np.ndarray, labels: np.ndarray, class_names: list[str]
 ) -> dict[str, Any]:
-    """Accuracy, log loss, per-class precision/recall/F1, confusion matrix, ROC (2 classes)."""
+    """Test accuracy, log loss, per-class precision/recall/F1, confusion matrix, ROC (2 classes)."""
     k = len(class_names)
     predicted = probabilities.argmax(axis=1)
     precision, recall, f1, support = skm.precision_recall_fscore_support(
@@ -53,8 +55,8 @@ def classification_report(
     )
     report: dict[str, Any] = {
         "count": int(labels.size),
-        "accuracy": float((predicted == labels).mean()),
-        "loss": float(skm.log_loss(labels, probabilities, labels=list(range(k)))),
+        "test_accuracy": float((predicted == labels).mean()),
+        "test_loss": float(skm.log_loss(labels, probabilities, labels=list(range(k)))),
         "class_names": list(class_names),
         "per_class": {
             name: {
@@ -78,11 +80,11 @@ def classification_report(
     return report
 
 
-def evaluate_model(model_dir: str, data_dir: str, split: str = "test") -> dict[str, Any]:
-    """Predict a split through the serving signature and summarise the classification."""
-    probabilities, labels, metadata = predict_split(model_dir, data_dir, split)
+def evaluate_model(model_dir: str, data_dir: str) -> dict[str, Any]:
+    """Predict the test split through the serving signature and summarise the classification."""
+    probabilities, labels, metadata = predict_split(model_dir, data_dir, "test")
     report = classification_report(probabilities, labels, metadata["class_names"])
-    report["split"] = split
+    report["split"] = "test"
     return report
 
 
@@ -91,10 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainer.evaluate", description=__doc__)
     parser.add_argument("--model_dir", required=True, help="the exported SavedModel")
     parser.add_argument("--data_dir", required=True, help="the prepared dataset")
-    parser.add_argument("--split", default="test", help="the split to score (default test)")
     parser.add_argument("--result", required=True, help="local file for the report (JSON)")
     args = parser.parse_args(argv)
-    report = evaluate_model(args.model_dir, args.data_dir, args.split)
+    report = evaluate_model(args.model_dir, args.data_dir)
     with open(args.result, "w", encoding="utf-8") as f:
         json.dump(report, f)
     return 0

@@ -182,11 +182,6 @@ def check_metric_file(path: str) -> None:
         ) from None
 
 
-def metric_value(metrics: dict[str, float], tag: str) -> float:
-    """The validation metric a hypertune tag stands for (`accuracy` → `val_accuracy`)."""
-    return metrics[tag if tag.startswith("val_") else f"val_{tag}"]
-
-
 def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
     """Provenance written next to the SavedModel as model.json."""
     import tensorflow as tf
@@ -214,7 +209,7 @@ def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
         "training": {
             "strategy": result.strategy,
             "replicas_in_sync": result.replicas,
-            "workers": result.num_workers,
+            "replicas": result.num_workers,  # chief + workers (replicas_in_sync: devices)
             "resumed_after_epoch": result.start_epoch,
             "seed": run.seed,
             "precision": result.precision.policy,
@@ -267,7 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reporter = hypertune.HyperTune()  # one per process: it rewrites the file from its queue
         reporter.report_hyperparameter_tuning_metric(
             hyperparameter_metric_tag=run.metric_tag,
-            metric_value=metric_value(metrics, run.metric_tag),
+            metric_value=metrics[run.metric_tag],  # the tag is the history's key
             global_step=epoch,
         )
 
@@ -282,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         worst = DIVERGED_METRIC_VALUE[METRIC_GOALS[run.metric_tag]]
         if tuning:  # a poor trial, not a failed one: failures eat the study's budget
-            report(err.epoch, {f"val_{run.metric_tag.removeprefix('val_')}": worst})
+            report(err.epoch, {run.metric_tag: worst})
         print(
             f"{PROG}: {err}; reported {run.metric_tag}={worst} (the worst value), nothing exported",
             file=sys.stderr,

@@ -56,7 +56,7 @@ class Diverged(ArithmeticError):
     """The loss stopped being finite: the run learnt nothing usable (nothing is exported)."""
 
     def __init__(self, epoch: int, loss: float):
-        super().__init__(f"training diverged at epoch {epoch} (loss={loss})")
+        super().__init__(f"training diverged at epoch {epoch} (train_loss={loss})")
         self.epoch = epoch
         self.loss = loss
 
@@ -270,7 +270,7 @@ def _train(
     history: list[dict[str, float]] = []
     _log(
         f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
-        f"{cluster.num_workers or 1} worker(s), global batch {global_batch}, "
+        f"chief + {max(cluster.num_workers, 1) - 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
         f"{choice.policy}, op threads "
         f"{tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}/"
@@ -296,33 +296,39 @@ def _train(
             if progress_every and step % progress_every == 0 and step < steps_per_epoch:
                 _log(
                     f"  step {step}/{steps_per_epoch} of epoch {epoch}: "
-                    f"loss={loss_total / (step * global_batch):.4f}"
+                    f"train_loss={loss_total / (step * global_batch):.4f}"
                 )
         seen = steps_per_epoch * global_batch
         train_seconds = time.perf_counter() - started
         metrics = {
             "epoch": float(epoch),
-            "loss": loss_total / seen,
-            "accuracy": correct_total / seen,
+            "train_loss": loss_total / seen,
+            "train_accuracy": correct_total / seen,
             **validate(),
             "seconds": time.perf_counter() - started,
             "images_per_second": seen / train_seconds,
             "input_wait": input_wait / train_seconds,
         }
-        if not all(math.isfinite(metrics[k]) for k in ("loss", "val_loss")):
-            raise Diverged(epoch, metrics["loss"])
+        if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):
+            raise Diverged(epoch, metrics["train_loss"])
         history.append(metrics)
         epoch_counter.assign(epoch)
         if manager:
             manager.save(checkpoint_number=epoch)
         if summary:
             with summary.as_default(step=epoch):
-                for key in ("loss", "accuracy", "val_loss", "val_accuracy", "images_per_second"):
+                for key in (
+                    "train_loss",
+                    "train_accuracy",
+                    "val_loss",
+                    "val_accuracy",
+                    "images_per_second",
+                ):
                     tf.summary.scalar(key, metrics[key])
             summary.flush()
         _log(
-            f"epoch {epoch}/{hparams.epochs}: loss={metrics['loss']:.4f} "
-            f"accuracy={metrics['accuracy']:.4f} val_loss={metrics['val_loss']:.4f} "
+            f"epoch {epoch}/{hparams.epochs}: train_loss={metrics['train_loss']:.4f} "
+            f"train_accuracy={metrics['train_accuracy']:.4f} val_loss={metrics['val_loss']:.4f} "
             f"val_accuracy={metrics['val_accuracy']:.4f} "
             f"({metrics['seconds']:.1f}s, {metrics['images_per_second']:.0f} img/s, "
             f"input wait {metrics['input_wait']:.0%})"

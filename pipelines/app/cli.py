@@ -20,7 +20,7 @@ from pipelines.app import (
 
 app = typer.Typer(
     name="hpt-pipeline",
-    help="Hyperparameter tuning + multi-worker TensorFlow training, locally or on Vertex AI.",
+    help="Hyperparameter tuning + multi-worker TensorFlow training: here, on Vertex AI, Kubeflow.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -38,10 +38,15 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _options(
     version: bool = typer.Option(
-        False, "--version", callback=_print_version, is_eager=True, help="Print the version."
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        metavar="",  # a flag: no `<bool>` beside it
+        help="Print the version and exit.",
     ),
 ) -> None:
-    """Hyperparameter tuning + multi-worker TensorFlow training, locally or on Vertex AI."""
+    """Hyperparameter tuning + multi-worker TensorFlow training: here, on Vertex AI, Kubeflow."""
 
 
 app.command("prepare")(data_commands.prepare)

@@ -49,18 +49,29 @@ ServiceAccountOption = Annotated[
 ]
 NetworkOption = Annotated[
     str | None,
-    typer.Option("--network", help="VPC to peer: projects/NUMBER/global/networks/NAME."),
+    typer.Option(
+        "--network", help="VPC network to peer with, by its full name (projects/NUMBER/...)."
+    ),
 ]
 KmsKeyOption = Annotated[
     str | None,
-    typer.Option("--kms-key", help="CMEK key: projects/P/locations/L/keyRings/R/cryptoKeys/K."),
+    typer.Option(
+        "--kms-key", help="Cloud KMS key (CMEK) encrypting the runs, by its full resource name."
+    ),
 ]
 LabelOption = Annotated[
     list[str] | None,
     typer.Option("--label", help="key=value, repeatable (replaces the config's labels)."),
 ]
-CacheOption = Annotated[
-    bool | None, typer.Option("--cache/--no-cache", help="Reuse cached task results.")
+# No --cache: caching every task is always refused (preflight.check_cloud_run), as the
+# registry lookup and the trial fetch read state outside the run. By default each task
+# caches as compiled; --no-cache turns caching off for the whole run.
+NoCacheOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-cache",
+        help="Run every task afresh (default: the tasks that may be cached reuse results).",
+    ),
 ]
 DisplayNameOption = Annotated[
     str | None, typer.Option("--display-name", help="Display name in the console.")
@@ -138,7 +149,7 @@ def _run_settings(
 ) -> Settings:
     """Settings of a run or a schedule on `target`, preflighted for it.
 
-    `shared` are the Settings fields both targets take (pipeline_root, enable_caching,
+    `shared` are the Settings fields both cloud targets take (pipeline_root, enable_caching,
     display_name, ...); a flag of the other target that is set is refused in one line.
     """
     vertex = dict(project=project, region=region, network=network, kms_key=kms_key)
@@ -188,7 +199,7 @@ def submit(
     network: NetworkOption = None,
     kms_key: KmsKeyOption = None,
     label: LabelOption = None,
-    cache: CacheOption = None,
+    no_cache: NoCacheOption = False,
     experiment: Annotated[
         str | None,
         typer.Option(
@@ -228,7 +239,7 @@ def submit(
             kms_key=kms_key,
             service_account=service_account,
             pipeline_root=pipeline_root,
-            enable_caching=cache,
+            enable_caching=False if no_cache else None,
             experiment=experiment,
             display_name=display_name,
         )
@@ -297,7 +308,7 @@ def schedule_create(
     network: NetworkOption = None,
     kms_key: KmsKeyOption = None,
     label: LabelOption = None,
-    cache: CacheOption = None,
+    no_cache: NoCacheOption = False,
     display_name: DisplayNameOption = None,
     config: ConfigOption = None,
     template: TemplateOption = None,
@@ -333,7 +344,7 @@ def schedule_create(
             kms_key=kms_key,
             service_account=service_account,
             pipeline_root=pipeline_root,
-            enable_caching=cache,
+            enable_caching=False if no_cache else None,
             display_name=display_name,
         )
         if target == "kubeflow":

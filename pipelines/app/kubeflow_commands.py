@@ -36,7 +36,8 @@ CookieOption = Annotated[
     str | None,
     typer.Option(
         "--cookie",
-        help="Auth proxy session cookie NAME=VALUE, e.g. oauth2_proxy_kubeflow=… (kubeflow).",
+        help="Auth proxy session cookie, NAME=VALUE as a logged-in browser has it "
+        "(oauth2_proxy_kubeflow on Kubeflow 1.9+; kubeflow; prefer HPT_KUBEFLOW_COOKIE).",
         show_default=False,
     ),
 ]

@@ -9,7 +9,13 @@ import typer
 
 from pipelines import scratch
 from pipelines.app.errors import fail
-from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, load_settings
+from pipelines.settings import (
+    LOCAL_RUN_DEFAULTS,
+    Settings,
+    SettingsError,
+    load_settings,
+    renamed,
+)
 
 
 def check_source(source: str) -> None:
@@ -76,11 +82,14 @@ def run(
         None, help="Failed trials that fail the study (as on Vertex); 0 lets the service decide."
     ),
     algorithm: str = typer.Option(
-        None, help="ALGORITHM_UNSPECIFIED (TPE) | GRID_SEARCH | RANDOM_SEARCH."
+        None,
+        help="Search algorithm: GRID_SEARCH, RANDOM_SEARCH, or the default "
+        "ALGORITHM_UNSPECIFIED (Vertex's own; TPE here).",
     ),
     model: str = typer.Option(
         None,
-        help="cnn (default) | resnet50 | mobilenet_v3_small | package.module:function (your own).",
+        help="cnn (default), resnet50, mobilenet_v3_small, or your own builder as "
+        "package.module:function.",
     ),
     weights: str = typer.Option(
         None, help="imagenet | none | a Keras weights file (default: the model's own)."
@@ -91,22 +100,35 @@ def run(
         None,
         help="auto (default: bf16 where native on the machine) | float32 | mixed_bfloat16.",
     ),
-    replicas: int = typer.Option(None, help="Final-job workers besides the chief."),
+    workers: int = typer.Option(
+        None, help="Final-job workers besides the chief (local default 1)."
+    ),
+    replicas: int = typer.Option(None, hidden=True, help="Renamed --workers: refused."),
     trial_accelerators: int = typer.Option(
-        None, help="Logical devices per trial (MirroredStrategy replicas)."
+        None,
+        help="Accelerators per trial. Without a GPU here they are logical CPU devices, "
+        "each taking a share of the batch under MirroredStrategy (local default 2).",
     ),
     search_space: Path = typer.Option(
         None, help="Search-space preset (default, seeds) or YAML file (default: `default`)."
     ),
-    early_stopping: bool = typer.Option(None, "--early-stopping/--no-early-stopping"),
+    early_stopping: bool = typer.Option(
+        False,
+        "--early-stopping",
+        help="Stop trials that trail the median of the finished ones (default: off).",
+    ),
     trial_threshold: float = typer.Option(None, help="Stop before final training below it."),
-    eval_threshold: float = typer.Option(None, help="Register only at or above this accuracy."),
+    eval_threshold: float = typer.Option(
+        None, help="Register only at or above this test_accuracy."
+    ),
     seed: int = typer.Option(None, help="Seed for splits, search and training."),
     output: str = typer.Option(None, help="Run directory (default runs/latest)."),
     registry: str = typer.Option(None, help="Local model registry (default runs/registry)."),
     config: Path = typer.Option(None, help="YAML settings file."),
 ) -> None:
     """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
+    if replicas is not None:
+        fail(str(renamed("replicas", "flag")))
     notes: list[str] = []
     settings = _settings(
         config,
@@ -124,10 +146,10 @@ def run(
         epochs=epochs,
         batch_size=batch_size,
         precision=precision,
-        replicas=replicas,
+        workers=workers,
         trial_accelerator_count=trial_accelerators,
         search_space=str(search_space) if search_space else None,
-        early_stopping=early_stopping,
+        early_stopping=early_stopping or None,  # absent: the config's or the environment's
         trial_threshold=trial_threshold,
         eval_threshold=eval_threshold,
         seed=seed,
@@ -147,7 +169,7 @@ def run(
             f"[bold]hpt-pipeline run[/]: model={settings.model} source={settings.source} "
             f"image_size={settings.image_size} trials={settings.max_trials} "
             f"(parallel {settings.parallel_trials}) epochs={settings.epochs} "
-            f"final job=1 chief + {settings.replicas} worker(s) → {settings.output}"
+            f"final job=1 chief + {settings.workers} worker(s) → {settings.output}"
         )
         for note in notes:
             console.out(note if note.startswith("warning") else f"note: {note}")
@@ -224,7 +246,7 @@ def models(
         "model",
         "version",
         "registered",
-        "accuracy",
+        "test_accuracy",
         "best trial",
         "dataset",
         "run",
@@ -233,7 +255,7 @@ def models(
     )
     rows = []
     for card in cards:
-        accuracy = card.get("metrics", {}).get("accuracy")
+        accuracy = card.get("metrics", {}).get("test_accuracy")
         lineage = card.get("lineage", {})
         rows.append(
             (

@@ -59,7 +59,7 @@ def planned_bytes(settings: Settings, image_size: int | None = None) -> int:
     trials = settings.parallel_trials * trial_bytes(
         size, settings.batch_size, max(1, settings.trial_accelerator_count)
     )
-    final = (1 + settings.replicas) * trial_bytes(
+    final = (1 + settings.workers) * trial_bytes(
         size, settings.batch_size, max(1, settings.final_accelerator_count)
     )
     return max(trials, final)

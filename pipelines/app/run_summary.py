@@ -60,9 +60,9 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']:.4f})")
     for name, value in sorted(s["best_parameters"].items()):
         headline.add_row(f"  {name}", str(value))
-    for name in ("accuracy", "loss", "auc"):
+    for name in ("test_accuracy", "test_loss", "auc"):
         if name in s["test_metrics"]:
-            headline.add_row(f"test {name}", f"{s['test_metrics'][name]:.4f}")
+            headline.add_row(name, f"{s['test_metrics'][name]:.4f}")  # the metrics' own names
     if s["passed"]:
         headline.add_row("registered", f"v{s['version']} at {s['registered']}")
     else:

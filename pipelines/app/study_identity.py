@@ -5,7 +5,7 @@ The first run into an output folder writes `<output>/study/identity.json`: the v
 A later run into the same folder resumes the study only when those are the same; otherwise
 it is refused in one line listing what differs (before anything runs), since its trials
 would be mixed with trials of another meaning. Settings not listed (max_trials,
-parallel_trials, max_failed_trials, thresholds, final-job replicas) may change on resume.
+parallel_trials, max_failed_trials, thresholds, final-job workers) may change on resume.
 """
 
 from __future__ import annotations

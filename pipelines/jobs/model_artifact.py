@@ -50,7 +50,7 @@ def describe(model: Any, base_output_directory: str, job: str | None = None) -> 
             "dataset_metadata_sha256": card["dataset"]["metadata_sha256"],
             "dataset": card["dataset"]["path"],
             "class_names": card["dataset"]["class_names"],
-            "replicas": card["training"]["workers"],
+            "replicas": card["training"]["replicas"],  # chief + workers, as job_specs counts
             "strategy": card["training"]["strategy"],
             **({"training_job": job} if job else {}),
         }

@@ -95,7 +95,8 @@ def write_report(report: dict[str, Any], out_dir: str | Path, title: str = "Eval
 img{{margin:1em;max-width:45%}}</style></head><body>
 <h1>{html.escape(title)}</h1>
 <p>split <b>{html.escape(report["split"])}</b>, {report["count"]} images:
-accuracy <b>{report["accuracy"]:.4f}</b>, log loss {report["loss"]:.4f}</p>
+test_accuracy <b>{report["test_accuracy"]:.4f}</b>,
+test_loss (log loss) {report["test_loss"]:.4f}</p>
 <table><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th><th>support</th></tr>
 {rows}</table>{figures}</body></html>"""
     path = out / "index.html"
@@ -110,7 +111,7 @@ def vertex_model_evaluation(report: dict[str, Any]) -> dict[str, Any]:
     `classification_metrics_1.0.0` schema (log loss, confusion matrix, AUC ROC).
     """
     classification: dict[str, Any] = {
-        "logLoss": report["loss"],
+        "logLoss": report["test_loss"],
         "confusionMatrix": {
             "annotationSpecs": [
                 {"id": str(i), "displayName": name} for i, name in enumerate(report["class_names"])

@@ -39,7 +39,7 @@ def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def describe(snap: Any, metric: str) -> str:
-    """`trials 3/8 · 1 running · 0 failed · best accuracy=0.91 (trial 2)` for a `StudyProgress`."""
+    """`trials 3/8 · 1 running · 0 failed · best val_accuracy=0.91 (trial 2)`, of a snapshot."""
     best = (
         f"best {metric}={trials_lib.final_metric(snap.best, metric):.4g} (trial {snap.best['id']})"
         if snap.best

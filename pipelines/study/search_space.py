@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer.contract import GOALS, Hyperparameter
+from trainer.contract import DEFAULT_METRIC_TAG, GOALS, Hyperparameter
 from trainer.models import model_spec
 
 PARAMETER_TYPES = ("double", "integer", "discrete", "categorical")
@@ -110,7 +110,7 @@ class SearchSpace:
     """Parameters (top level; conditional ones nested under their parents) and metrics."""
 
     parameters: tuple[Parameter, ...]
-    metrics: tuple[Metric, ...] = (Metric("accuracy", "maximize"),)
+    metrics: tuple[Metric, ...] = (Metric(DEFAULT_METRIC_TAG, "maximize"),)
 
     def __post_init__(self) -> None:
         validate(self)
@@ -170,7 +170,9 @@ def validate(space: SearchSpace) -> None:
     metric_ids = [m.metric_id for m in space.metrics]
     for m in space.metrics:
         if not m.metric_id:
-            raise SearchSpaceError("metric: empty id (expected the hypertune tag, e.g. accuracy)")
+            raise SearchSpaceError(
+                "metric: empty id (expected the hypertune tag, e.g. val_accuracy)"
+            )
         if metric_ids.count(m.metric_id) > 1:
             raise SearchSpaceError(f"metric {m.metric_id!r}: duplicate id")
         if m.goal not in GOALS:

@@ -1,10 +1,11 @@
 """The trials artifact: Vertex's `Trial` JSON (as `Trial.to_json` writes it) plus local extras.
 
-Both targets produce a JSON list of trials in this one schema::
+Every target (local, vertex, kubeflow) produces a JSON list of trials in this one schema::
 
     {"id": "3", "state": 4,
      "parameters": [{"parameterId": "learning_rate", "value": 0.01}, ...],
-     "finalMeasurement": {"stepCount": "5", "metrics": [{"metricId": "accuracy", "value": 0.9}]},
+     "finalMeasurement": {"stepCount": "5",
+                          "metrics": [{"metricId": "val_accuracy", "value": 0.9}]},
      "measurements": [{"stepCount": "1", "elapsedDuration": "2.1s", "metrics": [...]}, ...],
      "startTime": "2026-01-01T10:00:00.000000Z", "endTime": "...",
      "infeasibleReason": "",

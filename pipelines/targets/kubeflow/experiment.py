@@ -14,7 +14,7 @@ Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
   `pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go`:
   each non-empty line must be a JSON object (l.131-138, one bad line fails the read);
   a metric is taken only when its value is a *string* (`jsonObj[m].(string)`, l.153), which is
-  what hypertune writes (`"accuracy": "0.83"`); `timestamp` may be a float64 (l.213-237);
+  what hypertune writes (`"val_accuracy": "0.83"`); `timestamp` may be a float64 (l.213-237);
   other keys (`global_step`, `trial`, `checkpoint_path`) are ignored. Quirk: the fraction of a
   float timestamp is read as an integer count of nanoseconds (l.219-230), so sub-second order
   is garbled; harmless with one report per epoch. No objective line at all → the value

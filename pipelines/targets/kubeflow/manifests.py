@@ -81,7 +81,7 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     )
     katib_rules.check_experiment(exp)
     chief = _pool(settings, 1, settings.final_accelerator_count, settings.final_accelerator_type)
-    pools = [chief] + ([{**chief, "replica_count": settings.replicas}] if settings.replicas else [])
+    pools = [chief] + ([{**chief, "replica_count": settings.workers}] if settings.workers else [])
     final_dir = f"{_root(settings)}/example/final"
     job = tfjob.to_manifest(
         tfjob.build_tfjob(
