@@ -107,8 +107,8 @@ MUTANTS = [
     m(
         "5 resume re-runs failed trials",
         "pipelines/study/local_study.py",
-        "if trials_lib.trial_state(self.trials[k]) == TrialState.ACTIVE",
-        "if trials_lib.trial_state(self.trials[k]) != TrialState.SUCCEEDED",
+        "k for k, t in self.trials.items() if trials_lib.trial_state(t) == TrialState.ACTIVE",
+        "k for k, t in self.trials.items() if trials_lib.trial_state(t) != TrialState.SUCCEEDED",
         B + "study.py::test_resume_never_reruns_a_failed_trial",
         "test_resume_never_reruns_a_failed_trial",
     ),
