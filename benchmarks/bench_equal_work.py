@@ -52,7 +52,7 @@ SOURCE_SIZE = 300
 IMAGE_SIZE = 150
 SIDES = ("seeds", "ours", "ours-float32", "ours-forked")
 # ours-forked: the same command as `ours`, forked from a preloaded trainer as a local trial
-# is (`trainer.fork_server`); timed from the request to its exit, the server started before.
+# is (`pipelines.jobs.fork_server`); timed from the request to its exit, the server started before.
 RESULT_PREFIX = "RESULT "
 
 

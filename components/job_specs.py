@@ -2,6 +2,11 @@
 
 The same components feed every target: Vertex's HPT / custom-job ops, Katib and the
 TFJob on Kubeflow, and the local executors receive exactly these payloads.
+
+The fixed trainer settings (`model` … `seed`, `trainer.contract.FIXED_TRAINER_SETTINGS`) are
+spelled out in both signatures because kfp builds a component's inputs from its signature
+and hands each input by name; the bodies pick them out by the contract's list, and
+`tests/test_pipeline_spec.py` checks both signatures against it.
 """
 
 from typing import NamedTuple
@@ -46,16 +51,7 @@ def trial_job_spec(
     pools = worker_pools.trial_worker_pool_specs(
         image_uri=trainer_image,
         command=trainer_args.TRAINER_COMMAND,
-        args=trainer_args.trainer_args(
-            dataset,
-            model=model,
-            weights=weights,
-            epochs=epochs,
-            batch_size=batch_size,
-            metric_tag=metric_tag,
-            precision=precision,
-            seed=seed,
-        ),
+        args=trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals())),
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
         accelerator_count=int(accelerator_count),
@@ -98,16 +94,7 @@ def final_job_spec(
 
     from pipelines.jobs import trainer_args, worker_pools
 
-    args = trainer_args.trainer_args(
-        dataset,
-        model=model,
-        weights=weights,
-        epochs=epochs,
-        batch_size=batch_size,
-        metric_tag=metric_tag,
-        precision=precision,
-        seed=seed,
-    )
+    args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()))
     pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,
         command=trainer_args.TRAINER_COMMAND,

@@ -1,4 +1,6 @@
-"""Vertex binding of the tuning step: the HPT job, sent with GCPC's own launcher code.
+"""Vertex binding of the tuning step: the HPT job, then its trials as the trials artifact.
+
+`tune_on_vertex` sends the job with GCPC's own launcher code; `fetch_trials` reads it back.
 
 Unlike GCPC's `HyperparameterTuningJobRunOp`, the payload carries the study's
 stopping spec, so `early_stopping` works on Vertex too (see
@@ -56,3 +58,31 @@ def tune_on_vertex(
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse
     hpt_job.run_hpt_job(payload, project=project, location=location, gcp_resources=gcp_resources)
+
+
+@component
+def fetch_trials(
+    gcp_resources: str,
+    base_output_directory: str,
+    pipeline_job: str,
+    trials: dsl.Output[dsl.Artifact],
+):
+    """Read the finished HPT job into the artifact the local run writes too.
+
+    Each trial is also recorded in Vertex ML Metadata (Vertex itself never
+    records trials), linked to the trials artifact in this run's context.
+    """
+    from pipelines.study import trials_artifact
+    from pipelines.targets.vertex import metadata as vertex_metadata
+    from pipelines.targets.vertex import trials as vertex_trials
+
+    job_name = vertex_trials.job_name_from_gcp_resources(gcp_resources)
+    fetched = vertex_trials.fetch_trials(job_name)
+    trials_artifact.write(trials, fetched, source="vertex", study_dir=job_name)
+    vertex_metadata.record_trials(
+        fetched,
+        job_name=job_name,
+        base_output_directory=base_output_directory,
+        trials_artifact=trials.name,
+        pipeline_job=pipeline_job,
+    )

@@ -385,7 +385,7 @@ def shard_count(count: int, image_shape: Sequence[int], num_shards: int) -> int:
 
 
 def preload() -> None:
-    """Import what preparing the bundled sample needs (for `trainer.fork_server`)."""
+    """Import what preparing the bundled sample needs (for `pipelines.jobs.fork_server`)."""
     from PIL import Image  # noqa: F401
 
 

@@ -23,6 +23,7 @@ from components.study_metric import study_metric
 from pipelines.settings import Settings, SettingsError
 from pipelines.settings_space import settings_model, study_space
 from pipelines.wiring import binding_for
+from trainer.contract import FIXED_TRAINER_SETTINGS
 
 PIPELINE_DESCRIPTION = (
     "Prepare an image dataset, tune a distributed TensorFlow model (MirroredStrategy trials), "
@@ -114,13 +115,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         trial_spec = op(trial_job_spec)(
             dataset=dataset,
             trainer_image=trainer_image,
-            model=model,
-            weights=weights,
-            epochs=epochs,
-            batch_size=batch_size,
-            metric_tag=metric_tag,
-            precision=precision,
-            seed=seed,
+            **p.fixed_trainer_settings(),
             machine_type=trial_machine_type,
             accelerator_type=trial_accelerator_type,
             accelerator_count=trial_accelerator_count,
@@ -142,13 +137,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             dataset=dataset,
             best_parameters=best.outputs["best_parameters"],
             trainer_image=trainer_image,
-            model=model,
-            weights=weights,
-            epochs=epochs,
-            batch_size=batch_size,
-            metric_tag=metric_tag,
-            precision=precision,
-            seed=seed,
+            **p.fixed_trainer_settings(),
             machine_type=final_machine_type,
             accelerator_type=final_accelerator_type,
             accelerator_count=final_accelerator_count,
@@ -199,3 +188,7 @@ class _Params:
 
     def __init__(self, values: dict[str, Any]):
         self.__dict__.update(values)
+
+    def fixed_trainer_settings(self) -> dict[str, Any]:
+        """The channels of the contract's `FIXED_TRAINER_SETTINGS`, for the job-spec steps."""
+        return {name: self.__dict__[name] for name in FIXED_TRAINER_SETTINGS}

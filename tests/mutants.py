@@ -50,8 +50,8 @@ MUTANTS = [
     m(
         "the final job trains the default model",
         "pipelines/jobs/trainer_args.py",
-        'flag("model", model),',
-        'flag("model", "cnn"),',
+        "return {name: values[name] for name in FIXED_TRAINER_SETTINGS}",
+        'return {name: values[name] for name in FIXED_TRAINER_SETTINGS} | {"model": "cnn"}',
         "tests/test_pipeline_spec.py",
         "test_vertex_best_parameters_flow_into_the_final_multi_worker_job",
     ),
@@ -274,8 +274,9 @@ MUTANTS = [
     m(
         "trials always report val_accuracy",
         "pipelines/jobs/trainer_args.py",
-        'flag("metric_tag", metric_tag),',
-        'flag("metric_tag", "val_accuracy"),',
+        "return {name: values[name] for name in FIXED_TRAINER_SETTINGS}",
+        "return {name: values[name] for name in FIXED_TRAINER_SETTINGS}"
+        ' | {"metric_tag": "val_accuracy"}',
         "tests/test_pipeline_spec.py::test_trial_job_spec_is_one_replica_running_the_trainer",
         "test_trial_job_spec_is_one_replica_running_the_trainer",
     ),

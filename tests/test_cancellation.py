@@ -162,7 +162,7 @@ def vertex_tune(tmp_path: Path, container: dict[str, Any]) -> tuple[subprocess.P
 
 
 def test_every_lightweight_component_execs_python() -> None:
-    from components.tune_katib import tune_on_katib
+    from components.tune_kubeflow import tune_on_katib
     from components.tune_vertex import tune_on_vertex
 
     for op in (tune_on_vertex, tune_on_katib):

@@ -1,6 +1,6 @@
 """Replicas forked from a preloaded process: each is the process a fresh start would be.
 
-A probe module (`tests.fork_probe`) is served by a real `trainer.fork_server` and also
+A probe module (`tests.fork_probe`) is served by a real `pipelines.jobs.fork_server` and also
 started afresh with the same environment; their states must match except where
 a fork cannot and need not (pid, random draws, the preloaded modules).
 """
@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.jobs import fork_client, local_job, replica_env
+from pipelines.jobs import fork_client, fork_server, local_job, replica_env
 from pipelines.jobs.fork_client import ForkedProcess, ForkServer
 from tests.conftest import ROOT
-from trainer import fork_server
 
 PROBE = "tests.fork_probe"
 

@@ -34,6 +34,8 @@ from tests.image_layout import (
     ignored,
     import_from_layout,
 )
+from tests.test_architecture import import_graph
+from trainer.models import MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILES = {name: ROOT / "images" / name / "Dockerfile" for name in images.IMAGES}
@@ -514,6 +516,23 @@ def test_trainer_image_provides_everything_trainer_task_imports():
     for module in sorted(third_party):
         provided = {images.requirement_name(d) for d in dists.get(module, [])}
         assert provided & closure, f"trainer imports {module}, the trainer image lacks {provided}"
+
+
+def test_the_trainer_image_ships_only_the_trainer():
+    """It copies `trainer/`, and every module there is the trainer's: reached from its entry
+    points or a registered model's builder (the local fork server lives in `pipelines/jobs`)."""
+    code = [(src, dst) for src, dst in _copied("trainer") if dst.startswith("/app")]
+    assert code == [("trainer/", "/app/trainer/")]
+    graph = import_graph()
+    roots = ["trainer.task", "trainer.evaluate"]
+    roots += [spec.builder.partition(":")[0] for spec in MODELS.values()]
+    reached, todo = set(roots), list(roots)
+    while todo:
+        for imported in graph[todo.pop()] - reached:
+            reached.add(imported)
+            todo.append(imported)
+    modules = {name for name in graph if name.startswith("trainer.")}
+    assert len(modules) > 10 and modules - reached == set()
 
 
 # ----------------------------------------------------------------------- .dockerignore

@@ -484,7 +484,7 @@ def test_the_component_describes_the_chiefs_export(
 ) -> None:
     from kfp import dsl
 
-    from components.train_tfjob import train_with_tfjob
+    from components.train_final_kubeflow import train_with_tfjob
 
     base = str(tmp_path / "final")
     card = {

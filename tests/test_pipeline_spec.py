@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,9 +16,11 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from pipelines.compiler import compile_pipeline, normalize_spec
+from pipelines.jobs import trainer_args
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
 from pipelines.settings_space import study_space
+from trainer.contract import FIXED_TRAINER_SETTINGS
 
 GOLDEN = Path(__file__).parent / "golden"
 SECRET_MARKERS = (
@@ -198,6 +201,43 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         "--precision=float32",
         "--seed=3",
     ]
+
+
+@pytest.mark.parametrize("target", ["local", "vertex", "kubeflow"])
+def test_every_fixed_trainer_setting_flows_from_its_parameter_into_both_job_specs(tmp_path, target):
+    """The contract's list is the one the settings, the parameters and both steps follow."""
+    settings = Settings(data_pvc="hpt-data") if target == "kubeflow" else Settings()
+    spec = compiled(tmp_path, target, settings)
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    tasks = spec["root"]["dag"]["tasks"]
+    fields = {f.name for f in dataclasses.fields(Settings)}
+    assert len(FIXED_TRAINER_SETTINGS) >= 7
+    for name in FIXED_TRAINER_SETTINGS:
+        assert name in fields and name in parameters, name  # `--param epochs=5` still works
+        for task in ("trial-job-spec", "final-job-spec"):
+            wired = tasks[task]["inputs"]["parameters"][name]
+            assert wired == {"componentInputParameter": name}, (task, name)
+
+
+def test_trainer_flags_follow_the_contracts_list_and_cast_its_integers():
+    fixed = {"model": "cnn", "weights": "none", "epochs": 5.0, "batch_size": "8"}
+    fixed |= {"metric_tag": "loss", "precision": "float32", "seed": 3.0}
+    flags = trainer_args.trainer_flags("/d", fixed)
+    assert flags == [
+        "--data=/d",
+        "--model=cnn",
+        "--weights=none",
+        "--epochs=5",  # kfp.local hands numbers inside dicts as floats
+        "--batch_size=8",
+        "--metric_tag=loss",
+        "--precision=float32",
+        "--seed=3",
+    ]
+    assert [f.split("=")[0][2:] for f in flags[1:]] == list(FIXED_TRAINER_SETTINGS)
+    with pytest.raises(ValueError, match="missing: seed"):
+        trainer_args.trainer_flags("/d", {k: v for k, v in fixed.items() if k != "seed"})
+    with pytest.raises(ValueError, match="not fixed trainer settings: learning_rate"):
+        trainer_args.trainer_flags("/d", {**fixed, "learning_rate": 0.1})
 
 
 def _all_tasks(spec: dict) -> dict:

@@ -137,6 +137,18 @@ RUN_FLAGS = (
     "precision",
     "expected_gpus",
 )
+# The trainer flags a run fixes for every trial and the final job alike (not tuned), each with
+# its kind: the one list the payloads are built from (`pipelines/jobs/trainer_args.py`), which
+# the settings, the pipeline's parameters and the job-spec components are checked against.
+FIXED_TRAINER_SETTINGS: Mapping[str, type] = {
+    "model": str,
+    "weights": str,
+    "epochs": int,
+    "batch_size": int,
+    "metric_tag": str,
+    "precision": str,
+    "seed": int,
+}
 
 # Validation metrics the trainer reports to hypertune, each with the only goal that makes sense.
 # (Its history also holds train_accuracy/train_loss; evaluation reports test_accuracy/test_loss.)

@@ -143,7 +143,7 @@ def skip_unused_imports() -> None:
 
 
 def preload() -> None:
-    """Import what a run needs, TensorFlow's runtime left unstarted (also `trainer.fork_server`)."""
+    """Import what a run needs, TensorFlow's runtime left unstarted (also the fork server's)."""
     from trainer.gc_pause import collector_paused
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -1,6 +1,6 @@
 """Start local trainer replicas from a preloaded process instead of afresh.
 
-`trainer.fork_server` imports TensorFlow once and forks a child per replica that is
+`pipelines.jobs.fork_server` imports TensorFlow once and forks a child per replica that is
 the process `python -m trainer.task …` would have been (see its docstring for what a
 child gets and when the server refuses). `ForkServer` starts and talks to it,
 `ForkedProcess` is the child as the executor sees it (the part of `subprocess.Popen`
@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import IO, Any, NamedTuple
 
-from trainer.fork_server import REPLICA_VARIABLES, ignored_signals
+from pipelines.jobs.fork_server import REPLICA_VARIABLES, ignored_signals
 
 ENV = "HPT_FORK_SERVER"
 LOG_FILE = "fork-server.log"  # the server's own output, beside the logs of the job it serves
@@ -121,7 +121,7 @@ class ForkedProcess:
 
 
 class ForkServer:
-    """A `trainer.fork_server` process: started here (`start`) or an ancestor's (`connect`)."""
+    """A fork server process: started here (`start`) or an ancestor's (`connect`)."""
 
     def __init__(
         self,
@@ -162,7 +162,7 @@ class ForkServer:
         log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "trainer.fork_server", address, *modules],
+                [sys.executable, "-m", "pipelines.jobs.fork_server", address, *modules],
                 env=dict(env) if env is not None else replica_env.base_env(),
                 cwd=cwd,
                 stdin=subprocess.PIPE,  # the lifeline: EOF when this process is gone

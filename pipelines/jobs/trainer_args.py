@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainer.contract import flag
+from trainer.contract import FIXED_TRAINER_SETTINGS, flag
 
 TRAINER_COMMAND = ["python", "-m", "trainer.task"]
 
@@ -42,33 +42,40 @@ def shared_location(artifact: Any, shared_root: str) -> str:
     return location
 
 
-def trainer_flags(
-    data: str,
-    *,
-    model: str,
-    weights: str,
-    epochs: int,
-    batch_size: int,
-    metric_tag: str,
-    precision: str,
-    seed: int,
-) -> list[str]:
-    """Fixed trainer flags shared by every trial and the final job, for data at `data`."""
-    return [
-        flag("data", data),
-        flag("model", model),
-        flag("weights", weights),
-        flag("epochs", int(epochs)),
-        flag("batch_size", int(batch_size)),
-        flag("metric_tag", metric_tag),
-        flag("precision", precision),
-        flag("seed", int(seed)),
+def fixed_settings(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The contract's `FIXED_TRAINER_SETTINGS` picked out of `values` (a component's inputs).
+
+    Raises:
+        ValueError: A fixed setting missing from `values`.
+    """
+    missing = [name for name in FIXED_TRAINER_SETTINGS if name not in values]
+    if missing:
+        raise ValueError(f"fixed trainer settings missing: {', '.join(missing)}")
+    return {name: values[name] for name in FIXED_TRAINER_SETTINGS}
+
+
+def trainer_flags(data: str, settings: Mapping[str, Any]) -> list[str]:
+    """Fixed trainer flags shared by every trial and the final job, for data at `data`.
+
+    One flag per `FIXED_TRAINER_SETTINGS` entry, in its order; integers are cast (kfp.local
+    and compiled specs may hand `5.0` for `5`).
+
+    Raises:
+        ValueError: `settings` lacks a fixed setting or has one the contract does not list.
+    """
+    unknown = sorted(set(settings) - set(FIXED_TRAINER_SETTINGS))
+    if unknown:
+        raise ValueError(f"not fixed trainer settings: {', '.join(unknown)}")
+    fixed = fixed_settings(settings)
+    return [flag("data", data)] + [
+        flag(name, int(value) if kind is int else value)
+        for (name, kind), value in zip(FIXED_TRAINER_SETTINGS.items(), fixed.values(), strict=True)
     ]
 
 
-def trainer_args(dataset: Any, **fixed: Any) -> list[str]:
+def trainer_args(dataset: Any, settings: Mapping[str, Any]) -> list[str]:
     """`trainer_flags` for a dataset artifact (read where `artifact_location` says)."""
-    return trainer_flags(artifact_location(dataset), **fixed)
+    return trainer_flags(artifact_location(dataset), settings)
 
 
 def parameter_args(parameters: Mapping[str, Any]) -> list[str]:

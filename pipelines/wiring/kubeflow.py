@@ -2,13 +2,15 @@
 
 For open-source Kubeflow (Kubeflow Pipelines 2.x, Katib, the Training Operator).
 The tune step creates a Katib Experiment from the same study payload the other
-targets run (`components/tune_katib.py`), the final job is a TFJob built from the
-same `worker_pool_specs` (`components/train_tfjob.py`), and registration records
+targets run (`components/tune_kubeflow.py`), the final job is a TFJob built from the
+same `worker_pool_specs` (`components/train_final_kubeflow.py`), and registration records
 the model with its evaluation (`components/register_kubeflow.py`; Kubeflow Model
 Registry too when `model_registry_url` is set). Cluster settings (namespace,
 service account, pod resources, the optional data PVC) are compile-time values.
 With `data_pvc`, every step that reads or writes the dataset or the model mounts
 the PVC with kfp-kubernetes, and so do the trial and replica pods.
+
+`PARTS` lists every file that makes up the target, each with its part.
 """
 
 from collections.abc import Callable
@@ -17,8 +19,8 @@ from typing import Any
 from kfp import dsl
 
 from components.register_kubeflow import register_on_kubeflow
-from components.train_tfjob import train_with_tfjob
-from components.tune_katib import tune_on_katib
+from components.train_final_kubeflow import train_with_tfjob
+from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import Settings
 from pipelines.wiring.base import Binding, study_inputs
 
@@ -97,6 +99,35 @@ def _kubeflow_register(
     task.set_caching_options(False)  # may write to Model Registry
     return task.outputs["registered"]
 
+
+# Every file that makes up the `kubeflow` target, with its part (tests/test_targets.py checks
+# each exists, and that every component and CLI module named for the target is here).
+PARTS: tuple[tuple[str, str], ...] = (
+    ("pipelines/wiring/kubeflow.py", "the binding; the data PVC mounted with kfp-kubernetes"),
+    ("components/tune_kubeflow.py", "tune: a Katib Experiment, its Trials as the artifact"),
+    ("components/train_final_kubeflow.py", "train_final: a TFJob (Chief + Workers)"),
+    ("components/register_kubeflow.py", "register: a KFP Model (+ Model Registry)"),
+    ("pipelines/targets/kubeflow/__init__.py", "the run-time side's package"),
+    ("pipelines/targets/kubeflow/experiment.py", "the Katib Experiment from the study payload"),
+    ("pipelines/targets/kubeflow/trial_template.py", "the Experiment's trial template (a Job)"),
+    ("pipelines/targets/kubeflow/katib_rules.py", "Katib's admission rules, checked first"),
+    ("pipelines/targets/kubeflow/katib_tune.py", "create or resume the Experiment, wait"),
+    ("pipelines/targets/kubeflow/katib_trials.py", "Katib Trials as the trials artifact"),
+    ("pipelines/targets/kubeflow/tfjob.py", "the final job as a TFJob"),
+    ("pipelines/targets/kubeflow/final_job.py", "create or reuse the TFJob, wait"),
+    ("pipelines/targets/kubeflow/waiting.py", "waiting on a custom object's conditions"),
+    ("pipelines/targets/kubeflow/kube.py", "the Kubernetes API; deleted on SIGTERM"),
+    ("pipelines/targets/kubeflow/cluster_checks.py", "what the cluster must offer a step"),
+    ("pipelines/targets/kubeflow/rbac.py", "the RBAC the service account needs"),
+    ("pipelines/targets/kubeflow/manifests.py", "the Experiment, TFJob and RBAC as YAML"),
+    ("pipelines/targets/kubeflow/model_registry.py", "Kubeflow Model Registry (optional)"),
+    ("pipelines/targets/kubeflow/client.py", "runs and recurring runs through kfp.Client"),
+    ("pipelines/app/kubeflow_commands.py", "CLI: `submit`, `schedule`, `manifests` for kubeflow"),
+    ("pipelines/app/cloud_commands.py", "CLI: `submit`, `schedule create` (shared with vertex)"),
+    ("pipelines/app/schedule_actions.py", "CLI: `schedule list|pause|resume|delete` (shared)"),
+    ("pipelines/app/preflight.py", "checks before anything is sent (shared)"),
+    ("pipelines/schedules.py", "cron rules shared by the schedules"),
+)
 
 BINDING = Binding(
     tune=_kubeflow_tune,

@@ -18,6 +18,7 @@ from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
 from pipelines.settings_space import study_space
 from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob
+from trainer.contract import FIXED_TRAINER_SETTINGS
 
 FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")
 NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
@@ -28,16 +29,9 @@ def _root(settings: Settings) -> str:
 
 
 def _args(settings: Settings) -> list[str]:
-    return trainer_args.trainer_flags(
-        f"{_root(settings)}/example/dataset",
-        model=settings.model,
-        weights=settings.weights or "",
-        epochs=settings.epochs,
-        batch_size=settings.batch_size,
-        metric_tag=settings.metric_tag,
-        precision=settings.precision,
-        seed=settings.seed,
-    )
+    fixed = {name: getattr(settings, name) for name in FIXED_TRAINER_SETTINGS}
+    fixed["weights"] = settings.weights or ""  # the model's own default, as the trainer reads it
+    return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed)
 
 
 def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Final training step: the local binding, and the Vertex job's model as an artifact."""
+"""Local binding of the final training step: the job's worker pools as processes here."""
 
 from kfp import dsl
 
@@ -25,16 +25,3 @@ def train_locally(
             fork_server=server,
         )
     model_artifact.describe(model, base_output_directory)
-
-
-@component
-def model_from_job(
-    gcp_resources: str,
-    base_output_directory: str,
-    model: dsl.Output[dsl.Model],
-) -> str:
-    """Point a Model artifact at the model the Vertex custom job exported; return its URI."""
-    from pipelines.jobs import model_artifact
-
-    model_artifact.describe(model, base_output_directory, job=gcp_resources)
-    return model.uri

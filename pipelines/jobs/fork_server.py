@@ -1,4 +1,9 @@
-"""Preloaded trainer processes for the local executors: `python -m trainer.fork_server ADDRESS`.
+"""Preloaded trainer processes for the local executors: `python -m pipelines.jobs.fork_server`.
+
+It lives with the local executors it serves (`fork_client`, `local_job`), not in `trainer/`:
+the trainer image ships only the trainer, and this server runs only on the local target.
+It imports no TensorFlow itself; it imports the modules it is asked to preload, by name,
+when it runs (`tests/test_architecture.py:DYNAMIC_IMPORTERS` names it for that).
 
 A trainer process spends ~1.3 s of its ~2 s start-up importing TensorFlow and Keras.
 This server pays that once: it imports what each served module imports (its
@@ -373,10 +378,10 @@ def _become(request: Mapping[str, Any], output_fd: int, started_fd: int) -> None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m trainer.fork_server ADDRESS MODULE...` (ADDRESS: abstract socket name)."""
+    """`python -m pipelines.jobs.fork_server ADDRESS MODULE...` (ADDRESS: abstract socket name)."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) < 2:
-        print("usage: python -m trainer.fork_server ADDRESS MODULE...", file=sys.stderr)
+        print("usage: python -m pipelines.jobs.fork_server ADDRESS MODULE...", file=sys.stderr)
         return 2
     address, modules = args[0], args[1:]
     if not hasattr(os, "pidfd_open"):
