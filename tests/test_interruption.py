@@ -37,9 +37,11 @@ STUDY = textwrap.dedent(
     """
     import json, signal, sys
     from pipelines.study.local_study import run_study
-    # As under a terminal's Ctrl-C: a test run started as a background job (CI, `make test &`)
-    # inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
+    # As under a terminal: a test run started as a background job (CI, `make test &`)
+    # inherits SIGINT ignored (Python then installs no KeyboardInterrupt handler), and one
+    # under `nohup` SIGHUP ignored, which the study rightly leaves alone.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     run_study(**json.load(open(sys.argv[1])), show_progress=False)
     """
 )
