@@ -1,13 +1,12 @@
 """The Vertex AI API messages that payload checks parse into, without importing the SDK.
 
-Importing `google.cloud.aiplatform_v1` takes ~0.7 s (its service clients pull in grpc,
-aiohttp and google-auth) and ~0.3 s more at interpreter exit, and four steps of every
-local run paid it only to check payloads: both job-spec steps and both local executors
-(issue 18). A check needs the messages' descriptors, not the SDK: `vertex_types.binpb`
-holds them, a `FileDescriptorSet` of the files that `ROOT_MESSAGES` need (with their
-dependencies) exactly as the pinned SDK defines them, and they load into a private
-descriptor pool in ~20 ms. Payloads are then parsed by protobuf's JSON parser, the one
-the SDK's `Message.from_json` calls, so the same fields are refused with the same words.
+Importing `google.cloud.aiplatform_v1` is slow (grpc, aiohttp, google-auth), and local steps
+paid it only to check payloads (issue 18; the figures: `benchmarks/README.md`). A check
+needs the messages' descriptors, not the SDK: `vertex_types.binpb` holds them, a
+`FileDescriptorSet` of the files that `ROOT_MESSAGES` need (with their dependencies) exactly
+as the pinned SDK defines them, loaded into a private descriptor pool. Payloads are parsed
+by protobuf's JSON parser, the one the SDK's `Message.from_json` calls, so the same fields
+are refused with the same words.
 
 `tests/test_vertex_types.py` rebuilds the file from the installed SDK and requires it
 byte for byte; after upgrading google-cloud-aiplatform, rewrite it with

@@ -133,14 +133,10 @@ def run_local(
     lines go to `echo` (default: this process's stdout, captured before the run);
     `announce` is called once the output is this run's, before any progress.
 
-    Every process the run starts writes its temporary files (kfp.local's component
-    files, TensorFlow's autograph files) under `<output>/tmp/run-XXXX/` (trial and
-    final-job replicas in their job's `local/tmp/`, see `local_job`): removed when the
-    run ends well; when it fails, kept and named in a note on the error.
-
-    The run owns its output: it holds `<output>/run.lock` from before it writes anything
-    until it ends, and resumes the study there only when the settings that define it are
-    the same (`study_identity`). SIGTERM and SIGHUP stop it as Ctrl-C does.
+    The run owns its output (`<output>/run.lock`), keeps its temporary files in
+    `<output>/tmp/` (kept and named when it fails), resumes the study only when the
+    settings that define it are the same (`study_identity`), and stops on SIGTERM and
+    SIGHUP as on Ctrl-C: ARCHITECTURE.md, "The local run, in detail".
 
     Raises:
         ownership.BusyError: Another run holds the output.

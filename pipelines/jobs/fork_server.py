@@ -1,44 +1,14 @@
 """Preloaded trainer processes for the local executors: `python -m pipelines.jobs.fork_server`.
 
-It lives with the local executors it serves (`fork_client`, `local_job`), not in `trainer/`:
-the trainer image ships only the trainer, and this server runs only on the local target.
-It imports no TensorFlow itself; it imports the modules it is asked to preload, by name,
-when it runs (`tests/test_architecture.py:DYNAMIC_IMPORTERS` names it for that).
-
-A trainer process spends ~1.3 s of its ~2 s start-up importing TensorFlow and Keras.
-This server pays that once: it imports what each served module imports (its
-`preload()`; TensorFlow's runtime is not started: no device, no thread pool), then
-forks one child per request. The child becomes the process `python -m <module> <args>`
-would be:
-
-* its environment is exactly the one requested (`os.environ` replaced), its working
-  directory (and `sys.path[0]`, as `-m` sets it) and `sys.argv` too; stdin is
-  /dev/null, stdout and stderr the file descriptor sent with the request;
-* its own session and process group (the executor signals the group), and SIGKILL
-  when the server dies (`PR_SET_PDEATHSIG`);
-* signal dispositions of a fresh interpreter (those the client ignores stay ignored,
-  as they would across its exec: e.g. SIGHUP under `nohup`), Python's `random` reseeded from
-  `os.urandom`, `tempfile`'s cached folder forgotten (it follows the requested
-  `TMPDIR`), and the module run as `__main__` (`runpy`, like `-m`); its exit status
-  goes back to the client.
-
-What a child shares with the server: the modules already imported, their import-time
-state, and the hash seed. So a request is served only when a fresh process could not
-have differed: its environment equals the server's outside `REPLICA_VARIABLES` (what
-the executor sets per replica, read at run time; anything read at import time, like
-`TF_*`, `PYTHON*`, `CUDA_*`, `OMP_*`, must be equal), and its working directory
-shadows no module the server has loaded. Otherwise the server refuses in one line
-and the client starts a fresh process instead.
-
-Protocol (Linux; an abstract Unix stream socket, peers of another user refused, one
-connection per child): the client sends one JSON line
-`{"argv": [...], "env": {...}, "cwd": ..., "ignored_signals": [...]}` with one file
-descriptor (SCM_RIGHTS) for the child's output; the server answers `{"pid": N}` or
-`{"refused": why}`, later `{"returncode": C}` (negative: killed by that signal) when the
-child exits. Once the first module is preloaded it prints `ready <pid>` (or
-`unavailable: <why>`) on stdout; the others are preloaded one by one after that, and a
-request for one of them waits until it is in (refused if its preload failed). It exits
-when its stdin reaches EOF (the executor is gone), killing the children it still has.
+A fresh trainer process spends most of its start-up importing TensorFlow and Keras; this
+server pays that once and forks one child per request, a child that is the process
+`python -m <module> <args>` would have been (its environment, working directory, argv,
+output, process group and signal dispositions as requested). A request is served only when
+a fresh process could not have differed; otherwise it is refused in one line and the client
+starts a fresh process. It imports no TensorFlow itself, only the modules it is asked to
+preload, by name (`tests/test_architecture.py:DYNAMIC_IMPORTERS` names it for that).
+What a child gets, the refusal rule and the protocol: ARCHITECTURE.md, "The fork server, in
+detail"; the figures: `benchmarks/README.md`, "Preloaded trainer".
 """
 
 from __future__ import annotations

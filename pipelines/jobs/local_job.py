@@ -1,26 +1,13 @@
 """Run a Vertex custom job's `worker_pool_specs` on this machine: one process per replica.
 
-Each replica (pool 0 chief, 1 workers, 2 parameter servers, 3 evaluator) gets
-the environment Vertex would give it (`pipelines.jobs.replica_env`): `CLUSTER_SPEC`
-and `TF_CONFIG` on free loopback ports, the `AIP_*` directories when there is a
-`base_output_directory`, and `HPT_LOGICAL_DEVICES` = `accelerator_count` (> 1)
-so a CPU host mirrors over that many logical devices; replicas that share the host's
-cores (several in a job, or parallel trials) get `HPT_CPU_THREADS`, their share. A
-replica running `python -m trainer.task` is forked from a preloaded trainer when the job
-has a `fork_client.ForkServer` and the server accepts it, else started afresh; the log's
-second line says which. Output goes to one log file per replica and is echoed with a
-`[chief-0]` style prefix. Each replica's temporary files (`TMPDIR`, `TEMP`, `TMP`:
-TensorFlow's autograph files among them) go to `<log_dir>/tmp/<replica>/`, removed when
-the job ends well and kept, named in the error, when it fails.
-
-The job succeeds only when every replica exits 0 (parameter servers, which
-serve forever, are stopped once the others have succeeded). When one replica
-fails, all are stopped: SIGTERM to each replica's process group, then SIGKILL
-after a grace period (MultiWorkerMirroredStrategy ignores SIGTERM). A replica
-that never writes a line within `startup_timeout` (it never joined the
-cluster), or a job running past `timeout`, fails the same way instead of
-hanging. On Linux every replica also dies with the thread that started it, so
-killing the executor leaves no orphans behind.
+Each replica gets the environment Vertex would give it (`pipelines.jobs.replica_env`), is
+forked from a preloaded trainer when the job has a `fork_client.ForkServer` that accepts
+it (else started afresh; its log's second line says which), logs to its own file echoed
+with a `[chief-0]` style prefix, and keeps its temporary files under
+`<log_dir>/tmp/<replica>/` (removed when the job ends well, kept and named when it fails).
+As on Vertex, the job succeeds only when every replica exits 0, and one failure, a silent
+replica or a timeout stops them all rather than leaving the job hanging. The details:
+ARCHITECTURE.md, "The local study and executor, as Vertex behaves".
 """
 
 from __future__ import annotations

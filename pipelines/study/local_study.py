@@ -1,41 +1,13 @@
 """Run a Vertex HPT study payload on this machine: Optuna suggests, `local_job` runs each trial.
 
-`run_study` takes exactly what GCPC's `HyperparameterTuningJobRunOp` takes, plus
-local options. What Vertex does, done here:
-
-* Search: `ALGORITHM_UNSPECIFIED` (Vertex: Bayesian optimisation) → Optuna TPE;
-  `RANDOM_SEARCH` → random; `GRID_SEARCH` → every grid point once, in order
-  (integer, discrete and categorical parameters only; the study ends when the
-  grid is exhausted). Doubles and integers on a log scale are sampled in log
-  space. `reverse_log` (Vertex: values near the top of the range spread out) is
-  sampled as `min + max - y` with `y` log-uniform on `[min, max]`, so samples
-  crowd towards `max`. Discrete values are a categorical choice for the sampler.
-  Conditional parameters are suggested only when their parent takes one of
-  their `parent_values`.
-* Trials: each is a custom job through `local_job` (the trial's
-  `worker_pool_specs` with `--<parameter_id>=<value>` appended to every pool's
-  args) with `CLOUD_ML_TRIAL_ID`, a per-trial `CLOUD_ML_HP_METRIC_FILE`, and the
-  `AIP_*` directories under `<base>/<trial_id>/`. Up to `parallel_trial_count`
-  run at once.
-* Metric: read from the trial's hypertune file; the final measurement is the
-  best or the last one (`study_spec_measurement_selection_type`). A trial that
-  exits non-zero, times out, or reports no metric with the tag is failed
-  (INFEASIBLE, with the reason and its log tail).
-* Failures: with `max_failed_trial_count` = 0, the study stops when the first
-  trial fails, or once at least 3 trials have failed and failures outnumber
-  successes (Vertex "decides" there; this is the local stand-in). Otherwise it
-  fails once `max_failed_trial_count` trials have failed, as Vertex does
-  (`study/failure_rules.py`). The study then raises `StudyError` saying why.
-  A diverged trial is not a failure (the trainer reports the worst metric).
-* Early stopping (opt-in, `early_stopping=True`): Vertex's median rule via
-  Optuna's `MedianPruner` on the per-epoch measurements read while a trial runs;
-  a stopped trial is killed and recorded SUCCEEDED with `local.earlyStopped`.
-* Resume: the study lives in `<base>/trials.json` and `<base>/study.json`. Running
-  again with the same base replays finished trials into the sampler, re-runs
-  the interrupted ones (same id and parameters) and never re-runs a finished one.
-  `max_trial_count` may be raised to extend a finished study; the space,
-  metrics, algorithm and selection may not change. A study stopped by the
-  failure rules stays stopped (it raises again): use a new base to start over.
+`run_study` takes exactly what GCPC's `HyperparameterTuningJobRunOp` takes, plus local
+options, and does what Vertex does with it, so the local target is a stand-in for the
+service: Vertex's algorithms mapped onto Optuna (`sampler`), each trial a local custom job
+with Vertex's environment, its metric read from the hypertune file, Vertex's failure rules
+(`failure_rules`) and median early stopping. The study lives in `<base>/trials.json` and
+`<base>/study.json`, so a rerun resumes it and never reruns a finished trial; a study the
+failure rules stopped stays stopped. The rules in full: ARCHITECTURE.md, "The local study
+and executor, as Vertex behaves".
 """
 
 from __future__ import annotations
@@ -418,7 +390,7 @@ def run_study(
     show_progress: bool = True,
     cwd: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Run an HPT study payload on this machine (see the module docstring for the rules).
+    """Run an HPT study payload on this machine (the rules: the module docstring).
 
     Args:
         worker_pool_specs: The trial job (`trial_worker_pool_specs`), as for Vertex.

@@ -1,24 +1,13 @@
 """How the local study searches: Vertex's search-space semantics mapped onto Optuna.
 
-`ALGORITHM_UNSPECIFIED` (Vertex: Bayesian optimisation) → Optuna TPE;
-`RANDOM_SEARCH` → random; `GRID_SEARCH` → every grid point once, in order.
-Doubles and integers on a log scale are sampled in log space; `reverse_log`
-is sampled as `min + max - y` with `y` log-uniform on `[min, max]`, so samples
-crowd towards `max`. Discrete values are a categorical choice for the sampler.
-Conditional parameters are suggested only when their parent takes one of their
-`parent_values`.
-
-Start-up (TPE and random): a short study must still try every value a user listed.
-The first `max(TPE's start-up, largest value set)` trials draw each categorical
-(and discrete) parameter from the values it has been given least often so far
-(ties broken by the seeded generator) and every other parameter uniformly at
-random; only then does TPE model the results. With 4 trials over 64/128/256
-units, trials 1-3 use each value once. Each parameter is balanced on its own, so
-a space with several categorical parameters covers each one's values (not every
-combination) within its largest set; a study shorter than that set covers what
-its trials allow. Counts include finished, running and replayed trials, so a
-resumed study goes on balancing where it stopped; the same seed gives the same
-trials.
+Vertex's algorithms map to Optuna's (TPE for `ALGORITHM_UNSPECIFIED`, random, grid), with
+log, reverse-log, discrete and conditional parameters sampled as Vertex means them. So that
+a short study still tries every value a user listed, the first `max(TPE's start-up,
+largest value set)` trials draw each categorical (and discrete) parameter from its
+least-used values (ties by the seeded generator) and the others at random; only then does
+TPE model the results. With 4 trials over 64/128/256 units, trials 1-3 use each value once;
+the same seed gives the same trials. The rules in full: ARCHITECTURE.md, "The local run, in
+detail" (Study start-up) and "The local study and executor, as Vertex behaves".
 """
 
 from __future__ import annotations

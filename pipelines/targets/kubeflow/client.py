@@ -1,25 +1,13 @@
 """Kubeflow Pipelines requests: runs and recurring runs, built offline or sent with `kfp.Client`.
 
-`run_body` / `recurring_run_body` build, as `kfp_server_api` models, the exact
-bodies `kfp.Client.run_pipeline` / `create_recurring_run` POST to
-`/apis/v2beta1/runs` / `/apis/v2beta1/recurringruns` (the same pipeline spec
-extraction and caching override, runtime config and trigger), so `--dry-run`
-writes what would be sent; `submit_run` / `create_recurring_run` send them
-through those very `kfp.Client` methods. The experiment is named, and resolved
-to its id at send time (`kfp.Client.create_experiment` gets it, or creates it).
-
-Cron: users give the 5-field expression every target takes
-(`pipelines.schedules.validate_cron`). KFP parses it with robfig/cron v1.2.0
-`cron.Parse` (kubeflow/pipelines `backend/src/apiserver/server/api_converter.go`),
-whose fields are `second minute hour day-of-month month [day-of-week]`: a 5-field
-expression would be read seconds first, so `kfp_cron` prepends `0` (second 0).
-That parser has no `TZ=` prefix (the scheduler's `CRON_SCHEDULE_TIMEZONE`
-applies), no `L`/`W`/`#` and a day-of-week of 0-6: those are refused here.
-`max_concurrency` must be 1..10 (the same file).
-
-Credentials (`client_credentials`): multi-user Kubeflow answers a request without an
-identity with "there is no user identity header"; a bearer token, the auth proxy's session
-cookie or an in-cluster service-account token file is sent, as `kfp.Client` supports them.
+`run_body` / `recurring_run_body` build, as `kfp_server_api` models, the exact bodies
+`kfp.Client.run_pipeline` / `create_recurring_run` POST, so `--dry-run` writes what would be
+sent; `submit_run` / `create_recurring_run` send them through those very methods. The
+experiment is resolved to its id (or created) at send time. KFP's cron has a seconds field
+first, so `kfp_cron` prepends `0` to the usual five and refuses what its parser lacks
+(ARCHITECTURE.md, "The cluster and KFP's API"). Credentials (`client_credentials`): a bearer
+token, the auth proxy's session cookie or an in-cluster service-account token file, as
+`kfp.Client` supports them (ARCHITECTURE.md, "Kubeflow", Logging in).
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """What the cluster must offer a Kubeflow step, checked through its API before anything starts.
 
-A standard Kubeflow install (manifests v1.9-v1.11) fails a run in ways only the cluster
+A standard Kubeflow install (manifests v1.9-v1.11) can fail a run in ways only the cluster
 can tell; each is read here, before the Experiment or the TFJob is created, and refused in
-one line naming the remedy:
-
-* **No TFJob API**: Kubeflow 1.11+ installs Trainer v2 (`TrainJob`, no TensorFlow runtime)
-  and no `tfjobs.kubeflow.org` (manifests #3181): the train step would 404 after the whole
-  study. Read by API discovery (`GET /apis/kubeflow.org/v1`), which every authenticated
-  account may do.
-* **Katib < 0.18** has no `feasibleSpace.distribution` (all of Kubeflow 1.9): its
-  defaulting webhook decodes the Experiment into its Go types and answers with a patch
-  from the raw object (`mutate_webhook.go`, `PatchResponseFromRaw`), which removes the
-  unknown field, and hyperopt searches the log-scale parameter uniformly. The CRD carries
-  no schema in any release (`x-kubernetes-preserve-unknown-fields`, v0.17.0-v0.19.0), so
-  the check is a server-side dry run of the Experiment (`dryRun=All`: the webhooks run,
-  nothing is stored) or, for an existing one, the stored object: a `logUniform` that did
-  not come back is refused.
-* **A data claim that is not ReadWriteMany**: parallel trials, the TFJob's replicas and
-  the pipeline's steps mount `data_pvc` from several nodes at once.
-* **A namespace that is not a Kubeflow profile**: since Kubeflow 1.9 a NetworkPolicy
-  (`common/networkpolicies/base/katib-db-manager.yaml`) lets the metrics collector reach
-  Katib's DB only from namespaces labelled `app.kubernetes.io/part-of=kubeflow-profile`
-  (or Katib's own); without the collector label Katib injects no collector at all. Istio
-  injection is reported (the trial and replica pods opt out of it, `kube.NO_SIDECAR`).
-* **GPUs no node has**: trial or replica pods asking for more `nvidia.com/gpu` than any
-  node offers stay Pending until the timeout (e.g. the Vertex-sized defaults on a CPU-only
-  cluster).
-* **A data or output path only one pod sees** (`check_shared_path`).
-
-An account that may not read an object (403) is told so in one line and the run goes on:
-the check is a help, not a new permission (`rbac.yaml` grants what it needs).
+one line naming the remedy: no TFJob API (Kubeflow 1.11+), a Katib that drops `logUniform`
+(< 0.18, found by a server-side dry run or in the stored object), a data claim that is not
+ReadWriteMany, a namespace that is not a Kubeflow profile with Katib's collector label
+(Istio injection is reported), GPUs no node has, and a data or output path only one pod sees
+(`check_shared_path`). What the account may not read (403) is said in one line and skipped:
+the checks are a help, not a new permission. Why each matters: ARCHITECTURE.md, "Kubeflow"
+(Checks) and "The cluster and KFP's API".
 """
 
 from __future__ import annotations

@@ -1,77 +1,14 @@
 """The Katib `Experiment` (kubeflow.org/v1beta1) built from the study payload every target gets.
 
-The same inputs as the Vertex HPT job (`study_spec_parameters`/`study_spec_metrics` as GCPC
-serializes them, trial counts, algorithm, measurement selection, `worker_pool_specs`) are
-parsed back (`spec_reader.from_study_spec`) and written through `kubeflow_katib_api`'s
-pydantic models; the trial's pod spec through the `kubernetes` client models. The result is
-a dict (camelCase) that round-trips through both (`to_dict`/`from_dict` and
-`ApiClient.sanitize_for_serialization`) unchanged.
+The Vertex HPT job's inputs (GCPC's serialized study spec, trial counts, algorithm,
+measurement selection, `worker_pool_specs`) are parsed back (`spec_reader.from_study_spec`)
+and written through `kubeflow_katib_api`'s pydantic models and the `kubernetes` client
+models, so the camelCase dict round-trips through both unchanged. The mapping: File
+collector in JSON format (the trainer's hypertune lines as they are), TPE for Vertex's
+default algorithm, `logUniform` for log scales, `medianstop` for early stopping, the local
+failure floor for Vertex's 0, and `resumePolicy` FromVolume only for a named `study_dir`.
 
-Choices, and what Katib's source (github.com/kubeflow/katib) says about them:
-
-* Metrics: Katib's **File collector, JSON format** reads cloudml-hypertune's file as the
-  trainer writes it, so the trainer keeps its one reporting path.
-  `pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go`:
-  each non-empty line must be a JSON object (l.131-138, one bad line fails the read);
-  a metric is taken only when its value is a *string* (`jsonObj[m].(string)`, l.153), which is
-  what hypertune writes (`"val_accuracy": "0.83"`); `timestamp` may be a float64 (l.213-237);
-  other keys (`global_step`, `trial`, `checkpoint_path`) are ignored. Quirk: the fraction of a
-  float timestamp is read as an integer count of nanoseconds (l.219-230), so sub-second order
-  is garbled; harmless with one report per epoch. No objective line at all → the value
-  `unavailable` (l.180-192) → the Trial is MetricsUnavailable, which Katib counts as failed
-  (`experiment/util/status_util.go` l.191), as the local executor counts a trial without metric.
-  The file is read after the training process exits (`cmd/metricscollector/v1beta1/
-  file-metricscollector/main.go` l.424-431); the path is cloudml-hypertune's default, and
-  `CLOUD_ML_HP_METRIC_FILE` is set to it. The pod webhook mounts an emptyDir at its directory
-  (`pkg/webhook/v1beta1/pod/utils.go` l.230-240) and rewrites the training container to
-  `sh -c "<command and args joined by spaces> && echo completed > <dir>/$$$$.pid"`
-  (`utils.go` l.155-194): every command word must be shell-safe (checked here). The pod
-  webhook only acts in namespaces labelled `katib.kubeflow.org/metrics-collector-injection:
-  enabled` (`manifests/v1beta1/components/webhook/webhooks.yaml` l.62): without it no
-  metric is collected and every trial ends MetricsUnavailable.
-* Substitution: the trial template is marshalled to JSON text and each
-  `${trialParameters.<name>}` is string-replaced by the assignment's value
-  (`pkg/controller.v1beta1/experiment/manifest/generator.go` l.109-196); `${trialSpec.Name}`
-  references give the Trial's name. Every Experiment parameter must have a trial parameter
-  (l.185-189). The trainer gets `--<id>=${trialParameters.<id>}` appended, exactly as Vertex
-  appends `--<id>=<value>`, and `CLOUD_ML_TRIAL_ID=${trialParameters.trialName}`.
-* Algorithm: `ALGORITHM_UNSPECIFIED` (Vertex's Bayesian optimisation; the local study uses
-  Optuna's TPE) → `tpe` (hyperopt): the same method as the local stand-in, honouring
-  `uniform`/`logUniform` for doubles and ints (`pkg/suggestion/v1beta1/hyperopt/
-  base_service.py` l.62-144). Not `bayesianoptimization`: skopt ignores `distribution`, every
-  double is searched log-uniform and every int uniform (`pkg/suggestion/v1beta1/skopt/
-  base_service.py` l.58-78), which would change the space. `GRID_SEARCH` → `grid`
-  (optuna; it refuses `maxTrialCount` above the number of combinations,
-  `pkg/suggestion/v1beta1/optuna/service.py` l.238-251, so the count is capped at the grid
-  size, where Vertex would end too), `RANDOM_SEARCH` → `random`.
-* Scales: `log` → `distribution: logUniform` for double and int (Katib's `FeasibleSpace`
-  field `distribution`, `experiment_types.go` l.235-239); discrete/categorical are lists
-  sampled by choice, so they carry no distribution; `reverse_log` has no Katib distribution
-  and is refused (mapping it to uniform would silently change the search). Conditional
-  parameters are refused: Katib has none.
-* Early stopping → `medianstop` with `min_trials_required=3` (the local rule's `min_trials`)
-  and `start_step=1`: Katib's collector judges the rule once, on the start_step-th metric line
-  it tails (`main.go` l.364-368), and hypertune rewrites the whole file on each report, which
-  the tail may re-read from the start after truncation; the first line is the same either way.
-* `maxFailedTrialCount`: Katib fails the Experiment when failed trials reach it
-  (`status_util.go` l.204-212), Vertex's rule. Vertex's 0 ("the service decides") has no Katib
-  form (0 would fail on the first failure): it becomes `DEFAULT_FAILURE_FLOOR` (3), the local
-  stand-in's floor, capped at `maxTrialCount`.
-* Measurement selection: BEST → metric strategy `max`/`min` by goal (Katib's default,
-  `experiment_defaults.go` l.65-77), LAST → `latest`; `katib_trials` reads the same one.
-* `resumePolicy`: a finished Experiment can be restarted (a larger `maxTrialCount`) only
-  with LongRunning or FromVolume (`validator.go` l.125-131). A study folder the user names
-  (`study_dir`) can be resumed by a later run: FromVolume, which keeps the suggestion's state
-  on a 1 Gi PVC (a default StorageClass is needed) and frees its pod when the Experiment
-  ends. A per-run study folder (the default) is never resumed: `Never`, so Katib deletes the
-  suggestion's Deployment when it ends and no PVC is left per run (a schedule would pile
-  them up). The Experiment object itself stays, with its Trials, for Katib's UI;
-  `kubectl delete experiments -n NS -l app.kubernetes.io/part-of=hpt-pipeline` removes them.
-  A retried task, or a rerun on the same study folder (same Experiment name), reuses the
-  object (`katib_tune`).
-* `trialTemplate.retain: true`: Katib keeps finished trials' Jobs (and so their pods and
-  logs) instead of deleting them; a failed trial's log is what says why. They go with the
-  Experiment.
+Why each choice, with Katib's source lines: ARCHITECTURE.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

@@ -1,20 +1,13 @@
 """Katib's admission rules for an Experiment, checked before it is sent.
 
-Katib's CRDs carry no schema: the rules live in its validating webhook,
-`pkg/webhook/v1beta1/experiment/validator/validator.go` (`ValidateExperiment`, l.81-181,
-github.com/kubeflow/katib). They are restated here, in the webhook's order and with its
+Katib's CRDs carry no schema: the rules live in its validating webhook
+(`pkg/webhook/v1beta1/experiment/validator/validator.go`, github.com/kubeflow/katib; line
+numbers below refer to it). They are restated here, in the webhook's order and with its
 field paths and messages, so a bad Experiment is refused in one line without a cluster.
-Line numbers refer to that file unless another is named. Rules the webhook does not
-check but Katib enforces later are added, marked "run time": every parameter has a trial
+Rules Katib enforces later are added, marked "run time": every parameter has a trial
 parameter, the primary container exists, medianstop's settings, grid's combinations.
-
-The name rule's regex is unanchored at its end in Go (`MatchString`, l.84), so the webhook
-only sees the first letter; the whole name is checked here, since Katib names the
-suggestion's Deployment and Service after it (Kubernetes refuses other names there).
-
-Not modelled: the edit rules for an existing Experiment (l.117-143; only its trial counts
-may change) and the Job-to-batch/v1 conversion patch check (l.440-485: our trial Job is
-built with the `kubernetes` models, so it converts).
+What is checked more strictly, and what is not modelled: ARCHITECTURE.md, "Katib, as its
+source behaves" (Admission).
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """Katib's side of one trial, and Katib Trials as the trials artifact every target writes.
 
-* `render_run_spec`: what Katib's controller makes of the trial template for one Trial
-  (`pkg/controller.v1beta1/experiment/manifest/generator.go` l.109-196): the template as
-  JSON text, every `${trialParameters.<name>}` string-replaced by the assignment of the
-  parameter it references (or the Trial's name for `${trialSpec.Name}`), parsed back.
-* `collect_observation`: what the File collector in JSON format reports for a metrics file
-  (`pkg/metricscollector/v1beta1/file-metricscollector/file-metricscollector.go` l.128-239),
-  folded into a Trial's `status.observation.metrics` (`min`, `max`, `latest`) as the trial
-  controller does (`pkg/controller.v1beta1/trial/trial_controller_util.go` l.192-244).
-* `to_vertex_trials`: Katib `Trial` objects (as the API lists them) → the Vertex Trial
-  JSON schema of `pipelines.study.trials`, which `validate_trial` parses strictly.
+* `render_run_spec`: what Katib's controller makes of the trial template for one Trial.
+* `collect_observation`: what the File collector (JSON format) reports for a metrics file,
+  folded into a Trial's `status.observation.metrics` as the trial controller does.
+* `to_vertex_trials`: Katib `Trial` objects → the Vertex Trial JSON of
+  `pipelines.study.trials` (states, final measurement by the Experiment's metric strategy,
+  ids "1", "2"… in creation order; `name` keeps the Katib Trial).
 
-States, from the Trial's last True condition (Katib `trial_types.go` l.125-131):
-Succeeded and EarlyStopped → SUCCEEDED (Vertex records a trial stopped early as
-succeeded with what it reported); Failed and MetricsUnavailable (Katib counts both as
-failed, `experiment/util/status_util.go` l.191) → INFEASIBLE with the reason; Killed
-(Katib deleted it; not a failure in Katib's count) → INFEASIBLE marked `cancelled`, as
-the local executor marks a trial its study cancelled; anything else → ACTIVE.
-
-The final measurement takes, per metric, the value the Experiment's `metricStrategies`
-name (`max`/`min` for BEST_MEASUREMENT, `latest` for LAST_MEASUREMENT): the same value
-Katib itself ranks trials by (`status_util.go` `getObjectiveMetricValue`, l.153-185).
-Katib keeps no per-step values on the Trial, so `measurements` is empty. Ids are
-"1", "2"… in creation order, as Vertex numbers trials; `name` keeps the Katib Trial.
+The first two let tests check a trial without a cluster. The Katib source each reproduces,
+and the state mapping: ARCHITECTURE.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Run the study as a Katib Experiment: create (or resume) it, wait with progress, read its Trials.
 
 `run_katib_study` is what the `tune_on_katib` component does, with the Kubernetes API
-injectable so tests replace the API calls, never this logic.
-
-Resuming: the Experiment's name follows from the study folder (`experiment.experiment_name`),
-so a retried task, or a rerun on the same `study_dir`, finds the Experiment it started and
-waits on it instead of starting another. It is reused only when its spec digest (the spec
-but the trial counts) matches; when only the counts differ they are patched, the one edit
-Katib allows (`validator.go` l.137-141), and a finished Experiment restarts when the new
-`maxTrialCount` exceeds its trials (`resumePolicy: FromVolume`, l.125-136).
-
-Cancelling: a cancelled run's SIGTERM deletes the Experiment (`kube.deleted_on_sigterm`);
-Katib deletes its Trials and their pods with it. A deleted Experiment cannot be
-resumed: a rerun on the same study folder creates a new one and starts the study afresh.
+injectable so tests replace the API calls, never this logic. The Experiment's name follows
+from the study folder, so a retried task or a rerun finds it; it is reused when its spec
+matches but the trial counts, which are patched. A cancelled run's SIGTERM deletes it, and a
+rerun then starts afresh. Katib's rules behind this: ARCHITECTURE.md, "Katib, as its source
+behaves".
 """
 
 from __future__ import annotations

@@ -1,36 +1,13 @@
 """The final job as a Training Operator `TFJob` (kubeflow.org/v1): Chief + Workers.
 
-Built through kubeflow-training's typed models from the same `worker_pool_specs`
-Vertex gets (pool 0: the chief, one replica; pool 1: the workers), and written
-with the `kubernetes` ApiClient's serializer, so what is created is what the
-models accept. What the Training Operator does with it (release-1.9,
-`pkg/controller.v1/tensorflow/tensorflow.go`) is reproduced by
-`operator_tf_config`, the `TF_CONFIG` each replica gets, which the trainer reads.
-
-Choices, and why:
-
-* `restartPolicy: Never`: a failed replica fails the job (the controller marks the
-  TFJob `Failed` once a replica type has a failed pod, `tfjob_controller.go`
-  `UpdateJobStatus`). With `OnFailure` the kubelet restarts that one container; a
-  MultiWorkerMirroredStrategy worker restarted alone cannot rejoin the collective
-  its peers are blocked in, so the job would hang instead of failing; Vertex and the
-  local executor also end the whole job when one replica fails.
-* `runPolicy.backoffLimit: 0`: no retries (the operator only counts restarts for
-  `OnFailure`/`Always`/`ExitCode` policies, `pkg/core/job.go` `PastBackoffLimit`; it
-  is set so the intent is explicit). `cleanPodPolicy: Running`: when the job ends,
-  pods still running (workers blocked after the chief failed) are deleted, and
-  finished pods stay for their logs.
-* Machines: Kubernetes has no machine types; every replica gets the `cpu` and
-  `memory` requests and limits, plus `nvidia.com/gpu` = accelerator_count when the
-  pool has accelerators.
-* Istio: profile namespaces inject a sidecar, which keeps the chief `Running` after it
-  exits (the operator counts replicas by pod phase, release-1.9 `tensorflow/util.go`), so
-  the job would wait out `activeDeadlineSeconds`; every replica's pod template carries
-  `sidecar.istio.io/inject: "false"` (training-operator PR #1778; the kubeflow-training
-  1.9 SDK sets it too).
-* The container is named `tensorflow` and declares port `tfjob-port` (2222): the
-  operator sets `TF_CONFIG` only in that container (`SetClusterSpec`), and the
-  validating webhook refuses a replica without it.
+Built through kubeflow-training's typed models from the same `worker_pool_specs` Vertex
+gets (pool 0: the chief, one replica; pool 1: the workers), and written with the
+`kubernetes` ApiClient's serializer, so what is created is what the models accept.
+`operator_tf_config` reproduces the `TF_CONFIG` the operator gives each replica. The job
+fails as a whole when one replica fails (`restartPolicy: Never`, no retries), cleans up
+pods still running, opts out of Istio's sidecar, and names its container `tensorflow` with
+port `tfjob-port`. Why each, with the operator's source: ARCHITECTURE.md, "The Training
+Operator, as its source behaves".
 """
 
 from __future__ import annotations
@@ -303,13 +280,10 @@ def operator_tf_config(
 ) -> dict[str, Any] | None:
     """The `TF_CONFIG` the Training Operator gives replica (`task_type`, `index`).
 
-    Reproduces release-1.9 `pkg/controller.v1/tensorflow/tensorflow.go`:
-    `genClusterSpec` (each replica type lowercased → addresses
-    `<job>-<type>-<i>.<namespace>.svc[.<CUSTOM_CLUSTER_DOMAIN>]:<port>`, the port of
-    `tfjob-port`, default 2222; `common.GenGeneralName`) and `genTFConfigJSONStr`
-    (`{"cluster", "task": {"type": lowercased, "index"}, "environment": "cloud"}`);
-    `tfjob_controller.go` `SetClusterSpec` sets nothing when the job has one replica
-    in all (`isDistributed`).
+    Reproduces the operator's release-1.9 `genClusterSpec` and `genTFConfigJSONStr`
+    (addresses `<job>-<type>-<i>.<namespace>.svc[.<domain>]:<port>`, types lowercased;
+    nothing for a one-replica job); the source lines: ARCHITECTURE.md, "The Training
+    Operator, as its source behaves".
 
     Args:
         job_name: The TFJob's name.

@@ -1,24 +1,11 @@
 """Waiting for a Kubernetes custom object (Katib Experiment, TFJob) by its status conditions.
 
-Katib's Experiment and the Training Operator's TFJob keep a list of conditions
-(`Created`, `Running`, `Restarting`, `Succeeded`, `Failed`) in `status.conditions`.
-When one is set True, Katib appends it and flips `Running` to False
-(katib `pkg/apis/controller/experiments/v1beta1/util.go`: `setCondition` appends,
-`MarkExperimentStatusSucceeded`/`MarkExperimentStatusFailed` set Running False), so
-the object's state is the LAST condition whose status is "True".
-
-How Katib ends an Experiment on its trial budget
-(`pkg/controller.v1beta1/experiment/util/status_util.go`, `UpdateExperimentStatusCondition`):
-
-* failed trials reach `maxFailedTrialCount` → `Failed`, reason `ExperimentFailed`,
-  message "Experiment has failed because max failed count has reached";
-* completed trials reach `maxTrialCount` → `Succeeded`, reason `ExperimentMaxTrialsReached`;
-* objective goal reached → `Succeeded`, reason `ExperimentGoalReached`;
-* the algorithm has nothing left to suggest (grid exhausted) → `Succeeded`,
-  reason `ExperimentSuggestionEndReached`.
-
-So a spent failure budget is a failure and a spent trial budget a success, which is
-what `wait_for` reports with the default `succeeded`/`failed` condition types.
+Both keep a list of conditions (`Created`, `Running`, `Restarting`, `Succeeded`, `Failed`)
+in `status.conditions`, appended as they become True, so the object's state is the last
+condition whose status is "True". Katib ends an Experiment `Failed` when the failure budget
+is spent and `Succeeded` when the trial budget, the goal or the suggestions are, which is
+what `wait_for` reports with its default condition types. Katib's source for both:
+ARCHITECTURE.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """The Vertex HPT job: the full `HyperparameterTuningJob` payload, sent with GCPC's own launcher.
 
-GCPC's `HyperparameterTuningJobRunOp` writes its payload from a fixed template
-with no stopping spec, so `early_stopping` could not reach Vertex. The tune step
-of the vertex target builds the same payload here (GCPC's template, field for
-field) plus `study_spec.median_automated_stopping_spec` when early stopping is on,
-and hands it to GCPC's launcher (`create_hyperparameter_tuning_job`), which
-creates the job, writes `gcp_resources`, polls it and cancels it when the run is
-cancelled, exactly as the GCPC op does: the cancel request is sent on SIGTERM,
-which reaches this step's Python because its shell `exec`s Python
-(`components.base.exec_python`; GCPC's ops start `python3` directly).
-
-Two launcher behaviours are modelled because they would otherwise bite:
-
-* numbers inside list/dict parameters reach a component as floats (`1.0`), and
-  the aiplatform types refuse floats for integer and enum fields: integral
-  floats are written as integers (`integral_floats_to_int`);
-* the launcher strips every falsy value (`json_util.recursive_remove_empty`),
-  which would delete `median_automated_stopping_spec: {use_elapsed_duration:
-  false}` whole: the spec is put back after stripping (`create_job_with_stopping`).
-
-The job carries the run's labels (`labels`, the `--label` of `submit`) merged with
-the system labels Vertex gives the step (`VERTEX_AI_PIPELINES_RUN_LABELS`, e.g.
-the run's billing id), as GCPC's ops label their jobs (`launcher_job_spec`).
+GCPC's `HyperparameterTuningJobRunOp` cannot send a stopping spec, so the vertex target's
+tune step builds GCPC's payload here, field for field, plus
+`study_spec.median_automated_stopping_spec` when early stopping is on, and hands it to GCPC's
+launcher, which creates, polls and (on SIGTERM) cancels the job as the op does. Two launcher
+habits are undone: integral floats are written back as integers, and the stopping spec the
+launcher strips as falsy is put back. The job carries the run's labels merged with Vertex's
+system labels. Why each: ARCHITECTURE.md, "GCPC's launcher, as it behaves".
 """
 
 from __future__ import annotations
