@@ -70,7 +70,7 @@ class Settings:
     test_fraction: float = PREPARATION.test_fraction
     seed: int = PREPARATION.seed  # splits, the study's sampler and the trainer
     # Study
-    search_space: str | None = None  # a preset name or a YAML file; None → the 'default' preset
+    search_space: str | None = None  # a preset name or a YAML file; None → the model's first preset
     metric_tag: str = DEFAULT_METRIC_TAG
     goal: str = ""  # empty: the metric's own goal (trainer.contract.METRIC_GOALS)
     algorithm: str = "ALGORITHM_UNSPECIFIED"

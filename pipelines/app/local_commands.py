@@ -16,6 +16,9 @@ from pipelines.settings import (
     load_settings,
     renamed,
 )
+from pipelines.study.search_space import preset_names
+
+PRESETS = ", ".join(preset_names())  # the preset files, for the help text
 
 
 def check_source(source: str) -> None:
@@ -110,7 +113,8 @@ def run(
         "each taking a share of the batch under MirroredStrategy (local default 2).",
     ),
     search_space: Path = typer.Option(
-        None, help="Search-space preset (default, seeds) or YAML file (default: `default`)."
+        None,
+        help=f"Search-space preset ({PRESETS}) or a YAML file (default: the model's own).",
     ),
     early_stopping: bool = typer.Option(
         False,
