@@ -22,33 +22,42 @@ SERVING_INPUT = "image_bytes"  # Vertex base64-decodes inputs whose name ends in
 
 
 class ServingModule(tf.Module):
-    """A classifier with a serving signature taking encoded image bytes."""
+    """A classifier with a serving signature taking encoded image bytes.
+
+    The module tracks the model's variables, not the model: the SavedModel's object
+    graph is then one list of variables instead of every Keras layer and its attributes
+    (as Keras's own `ExportArchive` does). Saving ResNet50 that way took 1.5-2 s less here.
+    """
 
     def __init__(self, model: keras.Model, image_shape: Sequence[int], class_names: Sequence[str]):
         super().__init__()
-        self.model = model
+        self.model_variables = list(model.variables)
         self.image_shape = [int(d) for d in image_shape]
         self.class_names = tf.constant(list(class_names))
+        shape = self.image_shape
 
-    # No autograph: nothing here branches on tensors, and converting costs time at export.
-    @tf.function(
-        input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT)], autograph=False
-    )
-    def serve(self, image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
-        """Encoded JPEG/PNG/GIF/BMP bytes → class probabilities, id and label."""
-        images = tf.map_fn(
-            lambda b: preprocess.decode_and_resize(b, self.image_shape),
-            image_bytes,
-            fn_output_signature=tf.TensorSpec(self.image_shape, tf.uint8),
+        # No autograph: nothing here branches on tensors, and converting costs time at export.
+        @tf.function(
+            input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT)],
+            autograph=False,
         )
-        logits = self.model(tf.cast(images, tf.float32) / 255.0, training=False)
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        class_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-        return {
-            "probabilities": probabilities,
-            "class_id": class_id,
-            "label": tf.gather(self.class_names, class_id),
-        }
+        def serve(image_bytes: tf.Tensor) -> dict[str, tf.Tensor]:
+            """Encoded JPEG/PNG/GIF/BMP bytes → class probabilities, id and label."""
+            images = tf.map_fn(
+                lambda b: preprocess.decode_and_resize(b, shape),
+                image_bytes,
+                fn_output_signature=tf.TensorSpec(shape, tf.uint8),
+            )
+            logits = model(tf.cast(images, tf.float32) / 255.0, training=False)
+            probabilities = tf.nn.softmax(logits, axis=-1)
+            class_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+            return {
+                "probabilities": probabilities,
+                "class_id": class_id,
+                "label": tf.gather(self.class_names, class_id),
+            }
+
+        self.serve = serve
 
 
 def export_model(
