@@ -110,3 +110,33 @@ def test_cloud_pools_tell_the_trainer_how_many_gpus_it_was_given(accelerator, co
             args = pool["container_spec"]["args"]
             got = [a for a in args if a.startswith("--expected_gpus")]
             assert got == ([flag] if flag else []), args
+
+
+@pytest.mark.parametrize("gpus, rewrites", [([], False), (["/physical_device:GPU:0"], True)])
+def test_grappler_rewrites_step_graphs_where_a_gpu_is_visible_only(monkeypatch, gpus, rewrites):
+    """CPU only: no Grappler (its passes cost ResNet50 ~3 s of start-up); GPUs keep its layouts."""
+    import tensorflow as tf
+
+    from trainer import distribute
+
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: list(gpus))
+    try:
+        assert distribute.configure_graph_rewrites() is rewrites
+        options = tf.config.optimizer.get_experimental_options()
+        assert options["disable_meta_optimizer"] is (not rewrites)
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
+
+
+def test_a_training_run_restores_the_graph_rewrite_setting_it_found(synthetic_data):
+    """Training in a process that goes on (tests, the fork server) leaves Grappler as it was."""
+    import tensorflow as tf
+
+    from trainer import train
+    from trainer.config import HParams, RunConfig
+
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": False})
+    result = train.train(HParams(epochs=1, batch_size=32), RunConfig(data=synthetic_data))
+    assert len(result.history) == 1
+    assert tf.config.optimizer.get_experimental_options()["disable_meta_optimizer"] is False

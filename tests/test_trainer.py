@@ -72,6 +72,7 @@ def test_mirrored_over_two_logical_cpus_reports_every_epoch(synthetic_data, tmp_
     assert result.returncode == 0, result.stderr
     assert "MirroredStrategy, 2 replica(s) in sync" in result.stderr
     assert "op threads 1/1 (intra/inter)" in result.stderr
+    assert "graph rewrites off (CPU only)" in result.stderr
     card = json.loads((tmp_path / "model" / "model.json").read_text())
     assert card["training"]["strategy"] == "MirroredStrategy"
     assert card["training"]["replicas_in_sync"] == 2

@@ -142,15 +142,20 @@ def evaluation_step(
 def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = None) -> TrainResult:
     """Train under `run.precision` resolved on this machine; exports stay float32.
 
-    The policy is set for the run and restored to float32 afterwards.
+    The policy (and whether Grappler rewrites graphs, `distribute.configure_graph_rewrites`)
+    is set for the run and restored afterwards.
     """
     choice = resolve_precision(run.precision)
     _log(choice.line)
     keras.mixed_precision.set_global_policy(choice.policy)
+    rewrites_were_off = tf.config.optimizer.get_experimental_options().get(
+        "disable_meta_optimizer", False
+    )
     try:
         return _train(hparams, run, choice, on_epoch)
     finally:
         keras.mixed_precision.set_global_policy("float32")
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": rewrites_were_off})
 
 
 def _train(
@@ -172,6 +177,7 @@ def _train(
     """
     metadata = records.read_metadata(run.data)
     strategy, cluster = distribute.make_strategy(run.distribution)
+    rewrites = distribute.configure_graph_rewrites()
     replicas = strategy.num_replicas_in_sync
     global_batch = hparams.batch_size * replicas
     train_count = int(metadata["splits"]["train"]["count"])
@@ -272,7 +278,7 @@ def _train(
         f"training: {distribute.strategy_name(strategy)}, {replicas} replica(s) in sync, "
         f"chief + {max(cluster.num_workers, 1) - 1} worker(s), global batch {global_batch}, "
         f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
-        f"{choice.policy}, op threads "
+        f"{choice.policy}, graph rewrites {'on' if rewrites else 'off (CPU only)'}, op threads "
         f"{tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}/"
         f"{tf.config.threading.get_inter_op_parallelism_threads() or 'auto'} (intra/inter)"
     )
