@@ -257,3 +257,73 @@ def test_seed001_benchmark_runs_both_trainers(tmp_path):
     for side in runs.values():
         assert 0.0 <= side[0]["val_accuracy"] <= 1.0 and side[0]["images_per_second"] > 0
     assert runs["ours-float32"][0]["precision"] == "float32"
+
+
+def test_sync_bn_builder_synchronises_every_batchnorm_of_our_resnet50_and_nothing_else():
+    """The synchronised side is our resnet50 with BatchNorm switched, entering as a team model."""
+    import keras
+
+    from benchmarks import sync_bn_models
+    from trainer.models import MODELS, build_model
+    from trainer.models.custom import inspect_builder
+
+    spec = inspect_builder("benchmarks.sync_bn_models:resnet50")
+    assert [h.name for h in spec.hyperparameters] == ["num_units", "trainable_blocks"]
+    assert spec.min_image_size == MODELS["resnet50"].min_image_size == 32
+
+    def batch_norms(model):
+        return [
+            layer
+            for layer in model._flatten_layers(include_self=False, recursive=True)
+            if isinstance(layer, keras.layers.BatchNormalization)
+        ]
+
+    ours = build_model(MODELS["resnet50"], {}, "none", (32, 32, 3), 4)
+    synced = sync_bn_models.resnet50((32, 32, 3), 4)
+    assert len(batch_norms(ours)) == len(batch_norms(synced)) == 53
+    assert not any(layer.synchronized for layer in batch_norms(ours))
+    assert all(layer.synchronized for layer in batch_norms(synced))
+    assert synced.count_params() == ours.count_params()
+
+
+def test_sync_bn_benchmark_alternates_the_sides_per_batch_and_writes_its_table(
+    monkeypatch, tmp_path
+):
+    """Both sides per batch size, the order flipped each round; medians and the cost ratio."""
+    from benchmarks import bench_sync_bn
+
+    calls = []
+
+    def fake_run(side, batch_size, work, args, seed):
+        assert (work / "prepared" / "metadata.json").is_file()
+        calls.append((side, batch_size, seed))
+        wall = {"per-replica": 20.0, "synchronized": 30.0}[side] * (32 / batch_size) + seed - 42
+        accuracy = {"per-replica": 0.5, "synchronized": 0.75}[side]
+        return {
+            "wall": wall,
+            "images_per_second": 100 / wall,
+            "val_accuracy": accuracy,
+            "train_accuracy": accuracy + 0.1,
+        }
+
+    monkeypatch.setattr(bench_sync_bn, "run_side", fake_run)
+    monkeypatch.setitem(bench_sync_bn.QUICK, "runs", 2)
+    bench_sync_bn.main(["--quick", "--results-dir", str(tmp_path)])
+    document = json.loads((tmp_path / "sync_bn.json").read_text())
+    assert calls == [
+        ("per-replica", 4, 42),
+        ("synchronized", 4, 42),
+        ("synchronized", 4, 43),
+        ("per-replica", 4, 43),
+    ]
+    assert document["figures"]["median"]["4"]["synchronized"]["wall"] == 240.5
+    table = dict(document["headline"])
+    assert table["batch 4/replica: job wall s, per-replica / synchronized"] == (
+        "160.5 / 240.5 (synchronized costs 1.50×)"
+    )
+    assert table["batch 4/replica: final val accuracy, per-replica / synchronized"] == (
+        "0.500 / 0.750"
+    )
+    assert table["batch 4/replica: last epoch's train accuracy, per-replica / synchronized"] == (
+        "0.600 / 0.850"
+    )
