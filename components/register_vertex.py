@@ -12,7 +12,7 @@ def find_parent_model(
     location: str,
     parent_model: str,
     model: dsl.Output[VertexModel],
-    json_display_name: dsl.OutputPath(str),
+    json_display_name: dsl.OutputPath(str),  # type: ignore[valid-type]
 ) -> bool:
     """Point `model` at the model to version; return False when there is none yet.
 

@@ -186,6 +186,8 @@ def _hide_parameters(func: Any, hidden: frozenset[str]) -> None:
 class _Params:
     """Attribute access to the pipeline's parameter channels inside the DSL function."""
 
+    study_spec_metrics: Any  # set in the DSL function: the study-metric step's output
+
     def __init__(self, values: dict[str, Any]):
         self.__dict__.update(values)
 

@@ -240,4 +240,4 @@ def flag(name: str, value: Any) -> str:
 
 
 def _number(value: float | None) -> str:
-    return format_value(float(value))
+    return format_value(None if value is None else float(value))

@@ -33,7 +33,14 @@ _N1_32 = {
     "NVIDIA_TESLA_V100": (4, 8),
 }
 _N1_64 = {"NVIDIA_TESLA_T4": (4,), "NVIDIA_TESLA_P4": (4,), "NVIDIA_TESLA_V100": (8,)}
-_N1_BY_CPUS = {2: _N1_SMALL, 4: _N1_SMALL, 8: _N1_SMALL, 16: _N1_16, 32: _N1_32, 64: _N1_64}
+_N1_BY_CPUS: dict[int, Mapping[str, tuple[int, ...]]] = {
+    2: _N1_SMALL,
+    4: _N1_SMALL,
+    8: _N1_SMALL,
+    16: _N1_16,
+    32: _N1_32,
+    64: _N1_64,
+}
 _N1_BY_CPUS[96] = _N1_64
 
 
@@ -126,7 +133,7 @@ def check_machine(
                 f"(expected {choices or 'a machine type listed at ' + SOURCE})"
             )
         return
-    if not is_gpu(accelerator_type):
+    if accelerator_type is None or not is_gpu(accelerator_type):
         return  # TPUs have their own machine types and topologies: not checked here
     if accelerator_type in allowed and count in allowed[accelerator_type]:
         return
