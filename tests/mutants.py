@@ -262,6 +262,32 @@ MUTANTS = [
         "test_two_process_multi_worker_only_chief_exports",
         timeout=400.0,
     ),
+    # --- start-up on CPU (issue 30) ---
+    m(
+        "Grappler is turned off where a GPU is visible",
+        "trainer/distribute.py",
+        'rewrites = bool(tf.config.list_physical_devices("GPU"))',
+        "rewrites = False",
+        "tests/test_gpu_visibility.py",
+        "test_grappler_rewrites_step_graphs_where_a_gpu_is_visible_only",
+    ),
+    m(
+        "a training run leaves Grappler off behind it",
+        "trainer/train.py",
+        "tf.config.optimizer.set_experimental_options("
+        '{"disable_meta_optimizer": rewrites_were_off})',
+        "pass",
+        "tests/test_gpu_visibility.py",
+        "test_a_training_run_restores_the_graph_rewrite_setting_it_found",
+    ),
+    m(
+        "the export leaves BatchNorm's moving statistics out",
+        "trainer/export.py",
+        "self.model_variables = list(model.variables)",
+        "self.model_variables = list(model.trainable_variables)",
+        "tests/test_cluster_and_export.py",
+        "test_a_batchnorm_model_serves_what_it_was_trained_to",
+    ),
     # --- payload fields ---
     m(
         "final job's worker pool has one replica",

@@ -143,6 +143,43 @@ def test_object_store_commit_copies_markers_last(monkeypatch):
     assert out["probabilities"].shape == (1, 2)
 
 
+def test_a_batchnorm_model_serves_what_it_was_trained_to_with_its_moving_statistics(tmp_path):
+    """The export carries every variable, BatchNorm's non-trainable statistics included."""
+    import keras
+    import tensorflow as tf
+
+    from trainer import export
+    from trainer.config import HParams
+    from trainer.models import MODELS, build_model
+
+    shape, classes = (32, 32, 3), 3
+    model = build_model(MODELS["mobilenet_v3_small"], {}, "none", shape, classes)
+    rng = np.random.default_rng(0)
+    norms = [
+        layer
+        for layer in model._flatten_layers()
+        if isinstance(layer, keras.layers.BatchNormalization)
+    ]
+    assert norms
+    for layer in norms:  # statistics no fresh model has: the export must carry them
+        layer.moving_mean.assign(rng.normal(0.0, 0.5, layer.moving_mean.shape))
+        layer.moving_variance.assign(rng.uniform(0.5, 2.0, layer.moving_variance.shape))
+    images = rng.integers(0, 256, (2, *shape), dtype=np.uint8)
+    expected = tf.nn.softmax(model(images.astype(np.float32) / 255.0, training=False)).numpy()
+    export.export_model(
+        model.get_weights(),
+        model_dir=str(tmp_path / "model"),
+        image_shape=shape,
+        class_names=("a", "b", "c"),
+        hparams=HParams(model="mobilenet_v3_small", weights="none"),
+        card={},
+    )
+    serve = tf.saved_model.load(str(tmp_path / "model")).signatures["serving_default"]
+    encoded = [tf.io.encode_png(image).numpy() for image in images]
+    served = serve(image_bytes=tf.constant(encoded))["probabilities"].numpy()
+    np.testing.assert_allclose(served, expected, atol=1e-5)
+
+
 def test_the_trainer_process_never_imports_scikit_learn():
     """Keras would import it for wrappers the trainer never uses (0.8 s per process)."""
     import subprocess
