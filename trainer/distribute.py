@@ -41,8 +41,8 @@ def configure_graph_rewrites() -> bool:
 
     On CPU only its passes delayed ResNet50's first step by ~3 s for the same steady
     speed (float32 and bf16; the CNN within 0.3 s): see benchmarks/README.md, "Start-up
-    on CPU". On GPUs its layout and fusion passes matter, so they stay. Applies to the
-    functions traced after it.
+    on CPU". On GPUs (not measured: no GPU here) TensorFlow relies on its layout and
+    fusion passes, so they stay. Applies to the functions traced after it.
 
     Returns:
         Whether the rewrites are on.
