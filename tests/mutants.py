@@ -269,16 +269,15 @@ MUTANTS = [
         'rewrites = bool(tf.config.list_physical_devices("GPU"))',
         "rewrites = False",
         "tests/test_gpu_visibility.py",
-        "test_grappler_rewrites_step_graphs_where_a_gpu_is_visible_only",
+        "test_grappler_rewrites_only_where_a_gpu_is_visible_and_the_setting_found_comes_back",
     ),
     m(
         "a training run leaves Grappler off behind it",
-        "trainer/train.py",
-        "tf.config.optimizer.set_experimental_options("
-        '{"disable_meta_optimizer": rewrites_were_off})',
+        "trainer/distribute.py",
+        'tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": found})',
         "pass",
         "tests/test_gpu_visibility.py",
-        "test_a_training_run_restores_the_graph_rewrite_setting_it_found",
+        "the_setting_found_comes_back",
     ),
     m(
         "the export leaves BatchNorm's moving statistics out",

@@ -113,18 +113,24 @@ def test_cloud_pools_tell_the_trainer_how_many_gpus_it_was_given(accelerator, co
 
 
 @pytest.mark.parametrize("gpus, rewrites", [([], False), (["/physical_device:GPU:0"], True)])
-def test_grappler_rewrites_step_graphs_where_a_gpu_is_visible_only(monkeypatch, gpus, rewrites):
+def test_grappler_rewrites_only_where_a_gpu_is_visible_and_the_setting_found_comes_back(
+    monkeypatch, gpus, rewrites
+):
     """CPU only: no Grappler (its passes cost ResNet50 ~3 s of start-up); GPUs keep its layouts."""
     import tensorflow as tf
 
     from trainer import distribute
 
     before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": rewrites})
     monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: list(gpus))
     try:
-        assert distribute.configure_graph_rewrites() is rewrites
-        options = tf.config.optimizer.get_experimental_options()
-        assert options["disable_meta_optimizer"] is (not rewrites)
+        with distribute.graph_rewrites() as on:
+            assert on is rewrites
+            options = tf.config.optimizer.get_experimental_options()
+            assert options["disable_meta_optimizer"] is (not rewrites)
+        # What it found (here the opposite of what it set) is back.
+        assert tf.config.optimizer.get_experimental_options()["disable_meta_optimizer"] is rewrites
     finally:
         tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import tensorflow as tf
 
 from trainer import cluster as cluster_lib
@@ -36,20 +39,26 @@ def configure_threads(count: int) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(count)
 
 
-def configure_graph_rewrites() -> bool:
-    """Let Grappler rewrite the step graphs where a GPU is visible; not on CPU-only hosts.
+@contextlib.contextmanager
+def graph_rewrites() -> Iterator[bool]:
+    """Let Grappler rewrite the graphs traced inside where a GPU is visible; not on CPU only.
 
     On CPU only its passes delayed ResNet50's first step by ~3 s for the same steady
     speed (float32 and bf16; the CNN within 0.3 s): see benchmarks/README.md, "Start-up
     on CPU". On GPUs (not measured: no GPU here) TensorFlow relies on its layout and
-    fusion passes, so they stay. Applies to the functions traced after it.
+    fusion passes, so they stay. The setting it found is restored on the way out, for a
+    process that goes on (tests, the fork server).
 
-    Returns:
+    Yields:
         Whether the rewrites are on.
     """
+    found = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
     rewrites = bool(tf.config.list_physical_devices("GPU"))
     tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": not rewrites})
-    return rewrites
+    try:
+        yield rewrites
+    finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": found})
 
 
 def gpu_capabilities() -> list[tuple[int, int]]:

@@ -142,26 +142,24 @@ def evaluation_step(
 def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = None) -> TrainResult:
     """Train under `run.precision` resolved on this machine; exports stay float32.
 
-    The policy (and whether Grappler rewrites graphs, `distribute.configure_graph_rewrites`)
-    is set for the run and restored afterwards.
+    The policy (and whether Grappler rewrites graphs, `distribute.graph_rewrites`) is set
+    for the run and restored afterwards.
     """
     choice = resolve_precision(run.precision)
     _log(choice.line)
     keras.mixed_precision.set_global_policy(choice.policy)
-    rewrites_were_off = tf.config.optimizer.get_experimental_options().get(
-        "disable_meta_optimizer", False
-    )
     try:
-        return _train(hparams, run, choice, on_epoch)
+        with distribute.graph_rewrites() as rewrites:
+            return _train(hparams, run, choice, rewrites, on_epoch)
     finally:
         keras.mixed_precision.set_global_policy("float32")
-        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": rewrites_were_off})
 
 
 def _train(
     hparams: HParams,
     run: RunConfig,
     choice: precision.Choice,
+    rewrites: bool,
     on_epoch: EpochCallback | None,
 ) -> TrainResult:
     """Train the model on a prepared dataset, resuming from the last checkpoint if any.
@@ -170,6 +168,7 @@ def _train(
         hparams: Hyperparameters.
         run: Data location, output directories and distribution.
         choice: The resolved precision (its policy is already set).
+        rewrites: Whether Grappler rewrites the step graphs (already set).
         on_epoch: Called on every worker after each epoch with (epoch, metrics).
 
     Returns:
@@ -177,7 +176,6 @@ def _train(
     """
     metadata = records.read_metadata(run.data)
     strategy, cluster = distribute.make_strategy(run.distribution)
-    rewrites = distribute.configure_graph_rewrites()
     replicas = strategy.num_replicas_in_sync
     global_batch = hparams.batch_size * replicas
     train_count = int(metadata["splits"]["train"]["count"])
