@@ -32,9 +32,8 @@ class ServingModule(tf.Module):
     def __init__(self, model: keras.Model, image_shape: Sequence[int], class_names: Sequence[str]):
         super().__init__()
         self.model_variables = list(model.variables)
-        self.image_shape = [int(d) for d in image_shape]
         self.class_names = tf.constant(list(class_names))
-        shape = self.image_shape
+        shape = [int(d) for d in image_shape]
 
         # No autograph: nothing here branches on tensors, and converting costs time at export.
         @tf.function(

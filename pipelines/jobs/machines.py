@@ -40,8 +40,8 @@ _N1_BY_CPUS: dict[int, Mapping[str, tuple[int, ...]]] = {
     16: _N1_16,
     32: _N1_32,
     64: _N1_64,
+    96: _N1_64,
 }
-_N1_BY_CPUS[96] = _N1_64
 
 
 def _n1() -> dict[str, Mapping[str, tuple[int, ...]]]:
