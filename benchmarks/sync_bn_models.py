@@ -24,8 +24,10 @@ def synchronize_batch_norm(model: keras.Model) -> int:
         How many layers were switched.
     """
     switched = 0
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, keras.layers.BatchNormalization):
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):  # a nested backbone
+            switched += synchronize_batch_norm(layer)
+        elif isinstance(layer, keras.layers.BatchNormalization):
             layer.synchronized = True
             switched += 1
     return switched
