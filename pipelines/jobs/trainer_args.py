@@ -68,8 +68,8 @@ def trainer_flags(data: str, settings: Mapping[str, Any]) -> list[str]:
         raise ValueError(f"not fixed trainer settings: {', '.join(unknown)}")
     fixed = fixed_settings(settings)
     return [flag("data", data)] + [
-        flag(name, int(value) if kind is int else value)
-        for (name, kind), value in zip(FIXED_TRAINER_SETTINGS.items(), fixed.values(), strict=True)
+        flag(name, int(fixed[name]) if kind is int else fixed[name])
+        for name, kind in FIXED_TRAINER_SETTINGS.items()
     ]
 
 
