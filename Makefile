@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 include images/images.mk
 include images/check.mk
 include benchmarks/bench.mk
-.PHONY: help venv run test lint golden mutants serving-check
+.PHONY: help venv run test lint golden mutants each-file mutmut serving-check
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -38,6 +38,12 @@ golden: $(STAMP) ## Regenerate the golden compiled specs (tests/golden) after an
 
 mutants: $(STAMP) ## Plant known bugs one at a time in a copy and check the tests catch each (minutes)
 	$(PY) tests/mutants.py $(ARGS)
+
+each-file: $(STAMP) ## Run each test file by itself: none may pass only thanks to another's imports
+	nice -n 10 $(PY) tests/run_each_file.py $(FILES)
+
+mutmut: $(STAMP) ## mutmut over MODULES="pipelines/study/selection.py ..." with the tests that cover them
+	$(PY) tests/mutmut_run.py $(MODULES) $(ARGS)
 
 SERVING_VENV ?= /tmp/hpt-serving-venv
 SERVING_CHECK_DIR ?= /tmp/hpt-serving-check

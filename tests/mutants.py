@@ -305,7 +305,144 @@ MUTANTS = [
         "tests/test_pipeline_spec.py::test_trial_job_spec_is_one_replica_running_the_trainer",
         "test_trial_job_spec_is_one_replica_running_the_trainer",
     ),
-    # --- settings refusals at their edge ---
+    # --- the survivors of issue 43 (realistic bugs nobody had chosen) ---
+    m(
+        "a team builder's Literal may mix strings and numbers",
+        "trainer/models/custom.py",
+        "if not all(isinstance(c, str) for c in choices):",
+        "if not any(isinstance(c, str) for c in choices):",
+        "tests/test_models.py::test_an_unusable_team_model_is_refused_in_one_line_before_a_run",
+        "test_an_unusable_team_model_is_refused_in_one_line_before_a_run[teammodels.tiny:mixed",
+    ),
+    m(
+        "a team builder's own min_image_size is ignored",
+        "trainer/models/custom.py",
+        'min_image_size=int(getattr(builder, "min_image_size", 1)),',
+        "min_image_size=1,",
+        "tests/test_models.py::test_a_team_models_own_min_image_size_refuses_smaller_images",
+        "test_a_team_models_own_min_image_size_refuses_smaller_images",
+    ),
+    m(
+        "gs:// weights reach Keras uncopied",
+        "trainer/models/backbones.py",
+        'if "://" not in weights:',
+        "if weights:",
+        "tests/test_models.py::test_weights_on_an_object_store_are_copied_locally_before_keras"
+        "_reads_them",
+        "test_weights_on_an_object_store_are_copied_locally",
+    ),
+    m(
+        "layers without weights count as blocks",
+        "trainer/models/backbones.py",
+        "if layer.weights and block_of(layer.name) not in order:",
+        "if block_of(layer.name) not in order:",
+        "tests/test_models.py::test_mobilenet_trainable_blocks_13_trains_its_whole_backbone",
+        "test_mobilenet_trainable_blocks_13_trains_its_whole_backbone",
+    ),
+    m(
+        "ResNet50 gets images in [0, 1]",
+        "trainer/models/resnet50.py",
+        "to_backbone=lambda images: keras.applications.resnet50.preprocess_input(images * 255.0),",
+        "to_backbone=lambda images: keras.applications.resnet50.preprocess_input(images),",
+        "tests/test_models.py::test_resnet50_feeds_its_backbone_0_255_images_the_way_imagenet"
+        "_weights_expect",
+        "test_resnet50_feeds_its_backbone_0_255_images",
+    ),
+    m(
+        "a weights file for cnn is accepted and ignored",
+        "trainer/models/__init__.py",
+        'if weights != "none" and not spec.pretrained:',
+        'if weights == "imagenet" and not spec.pretrained:',
+        "tests/test_models.py::test_a_weights_file_for_a_model_without_a_backbone_is_refused_not"
+        "_ignored",
+        "test_a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored",
+    ),
+    m(
+        "resnet50 without --weights trains from scratch",
+        "trainer/models/__init__.py",
+        "weights = weights or spec.default_weights",
+        'weights = weights or "none"',
+        "tests/test_models.py::test_a_pretrained_model_without_weights_set_starts_from_imagenet",
+        "test_a_pretrained_model_without_weights_set_starts_from_imagenet",
+    ),
+    m(
+        "a dataset rewritten in place at the same sizes resumes the old study",
+        "pipelines/app/study_identity.py",
+        "entries.append((str(path.relative_to(root)), stat.st_size, stat.st_mtime_ns))",
+        "entries.append((str(path.relative_to(root)), stat.st_size))",
+        "tests/test_run_ownership.py",
+        "test_an_image_rewritten_in_place_at_the_same_size_is_another_study",
+    ),
+    m(
+        "the model is not part of the study's identity",
+        "pipelines/app/study_identity.py",
+        "name: getattr(settings, name) for name in STUDY_SETTINGS if hasattr(settings, name)",
+        'name: getattr(settings, name) for name in STUDY_SETTINGS if name != "model"',
+        "tests/test_run_ownership.py",
+        "test_another_model_over_the_same_search_space_is_another_study",
+    ),
+    m(
+        "the run forwards SIGKILL to its steps",
+        "pipelines/app/interrupts.py",
+        "os.kill(pid, signal.SIGTERM)",
+        "os.kill(pid, signal.SIGKILL)",
+        "tests/test_interruption.py::test_a_stopped_run_tells_its_steps_with_sigterm_so_they_record"
+        "_their_trials",
+        "test_a_stopped_run_tells_its_steps_with_sigterm",
+    ),
+    m(
+        "a trial killed just before the run dies counts as failed",
+        "pipelines/study/interruption.py",
+        "deadline = time.monotonic() + SIGNAL_DEATH_GRACE_S",
+        "deadline = time.monotonic()",
+        "tests/test_interruption.py::test_a_trial_killed_a_moment_before_the_run_dies_is_interrupted"
+        "_not_failed",
+        "test_a_trial_killed_a_moment_before_the_run_dies",
+    ),
+    m(
+        "the confusion matrix is transposed",
+        "trainer/evaluate.py",
+        '"confusion_matrix": skm.confusion_matrix(labels, predicted, labels=list(range(k)))'
+        ".tolist(),",
+        '"confusion_matrix": skm.confusion_matrix(predicted, labels, labels=list(range(k)))'
+        ".tolist(),",
+        "tests/test_eval_report.py",
+        "test_confusion_rows_are_the_true_class",
+    ),
+    m(
+        "kubeflow: --data under the mount path without a claim is accepted",
+        "pipelines/targets/kubeflow/cluster_checks.py",
+        'if path.startswith("gs://") or (pvc_name and (path + "/").startswith(root)):',
+        'if path.startswith("gs://") or (path + "/").startswith(root):',
+        "tests/test_kubeflow_cluster.py",
+        "test_a_data_path_under_the_mount_path_with_no_claim_mounted_is_refused",
+    ),
+    m(
+        "katib always maximizes",
+        "pipelines/targets/kubeflow/experiment.py",
+        '"type": objective.goal,',
+        '"type": "maximize",',
+        "tests/test_kubeflow_katib.py::test_the_experiment_optimizes_toward_the_primary_metrics_goal",
+        "test_the_experiment_optimizes_toward_the_primary_metrics_goal[val_loss",
+    ),
+    m(
+        "a NaN val_loss beside a finite train_loss is reported",
+        "trainer/train.py",
+        'if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):',
+        'if not all(math.isfinite(metrics[k]) for k in ("train_loss",)):',
+        B + "trainer.py::test_a_nan_validation_loss_beside_a_finite_training_loss_reports"
+        "_the_worst",
+        "test_a_nan_validation_loss_beside_a_finite_training_loss_reports_the_worst",
+    ),
+    m(
+        "a stale PWD costs the fork server",
+        "pipelines/jobs/fork_server.py",
+        "return name in REPLICA_VARIABLES or name in SHELL_VARIABLES or name.startswith(prefixes)",
+        "return name in REPLICA_VARIABLES or name.startswith(prefixes)",
+        "tests/test_fork_server.py",
+        "test_a_stale_pwd_does_not_cost_the_fork",
+    ),
+    # --- settings refusals at their edge ---    # --- settings refusals at their edge ---
     m(
         "no failure allowed is refused",
         "pipelines/settings.py",
@@ -370,6 +507,8 @@ def environment(copy: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(copy), *filter(None, [env.get("PYTHONPATH")])])
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PWD"] = str(copy)  # as a shell started there would set it (the tests run from there)
+    env.pop("OLDPWD", None)
     return env
 
 

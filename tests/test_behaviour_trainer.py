@@ -7,23 +7,26 @@ only a loss tells the reported metric's source apart: it is checked epoch by epo
 from __future__ import annotations
 
 import json
+import os
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_trainer
+from tests.conftest import ROOT, run_trainer
 from trainer.contract import DIVERGED_METRIC_VALUE
 
 pytestmark = pytest.mark.slow
 
 
-def loss_trial(data: str, tmp_path: Path, *flags: str) -> tuple[list[dict], str]:
+def loss_trial(data: str, tmp_path: Path, *flags: str, **env: str) -> tuple[list[dict], str]:
     """Run the trainer as HPT trial 5 with `--metric_tag=val_loss`: its reports and its stderr."""
     metrics_file = tmp_path / "hypertune" / "output.metrics"
     result = run_trainer(
         [f"--data={data}", "--metric_tag=val_loss", f"--model_dir={tmp_path / 'model'}", *flags],
         CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
         CLOUD_ML_TRIAL_ID="5",
+        **env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     reports = [json.loads(line) for line in metrics_file.read_text().splitlines()]
@@ -46,4 +49,40 @@ def test_a_diverging_loss_trial_reports_the_worst_loss(synthetic_data, tmp_path)
     assert worst == 1e9  # the README's promise
     assert float(reports[-1]["val_loss"]) == worst
     assert f"reported val_loss={worst} (the worst value), nothing exported" in stderr
+    assert not (tmp_path / "model").exists()
+
+
+# A team model whose inference pass alone overflows: training is finite, validation NaN.
+NAN_AT_INFERENCE = textwrap.dedent(
+    """
+    import keras
+
+
+    class NanAtInference(keras.layers.Layer):
+        def call(self, x, training=False):
+            return x if training else x * float("nan")
+
+
+    def build(image_shape, num_classes):
+        inputs = keras.Input(shape=tuple(image_shape))
+        x = keras.layers.GlobalAveragePooling2D()(inputs)
+        x = NanAtInference()(keras.layers.Dense(num_classes)(x))
+        return keras.Model(inputs, x)
+    """
+)
+
+
+def test_a_nan_validation_loss_beside_a_finite_training_loss_reports_the_worst(
+    synthetic_data, tmp_path
+):
+    (tmp_path / "nanmodel.py").write_text(NAN_AT_INFERENCE)
+    reports, stderr = loss_trial(
+        synthetic_data,
+        tmp_path,
+        "--epochs=1",
+        "--model=nanmodel:build",
+        PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]),
+    )
+    assert [float(r["val_loss"]) for r in reports] == [DIVERGED_METRIC_VALUE["minimize"]]
+    assert "reported val_loss=1000000000.0 (the worst value)" in stderr
     assert not (tmp_path / "model").exists()

@@ -40,3 +40,22 @@ def test_long_class_names_are_slanted():
         assert {t.get_rotation() for t in fig.axes[0].get_xticklabels()} == {45.0}
     finally:
         plotting.pyplot().close(fig)
+
+
+def test_confusion_rows_are_the_true_class_in_the_report_and_in_vertexs_evaluation():
+    """Vertex's `classification_metrics` schema: rows[i][j] counts true i predicted j."""
+    import numpy as np
+
+    from trainer.evaluate import classification_report
+
+    labels = np.array([0, 0, 0, 1, 2])  # three cats: one seen as a cat, two as dogs
+    predicted = [0, 1, 1, 1, 2]
+    probabilities = np.eye(3)[predicted] * 0.8 + 0.2 / 3
+    report = classification_report(probabilities, labels, ["cat", "dog", "bird"])
+    assert report["confusion_matrix"] == [[1, 2, 0], [0, 1, 0], [0, 0, 1]]
+    assert report["per_class"]["cat"]["recall"] == 1 / 3
+    report.update(split="test")
+    vertex = eval_report.vertex_model_evaluation(report)
+    matrix = vertex["slicedMetrics"][0]["metrics"]["classification"]["confusionMatrix"]
+    assert [s["displayName"] for s in matrix["annotationSpecs"]] == ["cat", "dog", "bird"]
+    assert matrix["rows"] == [[1, 2, 0], [0, 1, 0], [0, 0, 1]]

@@ -179,6 +179,14 @@ def test_a_request_that_a_fresh_process_would_see_differently_is_refused(server,
     assert isinstance(other, str) and other.startswith("not `python -m` of a preloaded module")
 
 
+def test_a_stale_pwd_does_not_cost_the_fork_and_the_child_gets_the_requested_one(server, tmp_path):
+    """A wrapper that changes directory without updating PWD: still forked, env exact."""
+    env = {**replica_environment(tmp_path, "p"), "PWD": "/elsewhere", "OLDPWD": "/before"}
+    state, code = forked_state(server, env)
+    assert code == 0 and state["preloaded"]
+    assert state["env"] == env
+
+
 def test_per_replica_variables_are_exactly_those_the_executor_sets(tmp_path, monkeypatch):
     """Every variable `plan_replicas` sets per replica may differ from the server's."""
     monkeypatch.setenv(fork_client.ENV, "some-address")

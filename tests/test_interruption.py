@@ -146,6 +146,86 @@ def test_a_trial_killed_by_a_signal_while_the_run_lives_is_a_failure():
     assert watch.stopped_by_run(3) is True and stopped == [True]
 
 
+# The run's step: a RunWatch judges a trial killed by SIGKILL while the run (its parent)
+# is still alive; the run dies a moment later, as the trainer dies just before the run.
+JUDGE = textwrap.dedent(
+    """
+    import signal, sys
+    from pipelines.study import interruption
+    watch = interruption.RunWatch(lambda: None)
+    print("ready", flush=True)
+    verdict = watch.stopped_by_run(-signal.SIGKILL)
+    open(sys.argv[1], "w").write(str(verdict))
+    """
+)
+DIES_SOON = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    step = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
+                            stdout=subprocess.PIPE, text=True)
+    assert step.stdout.readline() == "ready\\n"
+    time.sleep(0.3)  # the trial's signal death reaches the step first; then the run dies
+    """
+)
+
+
+def test_a_trial_killed_a_moment_before_the_run_dies_is_interrupted_not_failed(tmp_path):
+    verdict = tmp_path / "verdict"
+    subprocess.run(
+        [sys.executable, "-c", DIES_SOON, JUDGE, str(verdict)], cwd=ROOT, check=True, timeout=60
+    )
+    deadline = time.monotonic() + 30
+    while not verdict.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.1)
+    assert verdict.read_text() == "True"
+
+
+# A stand-in `hpt-pipeline run`: one step that records the signal it gets, under `forwarded`.
+FORWARDING_RUN = textwrap.dedent(
+    """
+    import subprocess, sys
+    from pipelines.app import interrupts
+    step = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]],
+                            stdout=subprocess.PIPE, text=True)
+    assert step.stdout.readline() == "ready\\n"
+    try:
+        with interrupts.forwarded(keep=set()) as signalled:
+            print("forwarding", flush=True)
+            step.wait()
+    except interrupts.RunInterrupted as stopped:
+        interrupts.wait_for(signalled, 30)
+        sys.exit(interrupts.exit_code(stopped))
+    """
+)
+STEP = textwrap.dedent(
+    """
+    import signal, sys, time
+    def record(signum, frame):
+        open(sys.argv[1], "w").write(signal.Signals(signum).name)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, record)
+    print("ready", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stopped_run_tells_its_steps_with_sigterm_so_they_record_their_trials(tmp_path, sig):
+    told = tmp_path / "told"
+    run = subprocess.Popen(
+        [sys.executable, "-c", FORWARDING_RUN, STEP, str(told)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert run.stdout is not None and run.stdout.readline() == "forwarding\n"
+    run.send_signal(sig)
+    assert run.wait(timeout=60) == 128 + sig
+    assert (told.read_text() if told.exists() else "no signal it could catch") == "SIGTERM"
+
+
 def test_a_trial_line_says_interrupted_not_failed():
     trial = tl.make_trial(
         "2",

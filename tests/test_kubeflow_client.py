@@ -13,11 +13,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from pipelines.app import schedule_actions
 from pipelines.app.cloud_commands import schedule_app, submit
 from pipelines.app.preflight import check_kubeflow_run
 from pipelines.settings import Settings, SettingsError
 from pipelines.targets.kubeflow import client as kfp_client
 
+# `schedule list/pause/resume/delete` register on `schedule_app` when schedule_actions is
+# imported (as the CLI does): imported here, so this file does not rely on another's.
+assert schedule_actions.schedule_app is schedule_app
 app = typer.Typer()
 app.command("submit")(submit)
 app.add_typer(schedule_app, name="schedule")

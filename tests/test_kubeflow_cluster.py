@@ -188,6 +188,18 @@ def test_a_data_path_only_kfps_pods_see_is_refused() -> None:
     assert "set data_pvc to a ReadWriteMany PersistentVolumeClaim" in text
 
 
+def test_a_data_path_under_the_mount_path_with_no_claim_mounted_is_refused() -> None:
+    """/mnt/hpt is only shared when a claim is mounted there; without one it is the pod's."""
+    mounted = pools(args=["--data=/mnt/hpt/prepared", "--epochs=4"])
+    text = refused(
+        Cluster(),
+        r"--data=/mnt/hpt/prepared: only this pod sees it",
+        **study(worker_pool_specs=mounted),
+        pvc_name="",
+    )
+    assert "set data_pvc" in text
+
+
 def test_the_train_step_checks_the_cluster_before_creating_the_tfjob() -> None:
     cluster = Cluster(tfjob_api=False)
     with pytest.raises(ClusterCheckError, match="serves no TFJob API"):

@@ -204,6 +204,18 @@ def test_trial_template_runs_the_trial_pool_with_vertex_style_flags() -> None:
     assert c["volumeMounts"] == [{"name": "data", "mountPath": "/mnt/hpt"}]
 
 
+@pytest.mark.parametrize("metric, goal", [("val_loss", "minimize"), ("val_accuracy", "maximize")])
+def test_the_experiment_optimizes_toward_the_primary_metrics_goal(metric: str, goal: str) -> None:
+    """A val_loss study that Katib maximised would pick the worst trial as the best."""
+    space = SearchSpace(
+        parameters=(Parameter("learning_rate", "double", min=1e-4, max=0.1, scale="log"),),
+        metrics=(Metric(metric, goal),),
+    )
+    objective = build(space)["spec"]["objective"]
+    assert (objective["type"], objective["objectiveMetricName"]) == (goal, metric)
+    assert objective["metricStrategies"] == [{"name": metric, "value": goal[:3]}]
+
+
 def test_algorithms_counts_and_selection_are_mapped() -> None:
     grid_space = SearchSpace(
         parameters=(

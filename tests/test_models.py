@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from pipelines.models import describe_model
 from pipelines.settings import Settings, SettingsError
@@ -49,6 +50,18 @@ def untyped(image_shape, num_classes, *, width=8):
 
 def clashing(image_shape, num_classes, *, learning_rate: float = 0.1):
     return None
+
+
+def mixed(image_shape, num_classes, *, mode: Literal["a", 1] = "a"):
+    return build(image_shape, num_classes)
+
+
+def wide(image_shape, num_classes, *, width: int = 8):
+    """A model that needs 64 px per side."""
+    return build(image_shape, num_classes, width=width)
+
+
+wide.min_image_size = 64
 '''
 
 
@@ -140,6 +153,93 @@ def test_weights_from_a_file_arrive_in_the_built_model(tmp_path):
     )
 
 
+def test_weights_on_an_object_store_are_copied_locally_before_keras_reads_them(tmp_path):
+    """gs:// stands in as TensorFlow's `ram://` file system: h5py opens local files only."""
+    import keras
+    import tensorflow as tf
+
+    backbone = keras.applications.MobileNetV3Small(
+        weights=None, include_top=False, input_shape=(32, 32, 3)
+    )
+    kernel = next(w for w in backbone.weights if w.path.endswith("kernel"))
+    kernel.assign(np.full(kernel.shape, 0.25, dtype="float32"))
+    local = tmp_path / "backbone.weights.h5"
+    backbone.save_weights(str(local))
+    remote = f"ram://{tmp_path.name}/backbone.weights.h5"
+    tf.io.gfile.copy(str(local), remote, overwrite=True)
+
+    model = build_model(MODELS["mobilenet_v3_small"], {}, remote, (32, 32, 3), 2)
+    loaded = next(w for w in backbone_of(model).weights if w.path.endswith("kernel"))
+    np.testing.assert_array_equal(np.asarray(loaded), np.asarray(kernel))
+
+
+def test_mobilenet_trainable_blocks_13_trains_its_whole_backbone():
+    """Only layers with weights are blocks: 13 is the stem, 11 blocks and the last conv."""
+    from trainer.models import mobilenet
+
+    model = build_model(
+        MODELS["mobilenet_v3_small"], {"trainable_blocks": 13}, "none", (32, 32, 3), 2
+    )
+    backbone = backbone_of(model)
+    trained = {w.path for w in backbone.trainable_weights}
+    blocks = {mobilenet.BLOCK_OF(path.split("/")[0]) for path in trained}
+    assert len(blocks) == 13 and {"conv", "expanded_conv", "conv_1"} <= blocks
+    for layer in backbone.layers:
+        layer.trainable = True
+    assert trained == {w.path for w in backbone.trainable_weights}
+    top = build_model(MODELS["mobilenet_v3_small"], {"trainable_blocks": 1}, "none", (32, 32, 3), 2)
+    top_blocks = {mobilenet.BLOCK_OF(w.path.split("/")[0]) for w in backbone_of(top).weights}
+    training = {
+        mobilenet.BLOCK_OF(w.path.split("/")[0]) for w in backbone_of(top).trainable_weights
+    }
+    assert training == {"conv_1"}
+    assert len(top_blocks) == 13
+
+
+def test_resnet50_feeds_its_backbone_0_255_images_the_way_imagenet_weights_expect(resnet):
+    """Images arrive in [0, 1]; `preprocess_input` (BGR, ImageNet means) wants 0-255."""
+    from keras.applications.resnet50 import preprocess_input
+
+    images = np.random.RandomState(0).rand(2, 32, 32, 3).astype("float32")
+    features = backbone_of(resnet)(preprocess_input(images * 255.0), training=False)
+    head = [resnet.get_layer(name) for name in ("pool", "hidden", "logits")]
+    expected = features
+    for layer in head:
+        expected = layer(expected)
+    np.testing.assert_allclose(
+        np.asarray(resnet(images, training=False)), np.asarray(expected), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_a_pretrained_model_without_weights_set_starts_from_imagenet(tmp_path):
+    from pipelines.compiler import compile_pipeline
+    from trainer.task import parse_args
+
+    (tmp_path / "metadata.json").write_text("{}")
+    for name in ("resnet50", "mobilenet_v3_small"):
+        hparams, _ = parse_args([f"--data={tmp_path}", f"--model={name}"])
+        assert hparams.weights == "imagenet", name
+    assert parse_args([f"--data={tmp_path}"])[0].weights == "none"  # cnn
+    path = compile_pipeline("vertex", Settings(model="resnet50"), tmp_path / "p.yaml")
+    root = yaml.safe_load(Path(path).read_text())["root"]["inputDefinitions"]["parameters"]
+    assert root["weights"]["defaultValue"] == "imagenet"
+
+
+def test_a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored(tmp_path):
+    from trainer.task import parse_args
+
+    weights = tmp_path / "backbone.weights.h5"
+    weights.write_bytes(b"")
+    (tmp_path / "metadata.json").write_text("{}")
+    with pytest.raises(SettingsError) as err:
+        Settings(weights=str(weights))
+    assert str(err.value) == (
+        f"weights={str(weights)!r}: model cnn has no pretrained backbone (expected none)"
+    )
+    with pytest.raises(ConfigError, match="model cnn has no pretrained backbone"):
+        parse_args([f"--data={tmp_path}", "--model=cnn", f"--weights={weights}"])
+
+
 def test_imagenet_without_network_fails_in_one_line_naming_weights_path(monkeypatch):
     from keras.src.utils import file_utils
 
@@ -191,12 +291,22 @@ def test_a_team_model_by_reference_is_inspected_in_a_process_of_its_own(on_path)
         ("teammodels.tiny:not_a_model", "returned str, expected a keras.Model"),
         ("teammodels.tiny:untyped", "keyword-only argument width needs a type annotation"),
         ("teammodels.tiny:clashing", "clashes with the trainer's own --learning_rate"),
+        ("teammodels.tiny:mixed", "argument mode: a Literal of strings is expected"),
     ],
 )
 def test_an_unusable_team_model_is_refused_in_one_line_before_a_run(on_path, reference, expected):
     with pytest.raises(SettingsError) as err:
         settings_model(Settings(model=reference, image_size=32), importable=True)
     assert expected in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_team_models_own_min_image_size_refuses_smaller_images(on_path):
+    with pytest.raises(SettingsError) as err:
+        settings_model(Settings(model="teammodels.tiny:wide", image_size=32), importable=True)
+    assert str(err.value) == (
+        "image_size=32: model teammodels.tiny:wide needs at least 64 px per side"
+    )
+    assert settings_model(Settings(model="teammodels.tiny:wide", image_size=64)).checked
 
 
 def test_a_team_model_that_is_not_importable_here_still_compiles_with_a_note(on_path):

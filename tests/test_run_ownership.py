@@ -120,6 +120,29 @@ def test_an_image_folder_changed_in_place_is_another_study(tmp_path):
         study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
 
 
+def test_an_image_rewritten_in_place_at_the_same_size_is_another_study(tmp_path):
+    folder = tmp_path / "images" / "cats"
+    folder.mkdir(parents=True)
+    image = folder / "1.png"
+    image.write_bytes(b"x")
+    os.utime(image, ns=(1_000_000_000, 1_000_000_000))
+    source = str(tmp_path / "images")
+    study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+    image.write_bytes(b"y")  # same name, same size, new content (and a new mtime)
+    os.utime(image, ns=(2_000_000_000, 2_000_000_000))
+    with pytest.raises(SettingsError, match=r"dataset: '1 files, sha256 \w+' → '1 files, sha"):
+        study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+
+
+def test_another_model_over_the_same_search_space_is_another_study(tmp_path):
+    first = settings(tmp_path, model="resnet50", image_size=32, search_space="optimizer")
+    study_identity.check_and_record(first, tmp_path / "out")
+    other = settings(tmp_path, model="mobilenet_v3_small", image_size=32, search_space="optimizer")
+    with pytest.raises(SettingsError) as refused:
+        study_identity.check_and_record(other, tmp_path / "out")
+    assert "model: 'resnet50' → 'mobilenet_v3_small'" in str(refused.value)
+
+
 def test_the_recorded_settings_are_the_listed_ones(tmp_path):
     recorded = study_identity.identity(settings(tmp_path))
     assert set(recorded) == {*STUDY_SETTINGS, "dataset", "search_space_content"}

@@ -53,6 +53,9 @@ REPLICA_VARIABLES = (
     CPU_THREADS_ENV,
     "HPT_FORK_SERVER",
 )
+# Set by a shell to the directory it runs in (a wrapper that changes directory without
+# updating them leaves them stale); Python reads neither, and the child gets the request's.
+SHELL_VARIABLES = ("PWD", "OLDPWD")
 # Signals a child gets as a fresh interpreter would: default, or ignored where the client
 # (whose fresh children would inherit that across exec) ignores them; SIGINT then raises
 # KeyboardInterrupt as Python's own handler, unless ignored.
@@ -77,7 +80,7 @@ def per_replica(name: str) -> bool:
     Entries of `REPLICA_VARIABLES` ending in `_` are prefixes, the others whole names.
     """
     prefixes = tuple(entry for entry in REPLICA_VARIABLES if entry.endswith("_"))
-    return name in REPLICA_VARIABLES or name.startswith(prefixes)
+    return name in REPLICA_VARIABLES or name in SHELL_VARIABLES or name.startswith(prefixes)
 
 
 def environment_difference(server: Mapping[str, str], requested: Mapping[str, str]) -> list[str]:
