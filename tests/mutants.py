@@ -1,6 +1,6 @@
 """Planted one-line bugs, each in a temporary copy of the project, against the tests for it.
 
-Run `make mutants` (or `.venv/bin/python tests/mutants.py [-k NAME] [--list]`). For each
+Run `make mutants` (or `.venv/bin/python tests/mutants.py [-k NAME ...] [--list]`). For each
 mutant: the project's files (tracked, and untracked ones git does not ignore) are copied
 to a temporary folder, the mutant's lines are replaced there, and the test files named
 for it run with this checkout's interpreter, from the copy (cwd and `PYTHONPATH`), with
@@ -564,10 +564,12 @@ def run_mutant(mutant: Mutant, files: list[str]) -> tuple[str, str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-k", default="", help="only mutants whose name contains this")
+    parser.add_argument(
+        "-k", action="append", default=[], help="only mutants whose name contains this (repeatable)"
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = parser.parse_args(argv)
-    chosen = [x for x in MUTANTS if args.k in x.name]
+    chosen = [x for x in MUTANTS if not args.k or any(k in x.name for k in args.k)]
     if args.list:
         for x in chosen:
             print(f"{x.name}  [{x.path}]  {x.edits[0][0]!r} -> {x.edits[0][1]!r}  ({x.expect})")
