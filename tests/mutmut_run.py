@@ -189,9 +189,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             for k, v in sorted(counts.items())
             if k not in ("killed", "total") and not k.startswith("names: ")
         )
-        print(
-            f"{module:55} {killed:4}/{all_:<4} killed ({100 * killed / max(all_, 1):5.1f} %)  {other}"
-        )
+        rate = 100 * killed / max(all_, 1)
+        print(f"{module:55} {killed:4}/{all_:<4} killed ({rate:5.1f} %)  {other}")
         for key in sorted(k for k in counts if k.startswith("names: ")):
             print(f"    not killed: {key[len('names: ') :]}")
     rate = 100 * total["killed"] / max(total["total"], 1)

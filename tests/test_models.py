@@ -154,18 +154,22 @@ def test_weights_from_a_file_arrive_in_the_built_model(tmp_path):
 
 
 def test_weights_on_an_object_store_are_copied_locally_before_keras_reads_them(tmp_path):
-    """gs:// stands in as TensorFlow's `ram://` file system: h5py opens local files only."""
+    """gs:// stands in as TensorFlow's `ram://` file system. The file is in the format of
+    Keras's own ImageNet downloads (`*_notop.h5`), which h5py opens from local paths only."""
+    import h5py
     import keras
     import tensorflow as tf
+    from keras.src.legacy.saving import legacy_h5_format  # writes the downloads' format
 
     backbone = keras.applications.MobileNetV3Small(
         weights=None, include_top=False, input_shape=(32, 32, 3)
     )
     kernel = next(w for w in backbone.weights if w.path.endswith("kernel"))
     kernel.assign(np.full(kernel.shape, 0.25, dtype="float32"))
-    local = tmp_path / "backbone.weights.h5"
-    backbone.save_weights(str(local))
-    remote = f"ram://{tmp_path.name}/backbone.weights.h5"
+    local = tmp_path / "mobilenet_v3_small_notop.h5"
+    with h5py.File(local, "w") as f:
+        legacy_h5_format.save_weights_to_hdf5_group(f, backbone)
+    remote = f"ram://{tmp_path.name}/mobilenet_v3_small_notop.h5"
     tf.io.gfile.copy(str(local), remote, overwrite=True)
 
     model = build_model(MODELS["mobilenet_v3_small"], {}, remote, (32, 32, 3), 2)

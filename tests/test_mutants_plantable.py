@@ -24,3 +24,13 @@ def test_each_mutant_plants_on_exactly_one_line_and_names_tests_that_exist(mutan
         if "::" in test:
             name = test.split("::")[1].split("[")[0]
             assert f"def {name}(" in Path(ROOT / test.split("::")[0]).read_text(), test
+
+
+def test_every_module_mutmut_covers_exists_with_its_test_files():
+    """`make mutmut MODULES=…` maps each module to its test files; none may have moved."""
+    from tests.mutmut_run import COVERING, DEFAULT, covering
+
+    for module, tests in COVERING.items():
+        assert (ROOT / module).exists(), module
+        assert tests and all((ROOT / t).is_file() for t in tests), (module, tests)
+    assert all(covering(m) for m in DEFAULT)

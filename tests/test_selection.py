@@ -74,3 +74,39 @@ def test_every_ranking_breaks_a_tie_the_same_way():
     assert best_trial(TRIALS, Metric("val_accuracy", "maximize"))["id"] == selected
     rows = trial_rows(TRIALS, Metric("val_accuracy", "maximize"))
     assert [r.trial_id for r in rows if r.state == "SUCCEEDED"][:2] == ["4", "2"]
+
+
+def test_equal_trials_go_to_the_earliest_by_number_then_named_ids_last():
+    """Trial 9 precedes trial 10 (not as text); an id that is no number comes after both."""
+    trials = [
+        trial(tid, val_accuracy=0.9, num_units=64) for tid in ("study-b", "10", "9", "study-a")
+    ]
+    best = select_best_trial(trials, metric_id="val_accuracy")
+    assert (best.trial_id, best.considered) == ("9", 4)
+    named = [trial(tid, val_accuracy=0.9, num_units=64) for tid in ("study-b", "study-a")]
+    assert select_best_trial(named, metric_id="val_accuracy").trial_id == "study-a"
+
+
+def test_the_cost_parameters_asked_for_break_the_tie():
+    trials = [
+        trial(1, val_accuracy=0.9, num_units=64, batch_size=128),
+        trial(2, val_accuracy=0.9, num_units=512, batch_size=32),
+    ]
+    assert select_best_trial(trials, metric_id="val_accuracy").trial_id == "1"
+    chosen = select_best_trial(trials, metric_id="val_accuracy", cost_parameters=("batch_size",))
+    assert chosen.trial_id == "2"
+
+
+def test_a_loss_threshold_is_an_upper_bound_reached_at_equality():
+    assert select_best_trial(TRIALS, metric_id="val_loss", goal="minimize", threshold=0.3)
+    assert select_best_trial(TRIALS, metric_id="val_loss", goal="minimize", threshold=0.35)
+    with pytest.raises(
+        SelectionError,
+        match=r"^best trial 4 has val_loss=0.3000, missing the threshold \(<= 0.2\): stopping",
+    ):
+        select_best_trial(TRIALS, metric_id="val_loss", goal="minimize", threshold=0.2)
+
+
+def test_an_unknown_goal_is_refused_naming_it():
+    with pytest.raises(SelectionError, match=r"^goal='maximise': expected maximize or minimize$"):
+        select_best_trial(TRIALS, metric_id="val_accuracy", goal="maximise")
