@@ -51,3 +51,32 @@ def test_cancelled_and_diverged_trials_are_not_failures():
     diverged = ok(3)  # a diverged trial reports the worst metric and succeeds
     assert not failure_rules.counts_as_failed(cancelled)
     assert failure_rules.stop_reason([ok(1), cancelled, diverged], 1) is None
+
+
+def test_the_reasons_name_the_trials_own_error_and_the_remedy_exactly():
+    assert failure_rules.stop_reason([failed(1)], 0) == (
+        "the first trial failed, which points at the training code, so the study "
+        "stopped (Vertex's rule): boom 1"
+    )
+    assert failure_rules.stop_reason([ok(1), failed(2), failed(3), failed(4)], 0) == (
+        "3 trials failed, more than succeeded (1); set max_failed_trial_count to choose the limit"
+    )
+    silent = {"id": "1", "state": "INFEASIBLE"}  # a trial that failed without a reason
+    assert failure_rules.stop_reason([silent], 0) == (
+        "the first trial failed, which points at the training code, so the study "
+        "stopped (Vertex's rule): "
+    )
+    assert failure_rules.stop_reason([silent], 1) == (
+        "1 trials failed, reaching max_failed_trial_count=1; last: "
+    )
+
+
+def test_without_a_budget_as_many_failures_as_successes_go_on():
+    trials = [ok(1), ok(2), ok(3), failed(4), failed(5), failed(6)]
+    assert failure_rules.stop_reason(trials, 0) is None
+    assert failure_rules.stop_reason([*trials, failed(7)], 0) is not None
+
+
+def test_a_study_whose_trial_ids_do_not_start_at_1_is_judged_on_counts():
+    assert failure_rules.stop_reason([], 0) is None
+    assert failure_rules.stop_reason([failed(2), ok(3)], 0) is None
