@@ -71,6 +71,43 @@ def test_machine_accelerator_pairs_follow_vertexs_table(machine, accelerator, co
             machines.check_machine(machine, accelerator, count, what="trial_machine_type")
 
 
+def test_each_refusal_names_what_vertex_takes_instead():
+    def refusal(machine: str, accelerator: str | None, count: int) -> str:
+        with pytest.raises(machines.MachineError) as err:
+            machines.check_machine(machine, accelerator, count, what="final_machine_type")
+        return str(err.value)
+
+    assert refusal("a2-highgpu-2g", None, 0) == (
+        "final_machine_type=a2-highgpu-2g with 0 x no accelerator: a2-highgpu-2g comes with "
+        "its GPUs (expected 2 x NVIDIA_TESLA_A100)"
+    )
+    assert refusal("a3-unknown-1g", None, 0) == (
+        "final_machine_type=a3-unknown-1g with 0 x no accelerator: a3-unknown-1g comes with "
+        f"its GPUs (expected a machine type listed at {machines.SOURCE})"
+    )
+    assert refusal("n1-standard-64", "NVIDIA_TESLA_T4", 2) == (
+        "final_machine_type=n1-standard-64 with 2 x NVIDIA_TESLA_T4: Vertex refuses this "
+        "combination (expected one of 4 x NVIDIA_TESLA_T4, 4 x NVIDIA_TESLA_P4, "
+        f"8 x NVIDIA_TESLA_V100; {machines.SOURCE})"
+    )
+    assert refusal("e2-standard-4", "NVIDIA_TESLA_T4", 1) == (
+        "final_machine_type=e2-standard-4 with 1 x NVIDIA_TESLA_T4: Vertex refuses this "
+        f"combination (expected a machine type that takes GPUs; {machines.SOURCE})"
+    )
+    assert refusal("n1-standard-8", "NVIDIA_TESLA_T4", -1).endswith(
+        ": expected an accelerator count >= 0"
+    )
+
+
+def test_tpus_and_no_accelerator_are_not_gpus():
+    machines.check_machine("cloud-tpu", "TPU_V3", 8, what="trial_machine_type")  # not checked
+    machines.check_machine("n1-standard-4", None, 0, what="trial_machine_type")
+    assert machines.expected_gpus("NVIDIA_TESLA_T4", 2) == 2
+    assert machines.expected_gpus("TPU_V3", 8) == 0
+    assert machines.expected_gpus(None, 0) == 0 and machines.expected_gpus("", 1) == 0
+    assert machines.is_gpu("NVIDIA_L4") and not machines.is_gpu(None)
+
+
 def test_every_table_entry_is_a_machine_spec_the_api_parses():
     from google.cloud.aiplatform_v1 import AcceleratorType, MachineSpec
 
