@@ -414,7 +414,8 @@ MUTANTS = [
         "pipelines/targets/kubeflow/cluster_checks.py",
         'if path.startswith("gs://") or (pvc_name and (path + "/").startswith(root)):',
         'if path.startswith("gs://") or (path + "/").startswith(root):',
-        "tests/test_kubeflow_cluster.py",
+        "tests/test_kubeflow_cluster.py::test_a_data_path_under_the_mount_path_with_no_claim"
+        "_mounted_is_refused",
         "test_a_data_path_under_the_mount_path_with_no_claim_mounted_is_refused",
     ),
     m(

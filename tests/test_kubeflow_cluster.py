@@ -192,7 +192,7 @@ def test_a_data_path_under_the_mount_path_with_no_claim_mounted_is_refused() -> 
     """/mnt/hpt is only shared when a claim is mounted there; without one it is the pod's."""
     mounted = pools(args=["--data=/mnt/hpt/prepared", "--epochs=4"])
     text = refused(
-        Cluster(),
+        ready(Cluster()),  # were it accepted, the study would finish at once
         r"--data=/mnt/hpt/prepared: only this pod sees it",
         **study(worker_pool_specs=mounted),
         pvc_name="",
