@@ -169,3 +169,59 @@ def test_artifact_locations_with_and_without_a_shared_volume():
     assert written == "/mnt/hpt/v2/artifacts/p/run-1/prepare-dataset/9/dataset"
     # Readers find it through the location the writer recorded.
     assert kfp.metadata["location"] == written == artifact_location(kfp)
+
+
+GPUS = dict(machine_type="n1-standard-8", accelerator_type="NVIDIA_TESLA_T4", accelerator_count=2)
+
+
+def test_on_cloud_targets_every_replica_is_told_how_many_gpus_it_must_see():
+    (trial,) = wp.trial_worker_pool_specs(**CONTAINER, **GPUS, expect_gpus=True)
+    assert trial["container_spec"]["args"] == [*CONTAINER["args"], "--expected_gpus=2"]
+    chief, workers = wp.training_worker_pool_specs(
+        **CONTAINER, **GPUS, worker_count=2, expect_gpus=True
+    )
+    for pool in (chief, workers):
+        assert pool["container_spec"]["args"] == [*CONTAINER["args"], "--expected_gpus=2"]
+        assert pool["machine_spec"] == {
+            "machine_type": "n1-standard-8",
+            "accelerator_type": "NVIDIA_TESLA_T4",
+            "accelerator_count": 2,
+        }
+        assert pool["container_spec"]["env"] == [{"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"}]
+    # Locally (the default) the count means CPU devices; TPUs are no GPUs.
+    (local,) = wp.trial_worker_pool_specs(**CONTAINER, **GPUS)
+    tpu = {
+        **GPUS,
+        "machine_type": "cloud-tpu",
+        "accelerator_type": "TPU_V3",
+        "accelerator_count": 8,
+    }
+    (on_tpu,) = wp.trial_worker_pool_specs(**CONTAINER, **tpu, expect_gpus=True)
+    assert local["container_spec"]["args"] == on_tpu["container_spec"]["args"] == CONTAINER["args"]
+    assert len(wp.training_worker_pool_specs(**CONTAINER)) == 1  # no workers by default
+
+
+def test_builder_and_validation_messages_name_the_value_and_the_pool():
+    def refusal(call, *args, **kwargs) -> str:
+        with pytest.raises(wp.PayloadError) as err:
+            call(*args, **kwargs)
+        return str(err.value)
+
+    assert refusal(wp.trial_worker_pool_specs, **CONTAINER, accelerator_count=-1) == (
+        "accelerator_count=-1: expected >= 0"
+    )
+    assert refusal(wp.trial_worker_pool_specs, **CONTAINER, accelerator_count=1) == (
+        "accelerator_count=1 needs an accelerator_type (e.g. NVIDIA_TESLA_T4)"
+    )
+    assert refusal(wp.validate_worker_pool_specs, []) == (
+        "worker_pool_specs: empty, expected at least pool 0 (the chief)"
+    )
+    assert refusal(wp.validate_worker_pool_specs, [_pool()] * 5) == (
+        "worker_pool_specs: 5 pools, expected at most 4 "
+        "(chief, workers, parameter servers, evaluator)"
+    )
+    assert refusal(wp.validate_worker_pool_specs, [_pool(), _pool(replicaCount=1)]) == (
+        "worker_pool_specs[1]: key 'replicaCount' is camelCase, expected snake_case"
+    )
+    bogus = refusal(wp.validate_worker_pool_specs, [_pool(), _pool(bogus=1)])
+    assert bogus.startswith("worker_pool_specs[1]")
