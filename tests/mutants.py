@@ -434,6 +434,7 @@ MUTANTS = [
         B + "trainer.py::test_a_nan_validation_loss_beside_a_finite_training_loss_reports"
         "_the_worst",
         "test_a_nan_validation_loss_beside_a_finite_training_loss_reports_the_worst",
+        timeout=400.0,
     ),
     m(
         "a stale PWD costs the fork server",
