@@ -143,6 +143,73 @@ def test_another_model_over_the_same_search_space_is_another_study(tmp_path):
     assert "model: 'resnet50' → 'mobilenet_v3_small'" in str(refused.value)
 
 
+def test_an_image_moved_to_another_class_is_another_study(tmp_path):
+    """Same file, same size, same time: only its path (its label) changed."""
+    for name in ("cats", "dogs"):
+        (tmp_path / "images" / name).mkdir(parents=True)
+    image = tmp_path / "images" / "cats" / "1.png"
+    image.write_bytes(b"x")
+    os.utime(image, ns=(1_000_000_000, 1_000_000_000))
+    source = str(tmp_path / "images")
+    study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+    os.rename(image, tmp_path / "images" / "dogs" / "1.png")
+    with pytest.raises(SettingsError, match=r"dataset: '1 files, sha256 \w+' → '1 files, sha"):
+        study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+
+
+def test_a_search_space_file_edited_in_place_is_another_study(tmp_path):
+    space = tmp_path / "space.yaml"
+    space.write_text("parameters:\n  - {id: learning_rate, type: double, min: 0.001, max: 0.1}\n")
+    study_identity.check_and_record(settings(tmp_path, search_space=str(space)), tmp_path / "out")
+    space.write_text("parameters:\n  - {id: learning_rate, type: double, min: 0.001, max: 0.2}\n")
+    with pytest.raises(SettingsError, match="search_space_content: '"):
+        study_identity.check_and_record(
+            settings(tmp_path, search_space=str(space)), tmp_path / "out"
+        )
+
+
+def test_the_refusal_lists_every_difference_and_the_two_ways_out(tmp_path):
+    study_identity.check_and_record(settings(tmp_path), tmp_path / "out")
+    with pytest.raises(SettingsError) as refused:
+        study_identity.check_and_record(settings(tmp_path, epochs=3, seed=7), tmp_path / "out")
+    assert str(refused.value) == (
+        f"--output={tmp_path / 'out'} holds a study of other settings (epochs: 10 → 3; "
+        f"seed: {LOCAL_RUN_DEFAULTS.get('seed', Settings.seed)!r} → 7); rerun with the same "
+        "settings to resume it, or pass a new --output"
+    )
+
+
+def test_named_datasets_are_recorded_by_name_and_folders_by_absolute_path(tmp_path, monkeypatch):
+    for source in ("tfds:beans", "gs://bucket/images"):
+        recorded = study_identity.identity(settings(tmp_path, source=source))
+        assert (recorded["source"], recorded["dataset"]) == (source, source)
+    (tmp_path / "images" / "cats").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    recorded = study_identity.identity(settings(tmp_path, source="images"))
+    assert recorded["source"] == str(tmp_path / "images")
+
+
+def test_a_setting_gone_from_the_current_run_is_a_difference():
+    assert study_identity.differences({"epochs": 10, "gone": 1}, {"epochs": 10}) == [
+        "gone: 1 → '(unset)'"
+    ]
+
+
+def test_a_resume_counts_failed_trials_as_kept_and_says_nothing_of_none_interrupted(tmp_path):
+    study_identity.check_and_record(settings(tmp_path), tmp_path / "out")
+    study = tmp_path / "out" / "study"
+    tl.write_trials(
+        str(study / tl.TRIALS_FILE),
+        [
+            tl.make_trial("1", {}, state=TrialState.SUCCEEDED),
+            tl.make_trial("2", {}, state=TrialState.INFEASIBLE),
+        ],
+    )
+    assert study_identity.check_and_record(settings(tmp_path), tmp_path / "out") == (
+        f"resuming the study in {study}: 1 trial(s) done, reused; 1 failed, kept"
+    )
+
+
 def test_the_recorded_settings_are_the_listed_ones(tmp_path):
     recorded = study_identity.identity(settings(tmp_path))
     assert set(recorded) == {*STUDY_SETTINGS, "dataset", "search_space_content"}
