@@ -157,6 +157,10 @@ METRIC_GOALS: Mapping[str, str] = {
     "val_loss": "minimize",
 }
 METRIC_TAGS = tuple(METRIC_GOALS)
+TRAINER = "trainer"  # the trainer's name in its own messages (`trainer: error: …`)
+# The trainer's exit code for a set-up it refuses (bad flags, data or weights): every trial
+# of a study would fail the same way, so the study stops at the first.
+EXIT_SETUP_ERROR = 2
 GOALS = ("maximize", "minimize")
 DEFAULT_METRIC_TAG = "val_accuracy"
 # Tags once accepted for the validation metric, refused now with the spelling to use: beside

@@ -24,17 +24,20 @@ class StudyProgress:
     running: int
     best: dict[str, Any] | None
     last: dict[str, Any] | None
+    interrupted: int = 0  # stopped by our side, to rerun (`trials.trial_outcome`)
 
 
 def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """A study's trials by outcome (`running` includes those interrupted, to rerun)."""
+    """A study's trials by outcome, in `trials.trial_outcome`'s words (+ early-stopped, total)."""
     local = [t.get(trials_lib.LOCAL_KEY) or {} for t in trials]
+    words = [trials_lib.trial_outcome(t) for t in trials]
     return {
         "total": len(trials),
-        "succeeded": sum(trials_lib.trial_state(t) == TrialState.SUCCEEDED for t in trials),
+        "succeeded": words.count(trials_lib.SUCCEEDED),
         "failed": sum(failure_rules.counts_as_failed(t) for t in trials),
         "earlyStopped": sum(bool(x.get("earlyStopped")) for x in local),
-        "running": sum(trials_lib.trial_state(t) == TrialState.ACTIVE for t in trials),
+        "running": words.count(trials_lib.RUNNING),
+        "interrupted": words.count(trials_lib.INTERRUPTED),
     }
 
 
@@ -45,8 +48,10 @@ def describe(snap: Any, metric: str) -> str:
         if snap.best
         else "best: none yet"
     )
+    interrupted = f" · {snap.interrupted} interrupted" if snap.interrupted else ""
     return (
-        f"trials {snap.done}/{snap.total} · {snap.running} running · {snap.failed} failed · {best}"
+        f"trials {snap.done}/{snap.total} · {snap.running} running · {snap.failed} failed"
+        f"{interrupted} · {best}"
     )
 
 
@@ -61,10 +66,9 @@ def trial_line(trial: Mapping[str, Any]) -> str:
         metrics = " ".join(f"{k}={v:.4g}" for k, v in trials_lib.measurement_metrics(final).items())
         status = "early-stopped" if local.get("earlyStopped") else "succeeded"
         return f"trial {trial['id']} {status}: {metrics} (step {final.get('stepCount')}) {params}"
-    if local.get("cancelled"):
-        return f"trial {trial['id']} cancelled {params}"
-    if local.get("interrupted"):
-        return f"trial {trial['id']} interrupted ({local['interrupted']}): rerun on resume {params}"
+    if trials_lib.trial_outcome(trial) == trials_lib.INTERRUPTED:
+        why = local.get("interrupted") or "the study stopped it"
+        return f"trial {trial['id']} interrupted ({why}): rerun on resume {params}"
     return f"trial {trial['id']} failed: {trial.get('infeasibleReason', '')} {params}"
 
 
@@ -73,6 +77,7 @@ def summary(snap: Any, why: str) -> str:
     line = (
         f"study done ({why}): {snap.done} trials, {snap.succeeded} succeeded "
         f"({snap.early_stopped} early-stopped), {snap.failed} failed"
+        + (f", {snap.interrupted} interrupted" if snap.interrupted else "")
     )
     if snap.best:
         line += f"; best: {trial_line(snap.best)}"
