@@ -179,7 +179,14 @@ def run(
             console.out(note if note.startswith("warning") else f"note: {note}")
 
     try:
-        result = local_run.run_local(settings, echo=console.out, announce=announce)
+        result = local_run.run_local(
+            settings,
+            echo=console.out,
+            announce=announce,
+            # The default output starts a fresh study when the settings changed (README's
+            # second command); an output the user named keeps its study or is refused.
+            fresh_when_different=output is None and settings.output == Settings.output,
+        )
     except (ownership.BusyError, SettingsError) as err:  # another run owns it; another study
         fail(str(err))
     except KeyboardInterrupt as err:

@@ -124,6 +124,8 @@ def run_local(
     settings: Settings,
     echo: Callable[[str], None] | None = None,
     announce: Callable[[], None] | None = None,
+    *,
+    fresh_when_different: bool = False,
 ) -> dict[str, Any]:
     """Run the whole pipeline on this machine; return a summary of the run.
 
@@ -137,6 +139,8 @@ def run_local(
     `<output>/tmp/` (kept and named when it fails), resumes the study only when the
     settings that define it are the same (`study_identity`), and stops on SIGTERM and
     SIGHUP as on Ctrl-C: ARCHITECTURE.md, "The local run, in detail".
+    `fresh_when_different` (the default output): a study of other settings is kept
+    beside the new one instead of refused.
 
     Raises:
         ownership.BusyError: Another run holds the output.
@@ -148,7 +152,9 @@ def run_local(
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
     output = Path(settings.output).resolve()
     with ownership.owned(str(output / LOCK_FILE), f"--output={settings.output}"):
-        resumed = study_identity.check_and_record(settings, output)
+        resumed = study_identity.check_and_record(
+            settings, output, fresh_when_different=fresh_when_different
+        )
         if announce is not None:
             announce()
         if resumed:
