@@ -207,3 +207,38 @@ def test_a_trial_the_study_stopped_is_interrupted_in_every_count_and_line(tmp_pa
         "trial 2 interrupted (the study stopped it): rerun on resume"
     )
     assert study_identity.trial_counts(tmp_path / "study") == {"done": 0, "failed": 1, "rerun": 1}
+
+
+# --- case 2: bad --weights are found before the data is prepared ---------------------------
+
+
+def test_a_missing_weights_file_is_refused_before_anything_runs(tmp_path):
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    bad = _settings(tmp_path, model="mobilenet_v3_small", weights=str(tmp_path / "no.h5"))
+    with pytest.raises(SettingsError, match=r"^--weights=.*no\.h5: no such file \(expected a"):
+        local_preflight.check_weights_load(bad)
+
+
+def test_a_corrupt_weights_file_is_refused_with_the_trainers_reason(tmp_path):
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    corrupt = tmp_path / "corrupt.weights.h5"
+    corrupt.write_bytes(b"not an HDF5 file")
+    bad = _settings(tmp_path, model="mobilenet_v3_small", weights=str(corrupt))
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_weights_load(bad)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(f"--weights={corrupt}: cannot load it into the backbone (")
+
+
+def test_weights_that_load_pass_the_preflight(tmp_path):
+    from pipelines.app import local_preflight
+
+    local_preflight.check_weights_load(
+        _settings(tmp_path, model="mobilenet_v3_small", weights="none")
+    )
+    local_preflight.check_weights_load(_settings(tmp_path))  # cnn: no backbone, nothing to load

@@ -7,12 +7,18 @@
   without it TFDS retries for minutes, so it is refused in seconds. The data folder is
   `$TFDS_DATA_DIR`, or `<output>/tensorflow_datasets` (nothing written in $HOME).
 * Cores: more logical replicas than cores is allowed, with a warning giving the numbers.
+* Weights: a pretrained model's `--weights` must exist and load into its backbone, and
+  `imagenet` be in Keras's cache or downloadable: checked in a subprocess
+  (`trainer.weights_probe`; this process never imports TensorFlow), before the data is
+  prepared, instead of by every trial.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from pipelines.jobs import replica_env
@@ -31,6 +37,7 @@ MAX_UNITS = 256  # the largest num_units of the presets
 PARAM_COPIES = 3  # weights, gradients, optimizer momentum
 MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
 GIB = 1 << 30
+WEIGHTS_PROBE_TIMEOUT_S = 300.0  # importing TensorFlow and building a backbone, shared cores
 
 
 def machine_memory() -> int:
@@ -141,3 +148,39 @@ def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
         f"{per_trial} × {settings.batch_size} = {per_trial * settings.batch_size}: the replicas "
         f"share the cores and each step is slower; --trial-accelerators {cores} matches the cores"
     )
+
+
+def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOUT_S) -> None:
+    """Refuse pretrained weights that every trial would fail to load (see the module docstring).
+
+    Raises:
+        SettingsError: The trainer's one-line reason (the file, or why it cannot be had).
+    """
+    from trainer.models import MODELS, check_weights
+
+    spec = MODELS.get(settings.model)
+    if spec is None or not spec.pretrained:
+        return
+    weights = check_weights(spec, settings.weights)
+    if weights == "none":
+        return
+    if "://" not in weights and not Path(weights).is_file():
+        raise SettingsError(f"--weights={weights}: no such file (expected a Keras weights file)")
+    argv = [sys.executable, "-m", "trainer.weights_probe", spec.name, weights]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    try:
+        probe = subprocess.run(
+            [*argv, str(settings.image_size)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        raise SettingsError(
+            f"--weights={weights}: loading them into {spec.name} took over {timeout:.0f} s"
+        ) from None
+    if probe.returncode != 0:
+        lines = [x for x in probe.stderr.splitlines() if x.strip()]
+        said = next((x for x in reversed(lines) if ": error: " in x), (lines or ["?"])[-1])
+        raise SettingsError(said.split(": error: ", 1)[-1])
