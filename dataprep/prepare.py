@@ -400,6 +400,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--test_fraction", type=float, default=PREPARATION.test_fraction)
     parser.add_argument("--seed", type=int, default=PREPARATION.seed)
+    parser.add_argument("--max_bad_fraction", type=float, default=PREPARATION.max_bad_fraction)
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
     parser.add_argument("--result", required=True, help="local file for the result (JSON)")
     args = parser.parse_args(argv)
@@ -410,6 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         validation_fraction=args.validation_fraction,
         test_fraction=args.test_fraction,
         seed=args.seed,
+        max_bad_fraction=args.max_bad_fraction,
         overwrite=args.overwrite,
         progress=report_lines(lambda line: print(line, flush=True)),
     )

@@ -242,3 +242,48 @@ def test_weights_that_load_pass_the_preflight(tmp_path):
         _settings(tmp_path, model="mobilenet_v3_small", weights="none")
     )
     local_preflight.check_weights_load(_settings(tmp_path))  # cnn: no backbone, nothing to load
+
+
+# --- case 4: a step's failure under `run` is its own one line ------------------------------
+
+STEP_OUTPUT = """\
+Executing task 'prepare-dataset'
+Streamed logs:
+    prepared 27/39 images
+    Traceback (most recent call last):
+    File "/x/dataprep/prepare.py", line 187, in add
+    raise PreparationError(
+    dataprep.sources.PreparationError: --source=x: 1 of 39 images are unreadable; first: a.png
+    Traceback (most recent call last):
+    File "/x/pipelines/jobs/step_process.py", line 53, in run_module
+    pipelines.jobs.step_process.StepProcessError: python -m dataprep.prepare exited with 1
+Task 'prepare-dataset' finished with status FAILURE
+"""
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_steps_traceback_stays_in_the_log_and_its_own_reason_is_said(tmp_path, verbose):
+    from pipelines.app import local_run
+
+    log, shown = tmp_path / "pipeline.log", []
+    with open(log, "w", encoding="utf-8") as f:
+        local_run.ProgressFilter(f, shown.append, tracebacks=verbose).write(STEP_OUTPUT)
+    assert "Traceback" in log.read_text()
+    assert any("Traceback" in line for line in shown) == verbose
+    assert shown[:2] == ["▶ prepare-dataset", "    prepared 27/39 images"]
+    assert shown[-1] == "✗ prepare-dataset failure"
+    assert local_run.failure_reason(log) == (
+        "PreparationError: --source=x: 1 of 39 images are unreadable; first: a.png"
+    )
+
+
+def test_the_option_the_data_steps_message_names_exists_on_run_and_as_a_setting(tmp_path):
+    from typer.testing import CliRunner
+
+    from pipelines.app.cli import app
+    from pipelines.settings import SettingsError
+
+    assert "--max-bad-fraction" in CliRunner().invoke(app, ["run", "--help"]).stdout
+    assert _settings(tmp_path, max_bad_fraction=0.2).max_bad_fraction == 0.2
+    with pytest.raises(SettingsError, match="max_bad_fraction=1.5"):
+        _settings(tmp_path, max_bad_fraction=1.5)
