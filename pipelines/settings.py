@@ -451,7 +451,16 @@ def load_settings(
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     values.update(given)
     explicit.update(given)
-    coerced = {k: _coerce(k, v) for k, v in values.items()}
+    from_env = explicit - set(given) - (set(from_file) if config else set())
+    coerced = {}
+    for key, value in values.items():
+        try:
+            coerced[key] = _coerce(key, value)
+        except SettingsError as err:
+            if key not in from_env:
+                raise
+            expected = str(err).split(": ", 1)[-1]  # name the variable the value came from
+            raise SettingsError(f"{ENV_PREFIX}{key.upper()}={value!r}: {expected}") from None
     for name, bound in CLAMPED_DEFAULTS:
         ceiling = coerced.get(bound, getattr(Settings, bound))
         value = coerced.get(name, getattr(Settings, name))

@@ -1,0 +1,65 @@
+"""Issue 42, case 6: the smaller messages each name the bad value and what is expected."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipelines.jobs.machines import MachineError, check_machine
+from pipelines.settings import SettingsError, load_settings
+
+
+def test_a_bad_environment_value_names_its_variable():
+    with pytest.raises(SettingsError, match=r"^HPT_EPOCHS='abc': expected int$"):
+        load_settings(environ={"HPT_EPOCHS": "abc"})
+    assert load_settings(environ={"HPT_EPOCHS": "abc"}, overrides={"epochs": 3}).epochs == 3
+
+
+def test_a_param_of_the_wrong_type_says_what_it_expects_in_words():
+    from pipelines import templates
+
+    spec = {
+        "pipelineInfo": {"name": "p"},
+        "root": {
+            "inputDefinitions": {
+                "parameters": {
+                    "max_trial_count": {"parameterType": "NUMBER_INTEGER"},
+                    "use_eval_threshold": {"parameterType": "BOOLEAN"},
+                }
+            }
+        },
+    }
+    with pytest.raises(
+        SettingsError, match=r"^--param max_trial_count='abc': expected an integer$"
+    ):
+        templates.parameter_values(spec, ["max_trial_count=abc"])
+    with pytest.raises(SettingsError, match=r"expected true or false$"):
+        templates.parameter_values(spec, ["use_eval_threshold=maybe"])
+
+
+@pytest.mark.parametrize(
+    ("machine", "accelerator", "count", "message"),
+    [
+        ("n1-superfast-99", "NVIDIA_TESLA_T4", 1, "not an N1 machine type (expected n1-standard"),
+        ("a2-highgpu-3g", "NVIDIA_TESLA_A100", 3, "not a machine type of its family (expected"),
+    ],
+)
+def test_an_unknown_machine_type_is_said_so_not_a_gpu_combination(
+    machine, accelerator, count, message
+):
+    with pytest.raises(MachineError) as refused:
+        check_machine(machine, accelerator, count, what="trial_machine_type")
+    assert str(refused.value).startswith(f"trial_machine_type={machine}: {message}")
+    assert "combination" not in str(refused.value)
+    check_machine("n1-standard-4", "NVIDIA_TESLA_T4", 1, what="trial_machine_type")
+    check_machine("e2-standard-4", None, 0, what="trial_machine_type")  # not listed: Vertex's call
+
+
+def test_an_unknown_region_is_one_line_with_the_regions_sorted():
+    from pipelines.app.preflight import check_region
+
+    with pytest.raises(SettingsError) as refused:
+        check_region("mars-central1")
+    message = str(refused.value)
+    assert message.startswith("region=mars-central1: not a Vertex AI region (expected one of ")
+    assert "frozenset" not in message and "africa-south1, asia-east1" in message
+    check_region("europe-west4")
