@@ -71,10 +71,15 @@ class Source(abc.ABC):
 
 @dataclasses.dataclass
 class FolderSource(Source):
-    """Image files under `root`, one folder per class; `ignored`: the other files there."""
+    """Image files under `root`, one folder per class; `ignored`: the other files there.
+
+    `nested`: folders inside a class folder, with the images under each; they are not
+    read (a class folder holds its images directly) and are said, never dropped silently.
+    """
 
     root: str = ""
     ignored: list[str] = dataclasses.field(default_factory=list)
+    nested: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
         """Read the items' files (local or gs://)."""
@@ -243,8 +248,30 @@ def folder_source(root: str) -> FolderSource:
         ]
         for split, by_class in files.items()
     }
+    nested = {
+        posixpath.join(folder, name, sub): _images_under(posixpath.join(root, folder, name, sub))
+        for split, folder in folders.items()
+        for name in files[split]
+        for sub in _subdirectories(posixpath.join(root, folder, name))
+    }
     return FolderSource(
-        root, f"image folder {root}", class_names, splits, root=root, ignored=ignored
+        root,
+        f"image folder {root}",
+        class_names,
+        splits,
+        root=root,
+        ignored=ignored,
+        nested=nested,
+    )
+
+
+def _images_under(path: str) -> int:
+    """Image files anywhere under `path`."""
+    return sum(
+        1
+        for _, _, names in tf.io.gfile.walk(path)
+        for name in names
+        if name.lower().endswith(IMAGE_EXTENSIONS)
     )
 
 

@@ -287,3 +287,24 @@ def test_the_option_the_data_steps_message_names_exists_on_run_and_as_a_setting(
     assert _settings(tmp_path, max_bad_fraction=0.2).max_bad_fraction == 0.2
     with pytest.raises(SettingsError, match="max_bad_fraction=1.5"):
         _settings(tmp_path, max_bad_fraction=1.5)
+
+
+# --- case 4: nested folders and tiny classes are counted and said ---------------------------
+
+
+def test_nested_folders_and_a_class_too_small_for_every_split_are_said(tmp_path):
+    from dataprep.prepare import prepare_dataset, skipped_lines
+    from tests.test_prepare import make_folder
+
+    source = make_folder(tmp_path / "src", {"cats": 12, "dogs": 12, "owl": 1})
+    make_folder(tmp_path / "src" / "cats" / "more", {"deep": 3})  # cats/more/deep/*.png
+    metadata = prepare_dataset(str(source), str(tmp_path / "out"), image_size=24, seed=0)
+
+    assert metadata["nested"] == {"cats/more": 3}
+    assert metadata["thin_classes"] == {"owl": ["validation", "test"]}
+    lines = skipped_lines(metadata)
+    assert (
+        "not read: 3 image(s) in 1 folder(s) nested in class folders (a class folder holds "
+        "its images directly): cats/more (3)"
+    ) in lines
+    assert lines[-1].startswith("warning: class 'owl' has no validation and no test image")
