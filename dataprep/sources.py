@@ -212,6 +212,12 @@ def folder_source(root: str) -> FolderSource:
     """List an image folder laid out ``<class>/*`` or ``<split>/<class>/*``."""
     root = root.rstrip("/") or "/"
     if not tf.io.gfile.isdir(root):
+        if "://" in root:  # a bucket that is not there looks the same as one we may not read
+            raise PreparationError(
+                f"--source={root}: no such folder, or not readable with this machine's Google "
+                "Cloud credentials (gcloud auth application-default login; GOOGLE_APPLICATION_"
+                "CREDENTIALS for a service account key)"
+            )
         raise PreparationError(
             f"--source={root}: not a directory; expected an image folder ({LAYOUTS}), "
             f"'{SAMPLE}' or '{TFDS_PREFIX}<name>'"

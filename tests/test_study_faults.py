@@ -308,3 +308,14 @@ def test_nested_folders_and_a_class_too_small_for_every_split_are_said(tmp_path)
         "its images directly): cats/more (3)"
     ) in lines
     assert lines[-1].startswith("warning: class 'owl' has no validation and no test image")
+
+
+def test_a_gs_source_that_cannot_be_read_says_credentials_in_one_line(tmp_path):
+    from dataprep.sources import PreparationError, folder_source
+
+    with pytest.raises(PreparationError) as refused:  # no credentials, no network here
+        folder_source("gs://hpt-no-such-bucket-42/images")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith("--source=gs://hpt-no-such-bucket-42/images: no such folder, or")
+    assert "gcloud auth application-default login" in message
