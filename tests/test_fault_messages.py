@@ -63,3 +63,31 @@ def test_an_unknown_region_is_one_line_with_the_regions_sorted():
     assert message.startswith("region=mars-central1: not a Vertex AI region (expected one of ")
     assert "frozenset" not in message and "africa-south1, asia-east1" in message
     check_region("europe-west4")
+
+
+def test_cjk_class_names_are_drawn_or_numbered_and_no_glyph_warning_is_raised(tmp_path):
+    import warnings
+
+    from pipelines.reports import eval_report, plotting
+
+    names = ["猫", "犬"]
+    report = {
+        "class_names": names,
+        "confusion_matrix": [[3, 1], [0, 4]],
+        "split": "test",
+        "count": 8,
+        "test_accuracy": 0.875,
+        "test_loss": 0.3,
+        "per_class": {n: {"precision": 1.0, "recall": 1.0, "f1": 1.0, "support": 4} for n in names},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's missing-glyph warning would raise here
+        fig = eval_report.confusion_matrix_figure(report)
+        fig.canvas.draw()
+        page = eval_report.write_report(report, tmp_path).read_text()
+    shown = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    if plotting.font_for(names) is None:  # the stated fallback: numbers, named on the page
+        assert shown == ["#0", "#1"]
+        assert "<td>#0 猫</td>" in page and "<td>#1 犬</td>" in page
+    else:
+        assert shown == names
