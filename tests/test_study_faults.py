@@ -319,3 +319,20 @@ def test_a_gs_source_that_cannot_be_read_says_credentials_in_one_line(tmp_path):
     assert "\n" not in message
     assert message.startswith("--source=gs://hpt-no-such-bucket-42/images: no such folder, or")
     assert "gcloud auth application-default login" in message
+
+
+def test_the_resume_line_counts_a_trial_found_finished_as_done(tmp_path, monkeypatch):
+    from pipelines.app import study_identity
+
+    record = local_study._LocalStudy._finish
+
+    def signalled_first(self, outcome, frozen):
+        monkeypatch.setattr(local_study._LocalStudy, "_finish", record)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return record(self, outcome, frozen)
+
+    monkeypatch.setattr(local_study._LocalStudy, "_finish", signalled_first)
+    with pytest.raises(interruption.Interrupted):
+        study(tmp_path, "--epochs=1", max_trial_count=2, parallel_trial_count=1)
+    line = study_identity.resume_line(tmp_path / "study")
+    assert line == f"resuming the study in {tmp_path / 'study'}: 1 trial(s) done, reused"

@@ -156,12 +156,25 @@ def trial_counts(study: Path) -> dict[str, int] | None:
         trials = trials_lib.read_trials(str(path))
     except trials_lib.TrialsError:
         return None
-    words = [trials_lib.trial_outcome(t) for t in trials]  # the one failure taxonomy
+    words = [_outcome(study, t) for t in trials]  # the one failure taxonomy
     return {
         "done": words.count(trials_lib.SUCCEEDED),
         "failed": words.count(trials_lib.FAILED),
         "rerun": words.count(trials_lib.INTERRUPTED) + words.count(trials_lib.RUNNING),
     }
+
+
+def _outcome(study: Path, trial: dict[str, Any]) -> str:
+    """`trials.trial_outcome`, a trial found finished in its folder (the study takes it) as such."""
+    from pipelines.jobs.local_job import job_local_dir
+    from pipelines.study.trial_runner import load_outcome
+
+    word = trials_lib.trial_outcome(trial)
+    if word in (trials_lib.INTERRUPTED, trials_lib.RUNNING):
+        kept = load_outcome(job_local_dir(str(study), str(trial["id"])))
+        if kept is not None and kept.state == trials_lib.TrialState.SUCCEEDED:
+            return trials_lib.SUCCEEDED
+    return word
 
 
 def resume_line(study: Path) -> str | None:
