@@ -91,3 +91,27 @@ def test_cjk_class_names_are_drawn_or_numbered_and_no_glyph_warning_is_raised(tm
         assert "<td>#0 猫</td>" in page and "<td>#1 犬</td>" in page
     else:
         assert shown == names
+
+
+def test_the_study_progress_line_fits_80_columns():
+    from pipelines.study import progress_lines
+
+    best = {
+        "id": "7",
+        "finalMeasurement": {"metrics": [{"metricId": "val_accuracy", "value": 0.9}]},
+    }
+    snap = progress_lines.StudyProgress(
+        total=12, done=10, succeeded=8, failed=1, early_stopped=0, running=2, best=best, last=None
+    )
+    view = progress_lines.ProgressView(enabled=True, metric="val_accuracy")
+    view.start(snap)
+    try:
+        console = view.progress.console
+        lines = console.render_lines(
+            view.progress.get_renderable(), console.options.update(width=80)
+        )
+    finally:
+        view.stop()
+    line = "".join(seg.text for seg in lines[0]).rstrip()
+    assert "10/12" in line and line.endswith("best val_accuracy=0.9 (trial 7)"), line
+    assert "…" not in line

@@ -11,6 +11,8 @@ from pipelines.study import trials as trials_lib
 from pipelines.study.trials import TrialState
 from trainer.contract import format_value
 
+BAR_WIDTH = 10  # the bar, its count and the running summary fit an 80-column terminal
+
 
 @dataclasses.dataclass(frozen=True)
 class StudyProgress:
@@ -42,17 +44,17 @@ def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def describe(snap: Any, metric: str) -> str:
-    """`trials 3/8 · 1 running · 0 failed · best val_accuracy=0.91 (trial 2)`, of a snapshot."""
+    """`1 running · 0 failed · best val_accuracy=0.91 (trial 2)`, of a snapshot.
+
+    The bar beside it shows the trials done (`3/8`); bar, count and this fit 80 columns.
+    """
     best = (
         f"best {metric}={trials_lib.final_metric(snap.best, metric):.4g} (trial {snap.best['id']})"
         if snap.best
         else "best: none yet"
     )
     interrupted = f" · {snap.interrupted} interrupted" if snap.interrupted else ""
-    return (
-        f"trials {snap.done}/{snap.total} · {snap.running} running · {snap.failed} failed"
-        f"{interrupted} · {best}"
-    )
+    return f"{snap.running} running · {snap.failed} failed{interrupted} · {best}"
 
 
 def trial_line(trial: Mapping[str, Any]) -> str:
@@ -104,7 +106,7 @@ class ProgressView:
         self.console = Console(stderr=True, soft_wrap=True)
         self.progress = Progress(
             TextColumn("[bold]HPT[/]"),
-            BarColumn(),
+            BarColumn(bar_width=BAR_WIDTH),
             MofNCompleteColumn(),
             TextColumn("{task.description}"),
             console=self.console,
