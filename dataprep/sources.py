@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import records
+from trainer.contract import IMAGE_EXTENSIONS  # what decode_image reads
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
 SAMPLE = "sample"
 TFDS_PREFIX = "tfds:"
 DIGITS_CSV = "digits.csv.gz"  # the sample: scikit-learn's bundled digits (`digits()`)

@@ -70,6 +70,7 @@ def _preflight(settings: Settings) -> list[str]:
         local_preflight.check_tfds_reachable(
             settings.source, local_preflight.tfds_data_dir(settings.output)
         )
+        local_preflight.check_disk(settings)
         local_preflight.check_weights_load(settings)
     except SettingsError as err:
         fail(str(err))

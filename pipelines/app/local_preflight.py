@@ -7,6 +7,8 @@
   without it TFDS retries for minutes, so it is refused in seconds. The data folder is
   `$TFDS_DATA_DIR`, or `<output>/tensorflow_datasets` (nothing written in $HOME).
 * Cores: more logical replicas than cores is allowed, with a warning giving the numbers.
+* Disk: the dataset (raw pixels), each trial's two checkpoints and export, and the final
+  model, at the configured sizes, against the free space where the output lives.
 * Weights: a pretrained model's `--weights` must exist and load into its backbone, and
   `imagenet` be in Keras's cache or downloadable: checked in a subprocess
   (`trainer.weights_probe`; this process never imports TensorFlow), before the data is
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -184,3 +187,59 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
         lines = [x for x in probe.stderr.splitlines() if x.strip()]
         said = next((x for x in reversed(lines) if ": error: " in x), (lines or ["?"])[-1])
         raise SettingsError(said.split(": error: ", 1)[-1])
+
+
+def model_params(settings: Settings) -> int:
+    """About how many parameters a trial's model has (0: a model not estimated here)."""
+    from trainer.contract import BACKBONE_PARAMS
+
+    units = MAX_UNITS
+    if settings.model == "cnn":
+        return (settings.image_size // 8) ** 2 * DENSE_FEATURES * units
+    if settings.model in BACKBONE_PARAMS:
+        return BACKBONE_PARAMS[settings.model] + 2048 * units
+    return 0
+
+
+def source_images(source: str) -> int:
+    """Image files in a local folder source (0: not a local folder, not counted)."""
+    from trainer.contract import IMAGE_EXTENSIONS
+
+    if not os.path.isdir(source):
+        return 0
+    return sum(
+        1
+        for _, _, files in os.walk(source)
+        for name in files
+        if name.lower().endswith(IMAGE_EXTENSIONS)
+    )
+
+
+def planned_disk_bytes(settings: Settings) -> int:
+    """Bytes the run writes: the dataset, each trial's checkpoints and export, the final model."""
+    dataset = source_images(settings.source) * settings.image_size**2 * 3
+    model = model_params(settings) * 4  # float32 weights
+    per_trial = model * (2 * PARAM_COPIES + 1)  # two checkpoints (with slots), one export
+    return dataset + (settings.max_trials + 1) * per_trial
+
+
+def check_disk(settings: Settings, free: int | None = None) -> None:
+    """Refuse a run whose dataset, trials and export cannot fit on the output's disk.
+
+    Raises:
+        SettingsError: The estimate, what it is made of, and the free space.
+    """
+    need = planned_disk_bytes(settings)
+    if free is None:
+        where = Path(settings.output).resolve()
+        while not where.exists():
+            where = where.parent
+        free = shutil.disk_usage(where).free
+    if need <= free:
+        return
+    raise SettingsError(
+        f"output={settings.output}: the run would write ~{need / GIB:.1f} GiB (dataset at "
+        f"{settings.image_size} px, {settings.max_trials} trials' checkpoints and exports, the "
+        f"final model) and {free / GIB:.1f} GiB is free there; expected more free space, or "
+        "fewer trials or a smaller image size"
+    )
