@@ -336,3 +336,28 @@ def test_the_resume_line_counts_a_trial_found_finished_as_done(tmp_path, monkeyp
         study(tmp_path, "--epochs=1", max_trial_count=2, parallel_trial_count=1)
     line = study_identity.resume_line(tmp_path / "study")
     assert line == f"resuming the study in {tmp_path / 'study'}: 1 trial(s) done, reused"
+
+
+# --- case 3: disk space for the dataset, trials and export is checked before any work -------
+
+
+def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    folder = tmp_path / "images"
+    for name in ("a", "b"):
+        (folder / name).mkdir(parents=True)
+        for i in range(5):
+            (folder / name / f"{i}.png").write_bytes(b"x")
+    settings = _settings(tmp_path, source=str(folder), image_size=100, max_trials=4)
+    need = local_preflight.planned_disk_bytes(settings)
+    params = (100 // 8) ** 2 * local_preflight.DENSE_FEATURES * local_preflight.MAX_UNITS
+    assert need == 10 * 100 * 100 * 3 + 5 * params * 4 * 7  # dataset + (4 trials + final)
+
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_disk(settings, free=need - 1)
+    message = str(refused.value)
+    assert message.startswith(f"output={settings.output}: the run would write ~")
+    assert "GiB is free there; expected more free space" in message
+    local_preflight.check_disk(settings, free=need)
