@@ -207,6 +207,9 @@ def test_a_trial_the_study_stopped_is_interrupted_in_every_count_and_line(tmp_pa
         "trial 2 interrupted (the study stopped it): rerun on resume"
     )
     assert study_identity.trial_counts(tmp_path / "study") == {"done": 0, "failed": 1, "rerun": 1}
+    from pipelines.study import trials_artifact  # what the run's summary table counts
+
+    assert trials_artifact.summary(trials)["outcomes"] == {"failed": 1, "interrupted": 1}
 
 
 # --- case 2: bad --weights are found before the data is prepared ---------------------------
