@@ -115,3 +115,27 @@ def test_the_study_progress_line_fits_80_columns():
     line = "".join(seg.text for seg in lines[0]).rstrip()
     assert "10/12" in line and line.endswith("best val_accuracy=0.9 (trial 7)"), line
     assert "…" not in line
+
+
+def test_lineage_labels_are_cut_at_a_word_and_edges_that_skip_layers_go_around_boxes():
+    import re
+
+    from pipelines.lineage import svg as svg_lib
+    from pipelines.lineage.graph import LineageGraph, Node
+
+    graph = LineageGraph("run")
+    graph.add(Node("a", "artifact", "dataset"))
+    graph.add(Node("b", "execution", "tune-locally-with-a-rather-long-component-name"))
+    graph.add(Node("c", "execution", "train"))
+    graph.link("a", "b")
+    graph.link("b", "c")
+    graph.link("a", "c")  # skips b's layer
+    page = svg_lib.svg(graph, ["a", "b", "c"], lambda n: "")
+
+    assert ">tune-locally-with-a-rather-long-…</text>" in page  # after a word, not inside one
+    boxes = [(int(x), int(y)) for x, y in re.findall(r'<rect x="(\d+)" y="(\d+)"', page)]
+    routes = re.findall(r'<path d="(M[^"]+)" fill="none"', page)
+    lane_routes = [r for r in routes if " H" in r]
+    assert len(lane_routes) == 1  # a→c, the edge that skips a layer
+    lane_x = int(re.search(r"H(\d+) V", lane_routes[0])[1])
+    assert all(lane_x < x for x, _ in boxes)  # its lane is left of every box
