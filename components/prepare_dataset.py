@@ -14,6 +14,7 @@ def prepare_dataset(
     seed: int,
     shared_root: str,
     dataset: dsl.Output[dsl.Dataset],
+    max_bad_fraction: float,
 ):
     """Decode, resize and shard `source` into the `dataset` artifact (see dataprep.prepare).
 
@@ -30,6 +31,7 @@ def prepare_dataset(
         seed: Seed of the split membership and order.
         shared_root: A volume every pod mounts (Kubeflow with a PVC): the dataset is
             written there and its `location` recorded; empty: at the artifact itself.
+        max_bad_fraction: Share of unreadable images skipped (and listed) before failing.
     """
     from pipelines.jobs import step_process
     from pipelines.jobs.trainer_args import shared_location
@@ -48,6 +50,7 @@ def prepare_dataset(
             f"--validation_fraction={float(validation_fraction)}",
             f"--test_fraction={float(test_fraction)}",
             f"--seed={int(seed)}",
+            f"--max_bad_fraction={float(max_bad_fraction)}",
             "--overwrite",  # the artifact location belongs to this task (a retry rewrites it)
         ],
     )

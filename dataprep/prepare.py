@@ -22,7 +22,7 @@ import math
 import os
 import posixpath
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainer.gc_pause import collector_paused
@@ -139,6 +139,8 @@ def prepare_dataset(
                 "source_images": total,
                 "skipped": skipped.files,
                 "ignored": ignored_summary(getattr(opened, "ignored", [])),
+                "nested": dict(getattr(opened, "nested", {})),
+                "thin_classes": thin_classes(splits, opened.class_names),
                 "seed": seed,
                 "validation_fraction": validation_fraction,
                 "test_fraction": test_fraction,
@@ -203,6 +205,21 @@ def ignored_summary(files: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def thin_classes(splits: Mapping[str, Any], class_names: Sequence[str]) -> dict[str, list[str]]:
+    """Classes missing from some split (too few images to be in each): class → those splits.
+
+    The rule: a class is kept with the images it has, and the splits it has none in are
+    said (`skipped_lines`); a class needs at least one image per split to be in each.
+    """
+    missing: dict[str, list[str]] = {}
+    for split in records.SPLITS:
+        counts = splits[split].get("per_class") or {}
+        for name in class_names:
+            if not counts.get(name):
+                missing.setdefault(name, []).append(split)
+    return missing
+
+
 def skipped_lines(metadata: dict[str, Any]) -> list[str]:
     """What a person should know was left out: unreadable images and files that are not images."""
     lines = []
@@ -220,6 +237,19 @@ def skipped_lines(metadata: dict[str, Any]) -> list[str]:
             f"ignored {ignored['count']} file(s) that are not images ({kinds}; read: "
             f"{'/'.join(IMAGE_EXTENSIONS)}): {', '.join(ignored['first'])}"
             + (" …" if ignored["count"] > len(ignored["first"]) else "")
+        )
+    nested = metadata.get("nested") or {}
+    if nested:
+        named = ", ".join(f"{k} ({n})" for k, n in list(nested.items())[:NAMED_BAD_FILES])
+        lines.append(
+            f"not read: {sum(nested.values())} image(s) in {len(nested)} folder(s) nested in "
+            f"class folders (a class folder holds its images directly): {named}"
+            + (" …" if len(nested) > NAMED_BAD_FILES else "")
+        )
+    for name, missing in (metadata.get("thin_classes") or {}).items():
+        lines.append(
+            f"warning: class '{name}' has no {' and no '.join(missing)} image (too few "
+            f"images to be in every split); its {'/'.join(missing)} metrics leave it out"
         )
     return lines
 
@@ -400,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--test_fraction", type=float, default=PREPARATION.test_fraction)
     parser.add_argument("--seed", type=int, default=PREPARATION.seed)
+    parser.add_argument("--max_bad_fraction", type=float, default=PREPARATION.max_bad_fraction)
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
     parser.add_argument("--result", required=True, help="local file for the result (JSON)")
     args = parser.parse_args(argv)
@@ -410,6 +441,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         validation_fraction=args.validation_fraction,
         test_fraction=args.test_fraction,
         seed=args.seed,
+        max_bad_fraction=args.max_bad_fraction,
         overwrite=args.overwrite,
         progress=report_lines(lambda line: print(line, flush=True)),
     )

@@ -26,8 +26,8 @@ import numpy as np
 import tensorflow as tf
 
 from trainer import records
+from trainer.contract import IMAGE_EXTENSIONS  # what decode_image reads
 
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
 SAMPLE = "sample"
 TFDS_PREFIX = "tfds:"
 DIGITS_CSV = "digits.csv.gz"  # the sample: scikit-learn's bundled digits (`digits()`)
@@ -71,10 +71,15 @@ class Source(abc.ABC):
 
 @dataclasses.dataclass
 class FolderSource(Source):
-    """Image files under `root`, one folder per class; `ignored`: the other files there."""
+    """Image files under `root`, one folder per class; `ignored`: the other files there.
+
+    `nested`: folders inside a class folder, with the images under each; they are not
+    read (a class folder holds its images directly) and are said, never dropped silently.
+    """
 
     root: str = ""
     ignored: list[str] = dataclasses.field(default_factory=list)
+    nested: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
         """Read the items' files (local or gs://)."""
@@ -207,6 +212,12 @@ def folder_source(root: str) -> FolderSource:
     """List an image folder laid out ``<class>/*`` or ``<split>/<class>/*``."""
     root = root.rstrip("/") or "/"
     if not tf.io.gfile.isdir(root):
+        if "://" in root:  # a bucket that is not there looks the same as one we may not read
+            raise PreparationError(
+                f"--source={root}: no such folder, or not readable with this machine's Google "
+                "Cloud credentials (gcloud auth application-default login; GOOGLE_APPLICATION_"
+                "CREDENTIALS for a service account key)"
+            )
         raise PreparationError(
             f"--source={root}: not a directory; expected an image folder ({LAYOUTS}), "
             f"'{SAMPLE}' or '{TFDS_PREFIX}<name>'"
@@ -243,8 +254,30 @@ def folder_source(root: str) -> FolderSource:
         ]
         for split, by_class in files.items()
     }
+    nested = {
+        posixpath.join(folder, name, sub): _images_under(posixpath.join(root, folder, name, sub))
+        for split, folder in folders.items()
+        for name in files[split]
+        for sub in _subdirectories(posixpath.join(root, folder, name))
+    }
     return FolderSource(
-        root, f"image folder {root}", class_names, splits, root=root, ignored=ignored
+        root,
+        f"image folder {root}",
+        class_names,
+        splits,
+        root=root,
+        ignored=ignored,
+        nested=nested,
+    )
+
+
+def _images_under(path: str) -> int:
+    """Image files anywhere under `path`."""
+    return sum(
+        1
+        for _, _, names in tf.io.gfile.walk(path)
+        for name in names
+        if name.lower().endswith(IMAGE_EXTENSIONS)
     )
 
 

@@ -62,6 +62,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         validation_fraction: float = s.validation_fraction,
         test_fraction: float = s.test_fraction,
         seed: int = s.seed,
+        max_bad_fraction: float = s.max_bad_fraction,
         study_spec_parameters: list = parameters,
         metric_tag: str = s.metric_tag,
         max_trial_count: int = s.max_trials,
@@ -108,6 +109,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             test_fraction=test_fraction,
             seed=seed,
             shared_root=shared_root,
+            max_bad_fraction=max_bad_fraction,
         ).set_display_name("Prepare dataset")
         data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
         binding.mount_data(data, s)

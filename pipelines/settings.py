@@ -69,6 +69,7 @@ class Settings:
     validation_fraction: float = PREPARATION.validation_fraction
     test_fraction: float = PREPARATION.test_fraction
     seed: int = PREPARATION.seed  # splits, the study's sampler and the trainer
+    max_bad_fraction: float = PREPARATION.max_bad_fraction  # unreadable images skipped, at most
     # Study
     search_space: str | None = None  # a preset name or a YAML file; None → the model's first preset
     metric_tag: str = DEFAULT_METRIC_TAG
@@ -169,6 +170,7 @@ STUDY_SETTINGS = (
     "validation_fraction",
     "test_fraction",
     "seed",
+    "max_bad_fraction",
     "search_space",  # with its content's digest, recorded beside it
     "metric_tag",
     "goal",
@@ -229,6 +231,7 @@ def _check(s: Settings) -> None:
             raise SettingsError(str(err)) from None
     need(0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
     need(0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
+    need(0 <= s.max_bad_fraction < 1, "max_bad_fraction", "a fraction in [0, 1)")
     need(
         s.validation_fraction + s.test_fraction < 1,
         "test_fraction",
@@ -448,7 +451,16 @@ def load_settings(
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     values.update(given)
     explicit.update(given)
-    coerced = {k: _coerce(k, v) for k, v in values.items()}
+    from_env = explicit - set(given) - (set(from_file) if config else set())
+    coerced = {}
+    for key, value in values.items():
+        try:
+            coerced[key] = _coerce(key, value)
+        except SettingsError as err:
+            if key not in from_env:
+                raise
+            expected = str(err).split(": ", 1)[-1]  # name the variable the value came from
+            raise SettingsError(f"{ENV_PREFIX}{key.upper()}={value!r}: {expected}") from None
     for name, bound in CLAMPED_DEFAULTS:
         ceiling = coerced.get(bound, getattr(Settings, bound))
         value = coerced.get(name, getattr(Settings, name))

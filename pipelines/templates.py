@@ -71,6 +71,15 @@ def _parse_json(kind: type) -> Any:
     return parse
 
 
+# What each KFP parameter type expects, in words (for the one-line refusal).
+_KIND_WORDS = {
+    "NUMBER_INTEGER": "an integer",
+    "NUMBER_DOUBLE": "a number",
+    "STRING": "a string",
+    "BOOLEAN": "true or false",
+    "LIST": "a JSON list",
+    "STRUCT": "a JSON object",
+}
 _PARAMETER_PARSERS = {
     "NUMBER_INTEGER": int,
     "NUMBER_DOUBLE": float,
@@ -107,5 +116,6 @@ def parameter_values(spec: Mapping[str, Any], assignments: Iterable[str]) -> dic
         try:
             values[name] = _PARAMETER_PARSERS.get(kind, str)(raw)
         except ValueError:
-            raise SettingsError(f"--param {name}={raw!r}: expected {kind}") from None
+            expected = _KIND_WORDS.get(kind, kind)
+            raise SettingsError(f"--param {name}={raw!r}: expected {expected}") from None
     return values

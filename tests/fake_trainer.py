@@ -21,6 +21,10 @@ Control flags:
     --ledger=PATH       on success append one JSON line: trial, task, params, env
     --starts=PATH       on start append one line: the trial id (every run, failed ones too)
     --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
+    --fail_code=N       the exit code of --fail_at (default 3)
+    --fail_say=TEXT     the line printed (on stderr) before failing
+    --resume            checkpoint each epoch in $AIP_CHECKPOINT_DIR and resume after the last
+                        one; past the last epoch, report it again (as `trainer.train` does)
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ CONTROL_FLAGS = {
     "tmp_file",
     "starts",
     "falling",
+    "resume",
+    "fail_code",
+    "fail_say",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -134,10 +141,21 @@ def main(argv: list[str]) -> int:
         import hypertune
 
         reporter = hypertune.HyperTune()
-    for epoch in range(0, int(control.get("epochs", 3)) + 1):
+    epochs = int(control.get("epochs", 3))
+    checkpoint = os.path.join(os.environ.get("AIP_CHECKPOINT_DIR", "."), "fake_epoch")
+    done = 0
+    if control.get("resume") and os.path.exists(checkpoint):
+        with open(checkpoint, encoding="utf-8") as f:
+            done = int(f.read())
+        say(f"fake_trainer: resuming after epoch {done}")
+    for epoch in range(0, epochs + 1):
+        if 0 < epoch <= done:
+            continue
         if epoch == fail_at:
             say(f"fake_trainer: failing at epoch {epoch}")
-            return 3
+            if control.get("fail_say"):
+                print(str(control["fail_say"]).replace("_", " "), file=sys.stderr, flush=True)
+            return int(control.get("fail_code", 3))
         if epoch == hang_at:
             say(f"fake_trainer: hanging at epoch {epoch}")
             while True:
@@ -155,6 +173,17 @@ def main(argv: list[str]) -> int:
                 global_step=epoch,
             )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
+        if control.get("resume"):
+            os.makedirs(os.path.dirname(checkpoint), exist_ok=True)
+            with open(checkpoint, "w", encoding="utf-8") as f:
+                f.write(str(epoch))
+    if control.get("resume") and done >= epochs and reporter is not None and task == "chief":
+        value = epoch_value(params, epochs, int(control.get("decay_after", 0)))
+        reporter.report_hyperparameter_tuning_metric(
+            hyperparameter_metric_tag=control.get("metric_tag", "val_accuracy"),
+            metric_value=1.0 - value if control.get("falling") else value,
+            global_step=epochs,
+        )
     if control.get("ledger"):
         record = {
             "trial": trial,

@@ -244,6 +244,22 @@ MUTANTS = [
         B + "study.py::test_a_resumed_study_draws_new_values_not_the_first_runs_again",
         "test_a_resumed_study_draws_new_values",
     ),
+    m(
+        "a trial found finished in its folder is retrained on resume",
+        "pipelines/study/local_study.py",
+        "if kept is not None and kept.state == TrialState.SUCCEEDED:",
+        "if False:",
+        "tests/test_study_faults.py",
+        "test_a_signal_between_a_trials_end_and_its_record_loses_nothing",
+    ),
+    m(
+        "a rerun trial forgets what its earlier attempt reported",
+        "pipelines/study/trial_runner.py",
+        "by_step = {m.step: m for m in earlier}",
+        "by_step = {}",
+        "tests/test_study_faults.py",
+        "test_a_trial_rerun_past_its_last_epoch_keeps_what_it_reported",
+    ),
     # --- the chief-only export rule ---
     m(
         "worker 0 is chief even beside a chief",

@@ -31,6 +31,7 @@ REFUSED = [
     ({"validation_fraction": -0.1}, "validation_fraction=-0.1: expected a number in [0, 1)"),
     ({"test_fraction": 1.0}, "test_fraction=1.0: expected a number in [0, 1)"),
     ({"test_fraction": -0.01}, "test_fraction=-0.01: expected a number in [0, 1)"),
+    ({"max_bad_fraction": 1.0}, "max_bad_fraction=1.0: expected a fraction in [0, 1)"),
     (
         {"validation_fraction": 0.6, "test_fraction": 0.4},
         "test_fraction=0.4: expected validation_fraction + test_fraction < 1",
@@ -84,6 +85,7 @@ ACCEPTED = [
     {"model": "resnet50", "image_size": 32, "weights": "gs://bucket/resnet50.weights.h5"},
     {"model": "teammodels.tiny:build", "image_size": MIN_IMAGE_SIZE},
     {"validation_fraction": 0.0, "test_fraction": 0.0},
+    {"max_bad_fraction": 0.0},
     {"validation_fraction": 0.6, "test_fraction": 0.39},
     {"metric_tag": "val_loss"},
     {"metric_tag": "val_loss", "goal": "minimize"},

@@ -208,7 +208,7 @@ def test_missing_cloud_settings_fail_before_anything_else(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--param=epochs=many"], "--param epochs='many': expected NUMBER_INTEGER"),
+        (["--param=epochs=many"], "--param epochs='many': expected an integer"),
         (["--param=epoch=3"], "--param epoch: not a parameter of pipeline 'tiny-hpt'"),
         (["--label=Bad Key=x"], "labels=Bad Key=x"),
         (["--kms-key=my-key"], "kms_key='my-key'"),

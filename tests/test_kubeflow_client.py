@@ -425,7 +425,7 @@ def test_an_empty_list_says_so(server: Server) -> None:
         (["--project=my-project"], "--project: a Vertex flag, not used with --target kubeflow"),
         (["--wait"], "--wait: a Vertex flag"),
         (["--target=aws"], "--target=aws: expected one of vertex, kubeflow"),
-        (["--param=epochs=many"], "--param epochs='many': expected NUMBER_INTEGER"),
+        (["--param=epochs=many"], "--param epochs='many': expected an integer"),
     ],
 )
 def test_bad_submit_values_fail_before_anything_is_sent(

@@ -509,6 +509,7 @@ def test_component_writes_the_dataset_artifact_with_lineage_metadata(tmp_path: P
         test_fraction=0.1,
         seed=5,
         shared_root="",
+        max_bad_fraction=0.01,
     )
 
     check_component_metadata(artifact.metadata, artifact.path)
@@ -529,6 +530,7 @@ def test_component_runs_under_kfp_local_without_installing_kfp(tmp_path: Path) -
         test_fraction=0.1,
         seed=42,
         shared_root="",
+        max_bad_fraction=0.01,
     )
     dataset = task.outputs["dataset"]
 

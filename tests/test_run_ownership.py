@@ -75,9 +75,18 @@ def settings(tmp_path: Path, **values) -> Settings:
     return Settings(**{**LOCAL_RUN_DEFAULTS, "output": str(tmp_path / "out"), **values})
 
 
+def one_trial_done(tmp_path: Path) -> None:
+    """A study that finished a trial (one that finished none is set aside, not refused)."""
+    study = tmp_path / "out" / "study"
+    tl.write_trials(
+        str(study / tl.TRIALS_FILE), [tl.make_trial("1", {}, state=TrialState.SUCCEEDED)]
+    )
+
+
 def test_a_rerun_with_other_defining_settings_is_refused_listing_each(tmp_path):
     first = settings(tmp_path)
     assert study_identity.check_and_record(first, tmp_path / "out") is None
+    one_trial_done(tmp_path)
     folder = tmp_path / "images" / "a"
     folder.mkdir(parents=True)
     (folder / "1.png").write_bytes(b"x")
@@ -115,6 +124,7 @@ def test_an_image_folder_changed_in_place_is_another_study(tmp_path):
     (folder / "1.png").write_bytes(b"x")
     source = str(tmp_path / "images")
     study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+    one_trial_done(tmp_path)
     (folder / "2.png").write_bytes(b"y")
     with pytest.raises(SettingsError, match=r"dataset: '1 files, sha256 \w+' → '2 files"):
         study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")

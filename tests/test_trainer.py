@@ -183,6 +183,20 @@ def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
     assert card["training"]["resumed_after_epoch"] == stopped_after
     assert [h["epoch"] for h in card["history"]] == [stopped_after + 1, stopped_after + 2]
 
+    # A trial rerun after its last epoch (killed before its study recorded it) trains
+    # nothing and reports its measurement, instead of reporting nothing at all.
+    metric_file = tmp_path / "hypertune.metrics"
+    again = run_trainer(
+        [*args[:1], "--epochs=" + str(stopped_after + 2), *args[2:]],
+        CLOUD_ML_TRIAL_ID="1",
+        CLOUD_ML_HP_METRIC_FILE=str(metric_file),
+    )
+    assert again.returncode == 0, again.stderr
+    assert f"already past epoch {stopped_after + 2}" in again.stderr
+    reports = [json.loads(line) for line in metric_file.read_text().splitlines()]
+    assert [int(r["global_step"]) for r in reports] == [stopped_after + 2]
+    assert 0.0 <= float(reports[0]["val_accuracy"]) <= 1.0
+
 
 @pytest.mark.parametrize(
     ("args", "expected"),

@@ -167,10 +167,10 @@ def test_parameter_values_are_typed_from_the_pipeline_spec(template: Path) -> No
     [
         ("epochs", "expected name=value"),
         ("epoch=3", "not a parameter of pipeline 'tiny-hpt'.*epochs"),
-        ("epochs=3.5", "--param epochs='3.5': expected NUMBER_INTEGER"),
-        ("use_gpu=maybe", "expected BOOLEAN"),
-        ("search_space=[1]", "expected STRUCT"),
-        ("tags={", "expected LIST"),
+        ("epochs=3.5", "--param epochs='3.5': expected an integer"),
+        ("use_gpu=maybe", "expected true or false"),
+        ("search_space=[1]", "expected a JSON object"),
+        ("tags={", "expected a JSON list"),
     ],
 )
 def test_bad_parameter_values_are_one_line_errors(

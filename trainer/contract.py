@@ -157,6 +157,10 @@ METRIC_GOALS: Mapping[str, str] = {
     "val_loss": "minimize",
 }
 METRIC_TAGS = tuple(METRIC_GOALS)
+TRAINER = "trainer"  # the trainer's name in its own messages (`trainer: error: …`)
+# The trainer's exit code for a set-up it refuses (bad flags, data or weights): every trial
+# of a study would fail the same way, so the study stops at the first.
+EXIT_SETUP_ERROR = 2
 GOALS = ("maximize", "minimize")
 DEFAULT_METRIC_TAG = "val_accuracy"
 # Tags once accepted for the validation metric, refused now with the spelling to use: beside
@@ -189,6 +193,10 @@ class PreparationDefaults:
 
 
 PREPARATION = PreparationDefaults()
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
+# Parameters of the pretrained backbones without their top (Keras's applications table), for
+# the local run's disk estimate; the head and the CNN are counted from their sizes.
+BACKBONE_PARAMS: Mapping[str, int] = {"resnet50": 23_587_712, "mobilenet_v3_small": 939_120}
 MIN_IMAGE_SIZE = 22  # the smallest side any built-in model takes (the CNN's three conv + pool)
 
 

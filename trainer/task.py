@@ -23,15 +23,17 @@ from trainer.contract import (
     DEFAULT_SEED,
     DISTRIBUTIONS,
     DIVERGED_METRIC_VALUE,
+    EXIT_SETUP_ERROR,
     METRIC_GOALS,
     METRIC_TAGS,
     OPTIMIZER_ONLY,
     PRECISIONS,
+    TRAINER,
     TRAINER_HYPERPARAMETERS,
 )
 from trainer.models import MODELS, ModelSpec, check_weights, model_spec
 
-PROG = "trainer"
+PROG = TRAINER
 METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
 DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default
 
@@ -232,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         hparams, run = parse_args(argv)
     except ConfigError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_SETUP_ERROR
     from trainer import cluster
 
     chief = cluster.resolve().is_chief
@@ -242,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_metric_file(metric_file_path())
         except OSError as err:
             print(f"{PROG}: error: {err}", file=sys.stderr)
-            return 2
+            return EXIT_SETUP_ERROR
     preload()
     import hypertune
 
@@ -270,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result = train.train(hparams, run, on_epoch=report if tuning else None)
     except (records.DatasetError, ConfigError) as err:  # bad data, weights that cannot be had
         print(f"{PROG}: error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_SETUP_ERROR
     except train.Diverged as err:
         if not os.environ.get("CLOUD_ML_TRIAL_ID"):  # the final job must produce a model
             print(f"{PROG}: error: {err}; lower --learning_rate", file=sys.stderr)

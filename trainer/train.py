@@ -340,8 +340,11 @@ def _train(
         if on_epoch:
             on_epoch(epoch, metrics)
 
-    if not history:  # resumed after the last epoch: measure the restored model once
+    if not history:  # resumed after the last epoch: measure the restored model once, and say it
         history.append({"epoch": float(hparams.epochs), **validate()})
+        _log(f"already past epoch {hparams.epochs}: measured the restored model once")
+        if on_epoch:  # a rerun trial reports its measurement instead of reporting nothing
+            on_epoch(hparams.epochs, history[-1])
     if write_dir and not cluster.is_chief and tf.io.gfile.exists(write_dir):
         tf.io.gfile.rmtree(write_dir)
     return TrainResult(

@@ -81,6 +81,10 @@ def prepare(
             fail(_with_log(message, native_log.keep_if_written(log)))
         raise
     console = formats.print_table(_dataset_summary(output, metadata))
+    from dataprep.prepare import skipped_lines
+
+    for line in skipped_lines(metadata):  # what was left out, said (as under `run`)
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     kept = native_log.keep_if_written(log)
     if kept:
         console.print(f"TensorFlow's log: {kept}", style="dim", soft_wrap=True)

@@ -70,6 +70,8 @@ def _preflight(settings: Settings) -> list[str]:
         local_preflight.check_tfds_reachable(
             settings.source, local_preflight.tfds_data_dir(settings.output)
         )
+        local_preflight.check_disk(settings)
+        local_preflight.check_weights_load(settings)
     except SettingsError as err:
         fail(str(err))
     warning = local_preflight.replica_warning(settings)
@@ -126,6 +128,10 @@ def run(
         None, help="Register only at or above this test_accuracy."
     ),
     seed: int = typer.Option(None, help="Seed for splits, search and training."),
+    max_bad_fraction: float = typer.Option(
+        None, help="Share of unreadable images skipped (listed) before the data step fails."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the steps' tracebacks too."),
     output: str = typer.Option(None, help="Run directory (default runs/latest)."),
     registry: str = typer.Option(None, help="Local model registry (default runs/registry)."),
     config: Path = typer.Option(None, help="YAML settings file."),
@@ -157,6 +163,7 @@ def run(
         trial_threshold=trial_threshold,
         eval_threshold=eval_threshold,
         seed=seed,
+        max_bad_fraction=max_bad_fraction,
         output=output,
         registry=registry,
     )
@@ -179,7 +186,15 @@ def run(
             console.out(note if note.startswith("warning") else f"note: {note}")
 
     try:
-        result = local_run.run_local(settings, echo=console.out, announce=announce)
+        result = local_run.run_local(
+            settings,
+            echo=console.out,
+            announce=announce,
+            # The default output starts a fresh study when the settings changed (README's
+            # second command); an output the user named keeps its study or is refused.
+            fresh_when_different=output is None and settings.output == Settings.output,
+            verbose=verbose,
+        )
     except (ownership.BusyError, SettingsError) as err:  # another run owns it; another study
         fail(str(err))
     except KeyboardInterrupt as err:

@@ -7,12 +7,21 @@
   without it TFDS retries for minutes, so it is refused in seconds. The data folder is
   `$TFDS_DATA_DIR`, or `<output>/tensorflow_datasets` (nothing written in $HOME).
 * Cores: more logical replicas than cores is allowed, with a warning giving the numbers.
+* Disk: the dataset (raw pixels), each trial's two checkpoints and export, and the final
+  model, at the configured sizes, against the free space where the output lives.
+* Weights: a pretrained model's `--weights` must exist and load into its backbone, and
+  `imagenet` be in Keras's cache or downloadable: checked in a subprocess
+  (`trainer.weights_probe`; this process never imports TensorFlow), before the data is
+  prepared, instead of by every trial.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 from pipelines.jobs import replica_env
@@ -31,6 +40,7 @@ MAX_UNITS = 256  # the largest num_units of the presets
 PARAM_COPIES = 3  # weights, gradients, optimizer momentum
 MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
 GIB = 1 << 30
+WEIGHTS_PROBE_TIMEOUT_S = 300.0  # importing TensorFlow and building a backbone, shared cores
 
 
 def machine_memory() -> int:
@@ -140,4 +150,96 @@ def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
         f"{cores} core(s) (× {settings.parallel_trials} parallel trial(s)), global batch "
         f"{per_trial} × {settings.batch_size} = {per_trial * settings.batch_size}: the replicas "
         f"share the cores and each step is slower; --trial-accelerators {cores} matches the cores"
+    )
+
+
+def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOUT_S) -> None:
+    """Refuse pretrained weights that every trial would fail to load (see the module docstring).
+
+    Raises:
+        SettingsError: The trainer's one-line reason (the file, or why it cannot be had).
+    """
+    from trainer.models import MODELS, check_weights
+
+    spec = MODELS.get(settings.model)
+    if spec is None or not spec.pretrained:
+        return
+    weights = check_weights(spec, settings.weights)
+    if weights == "none":
+        return
+    if "://" not in weights and not Path(weights).is_file():
+        raise SettingsError(f"--weights={weights}: no such file (expected a Keras weights file)")
+    argv = [sys.executable, "-m", "trainer.weights_probe", spec.name, weights]
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
+    try:
+        probe = subprocess.run(
+            [*argv, str(settings.image_size)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        raise SettingsError(
+            f"--weights={weights}: loading them into {spec.name} took over {timeout:.0f} s"
+        ) from None
+    if probe.returncode != 0:
+        lines = [x for x in probe.stderr.splitlines() if x.strip()]
+        said = next((x for x in reversed(lines) if ": error: " in x), (lines or ["?"])[-1])
+        raise SettingsError(said.split(": error: ", 1)[-1])
+
+
+def model_params(settings: Settings) -> int:
+    """About how many parameters a trial's model has (0: a model not estimated here)."""
+    from trainer.contract import BACKBONE_PARAMS
+
+    units = MAX_UNITS
+    if settings.model == "cnn":
+        return (settings.image_size // 8) ** 2 * DENSE_FEATURES * units
+    if settings.model in BACKBONE_PARAMS:
+        return BACKBONE_PARAMS[settings.model] + 2048 * units
+    return 0
+
+
+def source_images(source: str) -> int:
+    """Image files in a local folder source (0: not a local folder, not counted)."""
+    from trainer.contract import IMAGE_EXTENSIONS
+
+    if not os.path.isdir(source):
+        return 0
+    return sum(
+        1
+        for _, _, files in os.walk(source)
+        for name in files
+        if name.lower().endswith(IMAGE_EXTENSIONS)
+    )
+
+
+def planned_disk_bytes(settings: Settings) -> int:
+    """Bytes the run writes: the dataset, each trial's checkpoints and export, the final model."""
+    dataset = source_images(settings.source) * settings.image_size**2 * 3
+    model = model_params(settings) * 4  # float32 weights
+    per_trial = model * (2 * PARAM_COPIES + 1)  # two checkpoints (with slots), one export
+    return dataset + (settings.max_trials + 1) * per_trial
+
+
+def check_disk(settings: Settings, free: int | None = None) -> None:
+    """Refuse a run whose dataset, trials and export cannot fit on the output's disk.
+
+    Raises:
+        SettingsError: The estimate, what it is made of, and the free space.
+    """
+    need = planned_disk_bytes(settings)
+    if free is None:
+        where = Path(settings.output).resolve()
+        while not where.exists():
+            where = where.parent
+        free = shutil.disk_usage(where).free
+    if need <= free:
+        return
+    raise SettingsError(
+        f"output={settings.output}: the run would write ~{need / GIB:.1f} GiB (dataset at "
+        f"{settings.image_size} px, {settings.max_trials} trials' checkpoints and exports, the "
+        f"final model) and {free / GIB:.1f} GiB is free there; expected more free space, or "
+        "fewer trials or a smaller image size"
     )

@@ -57,9 +57,11 @@ class ProgressFilter(io.TextIOBase):
     start-up chatter; the dumps stay in the log file.
     """
 
-    def __init__(self, log: Any, echo: Callable[[str], None]):
+    def __init__(self, log: Any, echo: Callable[[str], None], *, tracebacks: bool = False):
         self.log, self.echo, self.pending, self.state = log, echo, "", "idle"
         self.json_depth: int | None = None
+        self.tracebacks = tracebacks  # a task's tracebacks on screen too (`--verbose`)
+        self.in_traceback = False
 
     def write(self, text: str) -> int:
         """Log `text`; echo its complete progress lines."""
@@ -97,18 +99,37 @@ class ProgressFilter(io.TextIOBase):
         elif set(line) == {"-"}:
             self.state = "idle"
         elif self.state == "logs" and line.strip() and not is_tf_noise(line):
+            if not self.tracebacks and self._traceback_line(line.strip()):
+                return
             self.echo(f"    {line.strip()}")
+
+    def _traceback_line(self, line: str) -> bool:
+        """Whether `line` belongs to a traceback (through its exception line): log only.
+
+        The run's error line says the step's own reason once, with the log's path.
+        """
+        if line.startswith("Traceback (most recent call last):"):
+            self.in_traceback = True
+        elif self.in_traceback and _ERROR.match(line):
+            self.in_traceback = False
+            return True
+        return self.in_traceback or line.startswith("During handling of the above exception")
 
 
 _ERROR = re.compile(r"^\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$")
+_WRAPPERS = ("RuntimeError", "StepProcessError")  # say only that a step's process failed
 
 
 def failure_reason(log_path: Path) -> str | None:
-    """The last exception line a failed task printed (e.g. `SelectionError: ...`)."""
+    """The last exception line a failed task printed (e.g. `SelectionError: ...`).
+
+    A step's own error wins over the wrapper that says its process exited
+    (`StepProcessError: python -m dataprep.prepare exited with 1`).
+    """
     if not log_path.is_file():
         return None
     matches = [_ERROR.match(line) for line in log_path.read_text(errors="replace").splitlines()]
-    found = [m for m in matches if m and m[1] != "RuntimeError"]
+    found = [m for m in matches if m and m[1] not in _WRAPPERS]
     return f"{found[-1][1]}: {found[-1][2]}" if found else None
 
 
@@ -124,6 +145,9 @@ def run_local(
     settings: Settings,
     echo: Callable[[str], None] | None = None,
     announce: Callable[[], None] | None = None,
+    *,
+    fresh_when_different: bool = False,
+    verbose: bool = False,
 ) -> dict[str, Any]:
     """Run the whole pipeline on this machine; return a summary of the run.
 
@@ -137,6 +161,9 @@ def run_local(
     `<output>/tmp/` (kept and named when it fails), resumes the study only when the
     settings that define it are the same (`study_identity`), and stops on SIGTERM and
     SIGHUP as on Ctrl-C: ARCHITECTURE.md, "The local run, in detail".
+    `fresh_when_different` (the default output): a study of other settings is kept
+    beside the new one instead of refused. A step's traceback stays in the log unless
+    `verbose`.
 
     Raises:
         ownership.BusyError: Another run holds the output.
@@ -148,12 +175,14 @@ def run_local(
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
     output = Path(settings.output).resolve()
     with ownership.owned(str(output / LOCK_FILE), f"--output={settings.output}"):
-        resumed = study_identity.check_and_record(settings, output)
+        resumed = study_identity.check_and_record(
+            settings, output, fresh_when_different=fresh_when_different
+        )
         if announce is not None:
             announce()
         if resumed:
             echo(resumed)
-        return _owned_run(settings, output, echo)
+        return _owned_run(settings, output, echo, verbose)
 
 
 @contextlib.contextmanager
@@ -170,7 +199,9 @@ def _environ(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
-def _owned_run(settings: Settings, output: Path, echo: Callable[[str], None]) -> dict[str, Any]:
+def _owned_run(
+    settings: Settings, output: Path, echo: Callable[[str], None], verbose: bool = False
+) -> dict[str, Any]:
     """`run_local` once the output is this run's."""
     artifacts = output / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -193,7 +224,7 @@ def _owned_run(settings: Settings, output: Path, echo: Callable[[str], None]) ->
         pipeline = build_pipeline("local", settings)
         with interrupts.forwarded(keep) as signalled:
             try:
-                _run(pipeline, artifacts, output, registry, echo)
+                _run(pipeline, artifacts, output, registry, echo, verbose)
             except KeyboardInterrupt:  # the steps record their trials before the server goes
                 steps = signalled or [p for p in interrupts.children() if p not in keep]
                 interrupts.wait_for(steps)
@@ -209,7 +240,12 @@ def _owned_run(settings: Settings, output: Path, echo: Callable[[str], None]) ->
 
 
 def _run(
-    pipeline: Any, artifacts: Path, output: Path, registry: Path, echo: Callable[[str], None]
+    pipeline: Any,
+    artifacts: Path,
+    output: Path,
+    registry: Path,
+    echo: Callable[[str], None],
+    verbose: bool = False,
 ) -> None:
     """Run `pipeline` with kfp.local, its output filtered into the log and `echo`."""
     from kfp import local
@@ -217,7 +253,7 @@ def _run(
     with (
         warnings.catch_warnings(),
         open(output / LOG_FILE, "a", encoding="utf-8") as log,
-        contextlib.redirect_stdout(ProgressFilter(log, echo)),
+        contextlib.redirect_stdout(ProgressFilter(log, echo, tracebacks=verbose)),
     ):
         # kfp.local warns that display names and the components image are not used here.
         warnings.simplefilter("ignore", UserWarning)

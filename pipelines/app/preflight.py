@@ -24,6 +24,7 @@ def check_cloud_run(settings: Settings) -> None:
         raise SettingsError(
             f"pipeline_root={settings.pipeline_root}: Vertex AI Pipelines needs a gs:// URI"
         )
+    check_region(settings.region)
     check_images(
         settings,
         "build the images (make images PROJECT=…) and set {env} (or {name} in --config), e.g. "
@@ -96,3 +97,18 @@ def _check_caching_and_study(settings: Settings) -> None:
         study_space(settings)
     except SearchSpaceError as err:
         raise SettingsError(str(err)) from None
+
+
+def check_region(region: str) -> None:
+    """Refuse a region Vertex AI does not serve, listing those it does (sorted, not a set).
+
+    Raises:
+        SettingsError: `region=…: not a Vertex AI region (expected one of …)`.
+    """
+    from google.cloud.aiplatform.constants import base
+
+    known = sorted(base.SUPPORTED_REGIONS | base.MREP_JURISDICTIONS)
+    if region not in known:
+        raise SettingsError(
+            f"region={region}: not a Vertex AI region (expected one of {', '.join(known)})"
+        )

@@ -169,7 +169,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
         caption=study.source,
     )
     table.add_column("trial", justify="right")
-    table.add_column("state", min_width=10)
+    table.add_column("outcome", min_width=10)
     table.add_column(metric.metric_id, justify="right")
     table.add_column("duration", justify="right")
     table.add_column("precision")
@@ -179,13 +179,13 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     for row in report.rows:
         table.add_row(
             row.trial_id,
-            row.state,
+            row.outcome,
             format_value(row.metric),
             format_duration(row.seconds),
             format_value(row.precision),
             *(format_value(row.parameters.get(n)) for n in names),
             row.note,
-            style=None if row.state == "SUCCEEDED" else "red",
+            style=None if row.outcome == "succeeded" else "red",
         )
     return table
 

@@ -29,6 +29,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "best_metric": _parameter(tasks, "select-best-trial", "best_metric"),
         "trials": trials.get("uri"),
         "trial_states": trials.get("metadata", {}).get("states", {}),
+        "trial_outcomes": trials.get("metadata", {}).get("outcomes"),  # the taxonomy's words
         "study": trials.get("metadata", {}).get("study"),
         "model": model.get("uri"),
         "test_metrics": {
@@ -55,7 +56,8 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     headline = Table(title=f"hpt-pipeline run finished in {s['seconds']:.0f} s", show_header=False)
     headline.add_column(style="bold")
     headline.add_column(overflow="fold")
-    states = ", ".join(f"{n} {state.lower()}" for state, n in s["trial_states"].items())
+    counted = s["trial_outcomes"] or s["trial_states"]  # outcomes: artifacts from issue 42 on
+    states = ", ".join(f"{n} {state.lower()}" for state, n in counted.items())
     headline.add_row("trials", states or "-")
     headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']:.4f})")
     for name, value in sorted(s["best_parameters"].items()):

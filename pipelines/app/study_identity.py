@@ -4,8 +4,10 @@ The first run into an output folder writes `<output>/study/identity.json`: the v
 `settings.STUDY_SETTINGS`, the dataset's fingerprint and the search space's content digest.
 A later run into the same folder resumes the study only when those are the same; otherwise
 it is refused in one line listing what differs (before anything runs), since its trials
-would be mixed with trials of another meaning. Settings not listed (max_trials,
-parallel_trials, max_failed_trials, thresholds, final-job workers) may change on resume.
+would be mixed with trials of another meaning, unless the output is the default one or the
+study never finished a trial: then the old study is kept beside it and a fresh one starts.
+Settings not listed (max_trials, parallel_trials, max_failed_trials, thresholds, final-job
+workers) may change on resume.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from pipelines.settings import STUDY_SETTINGS, Settings, SettingsError
 from pipelines.settings_space import study_space
 from pipelines.study import trials as trials_lib
-from pipelines.study.trials import TrialState
 
 IDENTITY_FILE = "identity.json"
 STUDY_DIR = "study"
@@ -84,11 +86,30 @@ def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
     ]
 
 
-def check_and_record(settings: Settings, output: Path) -> str | None:
+def set_aside(study: Path) -> Path:
+    """Move a study folder to `study-<UTC time>` beside it (kept, never resumed); the new path."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    kept = study.with_name(f"{study.name}-{stamp}")
+    n = 1
+    while kept.exists():
+        n += 1
+        kept = study.with_name(f"{study.name}-{stamp}-{n}")
+    study.rename(kept)
+    return kept
+
+
+def check_and_record(
+    settings: Settings, output: Path, *, fresh_when_different: bool = False
+) -> str | None:
     """Refuse a run that would change the study in `output`; record the study's identity.
 
+    A study of other settings that never finished a trial is no study yet: it is set
+    aside (`set_aside`) and a fresh one starts; so is any study of other settings when
+    `fresh_when_different` (the default output, `--output` not given).
+
     Returns:
-        A line for the screen when an existing study is resumed (what is reused), else None.
+        A line for the screen when an existing study is resumed (what is reused) or set
+        aside for a fresh one, else None.
 
     Raises:
         StudyMismatch: The folder holds a study of other settings (the message lists them).
@@ -99,17 +120,31 @@ def check_and_record(settings: Settings, output: Path) -> str | None:
     if path.is_file():
         recorded = json.loads(path.read_text())
         changed = differences(recorded, current)
+        counts = trial_counts(study) or {"done": 0, "failed": 0}
+        finished = counts["done"] + counts["failed"]
+        if changed and (fresh_when_different or not finished):
+            kept = set_aside(study)
+            _write_identity(study, current)
+            return (
+                f"note: {output} held a study of other settings ({'; '.join(changed)}); "
+                f"kept as {kept}, starting a fresh study"
+            )
         if changed:
             raise StudyMismatch(
                 f"--output={settings.output} holds a study of other settings ("
                 + "; ".join(changed)
                 + "); rerun with the same settings to resume it, or pass a new --output"
             )
+    _write_identity(study, current)
+    return resume_line(study)
+
+
+def _write_identity(study: Path, current: dict[str, Any]) -> None:
+    path = study / IDENTITY_FILE
     study.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
-    return resume_line(study)
 
 
 def trial_counts(study: Path) -> dict[str, int] | None:
@@ -121,12 +156,25 @@ def trial_counts(study: Path) -> dict[str, int] | None:
         trials = trials_lib.read_trials(str(path))
     except trials_lib.TrialsError:
         return None
-    states = [trials_lib.trial_state(t) for t in trials]
+    words = [_outcome(study, t) for t in trials]  # the one failure taxonomy
     return {
-        "done": states.count(TrialState.SUCCEEDED),
-        "failed": states.count(TrialState.INFEASIBLE),
-        "rerun": states.count(TrialState.ACTIVE),
+        "done": words.count(trials_lib.SUCCEEDED),
+        "failed": words.count(trials_lib.FAILED),
+        "rerun": words.count(trials_lib.INTERRUPTED) + words.count(trials_lib.RUNNING),
     }
+
+
+def _outcome(study: Path, trial: dict[str, Any]) -> str:
+    """`trials.trial_outcome`, a trial found finished in its folder (the study takes it) as such."""
+    from pipelines.jobs.local_job import job_local_dir
+    from pipelines.study.trial_runner import load_outcome
+
+    word = trials_lib.trial_outcome(trial)
+    if word in (trials_lib.INTERRUPTED, trials_lib.RUNNING):
+        kept = load_outcome(job_local_dir(str(study), str(trial["id"])))
+        if kept is not None and kept.state == trials_lib.TrialState.SUCCEEDED:
+            return trials_lib.SUCCEEDED
+    return word
 
 
 def resume_line(study: Path) -> str | None:

@@ -95,6 +95,8 @@ GPU_MACHINES: Mapping[str, Mapping[str, tuple[int, ...]]] = {
     **_fixed("NVIDIA_B200", {"a4-highgpu-8g": 8}),
 }
 _ACCELERATOR_OPTIMIZED = ("a2-", "a3-", "a4-", "g2-")
+N1_SHAPES = ("standard", "highmem", "highcpu")
+N1_CPUS = (1, 2, 4, 8, 16, 32, 64, 96)
 
 
 class MachineError(ValueError):
@@ -120,6 +122,7 @@ def check_machine(
         MachineError: A negative count, a GPU count the machine type does not take, a GPU
             on a machine type that takes none, or an accelerator-optimized type without its GPU.
     """
+    _check_known(machine_type, what)
     count = int(accelerator_count)
     prefix = f"{what}={machine_type} with {count} x {accelerator_type or 'no accelerator'}"
     if count < 0:
@@ -140,3 +143,23 @@ def check_machine(
     valid = ", ".join(f"{n} x {gpu}" for gpu, ns in allowed.items() for n in ns)
     expected = f"one of {valid}" if valid else "a machine type that takes GPUs"
     raise MachineError(f"{prefix}: Vertex refuses this combination (expected {expected}; {SOURCE})")
+
+
+def _check_known(machine_type: str, what: str) -> None:
+    """Refuse a name that is no machine type of a family listed here (N1, GPU-optimized).
+
+    Other families (e2, c2, n2…) are left to Vertex: their names are not listed here.
+    """
+    if machine_type.startswith("n1-"):
+        shape, _, cpus = machine_type.removeprefix("n1-").rpartition("-")
+        if shape not in N1_SHAPES or not cpus.isdigit() or int(cpus) not in N1_CPUS:
+            raise MachineError(
+                f"{what}={machine_type}: not an N1 machine type (expected n1-"
+                f"{'|'.join(N1_SHAPES)}-N, N one of {', '.join(map(str, N1_CPUS))})"
+            )
+    elif machine_type.startswith(_ACCELERATOR_OPTIMIZED) and machine_type not in GPU_MACHINES:
+        family = [m for m in GPU_MACHINES if m.startswith(machine_type[:3])]
+        raise MachineError(
+            f"{what}={machine_type}: not a machine type of its family (expected one of "
+            f"{', '.join(family)})"
+        )

@@ -31,8 +31,13 @@ def confusion_matrix_figure(report: dict[str, Any]) -> Any:
     plt = plotting.pyplot()
 
     names, matrix = report["class_names"], report["confusion_matrix"]
+    family = plotting.font_for([str(n) for n in names])
+    if family is None:  # the stated fallback: numbered labels, the page names each class
+        names = plotting.label_stand_ins([str(n) for n in names])
     size = max(3.0, 0.5 * len(names) + 2)
     fig, ax = plt.subplots(figsize=(size, size))
+    if family is not None:
+        ax.tick_params(labelfontfamily=family)
     ax.imshow(matrix, cmap="Blues", vmin=0)
     if max((len(str(n)) for n in names), default=0) <= SHORT_NAME:
         ax.set_xticks(range(len(names)), names)
@@ -81,10 +86,12 @@ def write_report(report: dict[str, Any], out_dir: str | Path, title: str = "Eval
         images["roc.png"] = roc_png(report)
     for name, png in images.items():
         (out / name).write_bytes(png)
+    numbered = plotting.font_for([str(n) for n in report["class_names"]]) is None
     rows = "".join(
-        f"<tr><td>{html.escape(name)}</td><td>{m['precision']:.3f}</td><td>{m['recall']:.3f}</td>"
+        f"<tr><td>{f'#{i} ' if numbered else ''}{html.escape(name)}</td>"
+        f"<td>{m['precision']:.3f}</td><td>{m['recall']:.3f}</td>"
         f"<td>{m['f1']:.3f}</td><td>{m['support']}</td></tr>"
-        for name, m in report["per_class"].items()
+        for i, (name, m) in enumerate(report["per_class"].items())
     )
     figures = "".join(
         f'<img alt="{name}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'

@@ -63,6 +63,7 @@ class TrialRow:
     parameters: dict[str, Any]
     note: str
     precision: str | None = None  # the policy the trainer resolved (local trials), else None
+    outcome: str = ""  # `trials.trial_outcome`: the words every screen and page uses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,6 +315,7 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
             parameters=trials_lib.trial_parameters(t),
             note=_note(t),
             precision=(t.get(trials_lib.LOCAL_KEY) or {}).get("precision"),
+            outcome=trials_lib.trial_outcome(t),
         )
         for t in trials
     ]
@@ -338,28 +340,28 @@ def default_report_dir(study: StudyTrials) -> Path:
 
 
 def state_counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Trials per state name."""
+    """Trials per outcome (`trials.trial_outcome`: succeeded, failed, interrupted, running)."""
     counts: dict[str, int] = {}
     for trial in trials:
-        name = trials_lib.trial_state(trial).name
+        name = trials_lib.trial_outcome(trial)
         counts[name] = counts.get(name, 0) + 1
     return counts
 
 
 def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) -> str:
-    head = ["trial", "state", metric.metric_id, "duration", "precision", *names, "note"]
+    head = ["trial", "outcome", metric.metric_id, "duration", "precision", *names, "note"]
     lines = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         cells = [
             row.trial_id,
-            row.state,
+            row.outcome,
             format_value(row.metric),
             format_duration(row.seconds),
             format_value(row.precision),
             *(format_value(row.parameters.get(n)) for n in names),
             row.note,
         ]
-        css = "" if row.state == "SUCCEEDED" else ' class="failed"'
+        css = "" if row.outcome == trials_lib.SUCCEEDED else ' class="failed"'
         lines.append(f"<tr{css}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return "<table>" + "\n".join(lines) + "</table>"
 

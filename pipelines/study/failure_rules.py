@@ -12,9 +12,25 @@ from typing import Any
 
 from pipelines.study import trials as trials_lib
 from pipelines.study.trials import TrialState
+from trainer.contract import EXIT_SETUP_ERROR, TRAINER
 
 # With max_failed_trial_count=0: stop once this many trials failed and failures outnumber successes.
 DEFAULT_FAILURE_FLOOR = 3
+OUT_OF_DISK = "No space left on device"  # ENOSPC's text, as Python and TensorFlow print it
+
+
+def out_of_disk(text: str) -> str | None:
+    """`out of disk space: <the line>` when `text` (a log tail) says the disk is full."""
+    line = next((x.strip() for x in text.splitlines()[::-1] if OUT_OF_DISK in x), None)
+    return f"out of disk space: {line}" if line else None
+
+
+def trainer_error(log_tail: str) -> str | None:
+    """The trainer's own one-line error (`trainer: error: …`) in a log tail, if any."""
+    return next(
+        (x.strip() for x in log_tail.splitlines()[::-1] if x.startswith(f"{TRAINER}: error:")),
+        None,
+    )
 
 
 def counts_as_failed(trial: Mapping[str, Any]) -> bool:
@@ -30,6 +46,9 @@ def stop_reason(trials: Sequence[Mapping[str, Any]], max_failed_trial_count: int
       failed (Vertex: "the number of failed Trials that need to be seen before
       failing the HyperparameterTuningJob"; AI Platform's docs: training ends after
       this number of failed trials). One fewer failure is still tolerated.
+    * Whatever the budget, a trial the trainer refused at set-up (exit code
+      `EXIT_SETUP_ERROR`: its weights or data cannot be had) stops the study: every
+      other trial would fail the same way.
     * 0 (Vertex decides): the first trial failing stops the study, since it points
       at the training code; later, at least `DEFAULT_FAILURE_FLOOR` failures that
       outnumber the successes stop it (the local stand-in for Vertex's choice).
@@ -40,6 +59,16 @@ def stop_reason(trials: Sequence[Mapping[str, Any]], max_failed_trial_count: int
     """
     failed = [t for t in trials if counts_as_failed(t)]
     succeeded = [t for t in trials if trials_lib.trial_state(t) == TrialState.SUCCEEDED]
+    common = next(
+        (
+            t
+            for t in failed
+            if (t.get(trials_lib.LOCAL_KEY) or {}).get("exitCode") == EXIT_SETUP_ERROR
+        ),
+        None,
+    )
+    if common is not None:  # weights, data: every trial would fail the same way
+        return f"trial {common.get('id')} failed: {common.get('infeasibleReason', '')}"
     if max_failed_trial_count == 0:
         first = next((t for t in trials if str(t.get("id")) == "1"), None)
         if first is not None and counts_as_failed(first):

@@ -42,6 +42,7 @@ STUDY_FILE = "study.json"
 LOCK_FILE = "study.lock"  # held while the study runs trials (`pipelines.ownership`)
 LOCK_WAIT_S = 30.0  # for the study of an interrupted run to let go
 METRIC_FILE = trial_runner.METRIC_FILE
+MAX_REDRAWS = 100  # draws for a configuration the study does not have yet
 
 
 class StudyError(RuntimeError):
@@ -100,6 +101,8 @@ class _LocalStudy:
         self.watch = interruption.RunWatch(self.cancel.set)
         self.trials: dict[str, dict[str, Any]] = {}
         self.grid = grid_points(space.parameters) if algorithm == "GRID_SEARCH" else None
+        self.exhausted = False  # every configuration the sampler could draw is taken
+        self.halt: str | None = None  # our side stopped the study (a full disk…)
         self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(base, STUDY_FILE)
         self._load()
@@ -134,6 +137,12 @@ class _LocalStudy:
         if os.path.exists(self.trials_path):
             for t in trials_lib.read_trials(self.trials_path):
                 self.trials[t["id"]] = t
+        for trial_id, t in list(self.trials.items()):  # finished, but stopped before recorded
+            if trials_lib.trial_state(t) != TrialState.ACTIVE:
+                continue
+            kept = trial_runner.load_outcome(local_job.job_local_dir(self.base, trial_id))
+            if kept is not None and kept.state == TrialState.SUCCEEDED:
+                self.trials[trial_id] = self._record(kept, recovered=True)
 
     def _save(self, state: str = "ACTIVE", reason: str = "") -> None:
         trials = self._ordered()
@@ -185,6 +194,7 @@ class _LocalStudy:
                 self.optuna.enqueue_trial(self._internal(self._params(trial)))
                 local = _local(trial)
                 local["attempts"] = int(local.get("attempts", 1)) + 1
+                local["rerunAfter"] = local.pop("interrupted", "")
                 trial[trials_lib.LOCAL_KEY] = local
                 frozen = self.optuna.ask()
                 suggest(frozen, self.space.parameters)
@@ -204,54 +214,48 @@ class _LocalStudy:
                     start_time=trials_lib.timestamp(),
                     local={"attempts": 1},
                 )
-                frozen = self.optuna.ask()
-                params = suggest(frozen, self.space.parameters)
+                drawn = self._new_configuration()
+                if drawn is None:
+                    self.exhausted = True
+                    return None
+                frozen, params = drawn
                 trial["parameters"] = [{"parameterId": k, "value": v} for k, v in params.items()]
             self.trials[trial["id"]] = trial
             self._save()
             return trial, frozen
 
+    def _new_configuration(self) -> tuple[Any, dict[str, Any]] | None:
+        """Ask the sampler for a configuration no trial of the study has (None: none left).
+
+        A drawn duplicate is told to the sampler as failed (TPE learns nothing from it)
+        and drawn again, up to `MAX_REDRAWS` times.
+        """
+        import optuna
+
+        have = {json.dumps(self._params(t), sort_keys=True) for t in self.trials.values()}
+        for _ in range(MAX_REDRAWS):
+            frozen = self.optuna.ask()
+            params = suggest(frozen, self.space.parameters)
+            if json.dumps(params, sort_keys=True) not in have:
+                return frozen, params
+            self.optuna.tell(frozen, state=optuna.trial.TrialState.FAIL)
+        return None
+
     def _finish(self, outcome: trial_runner.Outcome, frozen: Any) -> dict[str, Any]:
         """Record a trial's outcome, tell the sampler, persist."""
         import optuna
 
+        if outcome.state != TrialState.SUCCEEDED and (outcome.cancelled or outcome.ours):
+            if outcome.ours and self.halt is None:
+                self.halt = f"trial {outcome.trial_id}: {outcome.ours}"
+            why = outcome.ours or (
+                self.watch.why if self.watch.interrupted.is_set() else "the study stopped it"
+            )
+            return self._interrupted(outcome.trial_id, frozen, why)
         if outcome.state != TrialState.SUCCEEDED and self.watch.stopped_by_run(outcome.exit_code):
             return self._interrupted(outcome.trial_id, frozen)
         with self.lock:
-            old = self.trials[outcome.trial_id]
-            start = old.get("startTime")
-            started = trials_lib.parse_timestamp(start) if start else None
-            local_dir = local_job.job_local_dir(self.base, outcome.trial_id)
-            succeeded = outcome.final is not None and outcome.state == TrialState.SUCCEEDED
-            trial = trials_lib.make_trial(
-                outcome.trial_id,
-                trials_lib.trial_parameters(old),
-                state=outcome.state,
-                final_measurement=(
-                    trials_lib.measurement(outcome.final.step, outcome.final.metrics)
-                    if succeeded and outcome.final is not None
-                    else None
-                ),
-                measurements=[
-                    trials_lib.measurement(
-                        m.step, m.metrics, m.timestamp - started if started else None
-                    )
-                    for m in outcome.measurements
-                ],
-                start_time=start,
-                end_time=trials_lib.timestamp(),
-                infeasible_reason=outcome.reason,
-                local={
-                    **_local(old),
-                    "logPath": os.path.join(local_dir, "chief-0.log"),
-                    "metricFile": os.path.join(local_dir, METRIC_FILE),
-                    "exitCode": outcome.exit_code,
-                    "earlyStopped": outcome.early_stopped,
-                    "cancelled": outcome.cancelled,
-                    "precision": outcome.precision,
-                    "logTail": outcome.log_tail,
-                },
-            )
+            trial = self._record(outcome)
             self.trials[outcome.trial_id] = trial
             if outcome.early_stopped:
                 self.optuna.tell(frozen, state=optuna.trial.TrialState.PRUNED)
@@ -263,13 +267,21 @@ class _LocalStudy:
             self._save()
             return dict(trial)
 
-    def _interrupted(self, trial_id: str, frozen: Any) -> dict[str, Any]:
-        """Keep a trial the run's interruption stopped ACTIVE, to rerun on resume."""
+    def _record(self, outcome: trial_runner.Outcome, *, recovered: bool = False) -> dict[str, Any]:
+        """The trial's record for `outcome` (`recovered`: read back from its durable outcome)."""
+        local_dir = local_job.job_local_dir(self.base, outcome.trial_id)
+        return trial_runner.record(self.trials[outcome.trial_id], outcome, local_dir, recovered)
+
+    def _interrupted(self, trial_id: str, frozen: Any, why: str | None = None) -> dict[str, Any]:
+        """Keep a trial our side stopped (`why`; default: the run's interruption) to rerun."""
         import optuna
 
         with self.lock:
             trial = self.trials[trial_id]
-            trial[trials_lib.LOCAL_KEY] = {**_local(trial), "interrupted": self.watch.why}
+            trial[trials_lib.LOCAL_KEY] = {
+                **_local(trial),
+                "interrupted": why or self.watch.why,
+            }
             self.optuna.tell(frozen, state=optuna.trial.TrialState.FAIL)  # this process only
             self._save()
             return dict(trial)
@@ -322,7 +334,7 @@ class _LocalStudy:
                             frozen = running.pop(future)
                             self._report(self._finish(future.result(), frozen))
                             if reason is None:
-                                reason = self.stop_reason()
+                                reason = self.halt or self.stop_reason()
                                 if reason is not None:
                                     self.cancel.set()
                 except BaseException:
@@ -341,6 +353,8 @@ class _LocalStudy:
         done_reason = (
             f"all {len(self.grid)} grid points tried"
             if self.grid is not None and len(self.grid) <= len(trials)
+            else f"no configuration left untried after {MAX_REDRAWS} draws"
+            if self.exhausted
             else f"max_trial_count={self.max_trial_count} reached"
         )
         self._save("SUCCEEDED", done_reason)
@@ -353,11 +367,12 @@ class _LocalStudy:
         counts = self._counts()
         return StudyProgress(
             total=self.total(),
-            done=counts["total"] - counts["running"],
+            done=counts["total"] - counts["running"] - counts["interrupted"],
             succeeded=counts["succeeded"],
             failed=counts["failed"],
             early_stopped=counts["earlyStopped"],
             running=counts["running"],
+            interrupted=counts["interrupted"],
             best=best_trial(self._ordered(), self.space.metrics[0]),
             last=last,
         )

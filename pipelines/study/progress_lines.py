@@ -11,6 +11,8 @@ from pipelines.study import trials as trials_lib
 from pipelines.study.trials import TrialState
 from trainer.contract import format_value
 
+BAR_WIDTH = 10  # the bar, its count and the running summary fit an 80-column terminal
+
 
 @dataclasses.dataclass(frozen=True)
 class StudyProgress:
@@ -24,30 +26,35 @@ class StudyProgress:
     running: int
     best: dict[str, Any] | None
     last: dict[str, Any] | None
+    interrupted: int = 0  # stopped by our side, to rerun (`trials.trial_outcome`)
 
 
 def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """A study's trials by outcome (`running` includes those interrupted, to rerun)."""
+    """A study's trials by outcome, in `trials.trial_outcome`'s words (+ early-stopped, total)."""
     local = [t.get(trials_lib.LOCAL_KEY) or {} for t in trials]
+    words = [trials_lib.trial_outcome(t) for t in trials]
     return {
         "total": len(trials),
-        "succeeded": sum(trials_lib.trial_state(t) == TrialState.SUCCEEDED for t in trials),
+        "succeeded": words.count(trials_lib.SUCCEEDED),
         "failed": sum(failure_rules.counts_as_failed(t) for t in trials),
         "earlyStopped": sum(bool(x.get("earlyStopped")) for x in local),
-        "running": sum(trials_lib.trial_state(t) == TrialState.ACTIVE for t in trials),
+        "running": words.count(trials_lib.RUNNING),
+        "interrupted": words.count(trials_lib.INTERRUPTED),
     }
 
 
 def describe(snap: Any, metric: str) -> str:
-    """`trials 3/8 · 1 running · 0 failed · best val_accuracy=0.91 (trial 2)`, of a snapshot."""
+    """`1 running · 0 failed · best val_accuracy=0.91 (trial 2)`, of a snapshot.
+
+    The bar beside it shows the trials done (`3/8`); bar, count and this fit 80 columns.
+    """
     best = (
         f"best {metric}={trials_lib.final_metric(snap.best, metric):.4g} (trial {snap.best['id']})"
         if snap.best
         else "best: none yet"
     )
-    return (
-        f"trials {snap.done}/{snap.total} · {snap.running} running · {snap.failed} failed · {best}"
-    )
+    interrupted = f" · {snap.interrupted} interrupted" if snap.interrupted else ""
+    return f"{snap.running} running · {snap.failed} failed{interrupted} · {best}"
 
 
 def trial_line(trial: Mapping[str, Any]) -> str:
@@ -61,10 +68,9 @@ def trial_line(trial: Mapping[str, Any]) -> str:
         metrics = " ".join(f"{k}={v:.4g}" for k, v in trials_lib.measurement_metrics(final).items())
         status = "early-stopped" if local.get("earlyStopped") else "succeeded"
         return f"trial {trial['id']} {status}: {metrics} (step {final.get('stepCount')}) {params}"
-    if local.get("cancelled"):
-        return f"trial {trial['id']} cancelled {params}"
-    if local.get("interrupted"):
-        return f"trial {trial['id']} interrupted ({local['interrupted']}): rerun on resume {params}"
+    if trials_lib.trial_outcome(trial) == trials_lib.INTERRUPTED:
+        why = local.get("interrupted") or "the study stopped it"
+        return f"trial {trial['id']} interrupted ({why}): rerun on resume {params}"
     return f"trial {trial['id']} failed: {trial.get('infeasibleReason', '')} {params}"
 
 
@@ -73,6 +79,7 @@ def summary(snap: Any, why: str) -> str:
     line = (
         f"study done ({why}): {snap.done} trials, {snap.succeeded} succeeded "
         f"({snap.early_stopped} early-stopped), {snap.failed} failed"
+        + (f", {snap.interrupted} interrupted" if snap.interrupted else "")
     )
     if snap.best:
         line += f"; best: {trial_line(snap.best)}"
@@ -99,7 +106,7 @@ class ProgressView:
         self.console = Console(stderr=True, soft_wrap=True)
         self.progress = Progress(
             TextColumn("[bold]HPT[/]"),
-            BarColumn(),
+            BarColumn(bar_width=BAR_WIDTH),
             MofNCompleteColumn(),
             TextColumn("{task.description}"),
             console=self.console,

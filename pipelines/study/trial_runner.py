@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.jobs import fork_client, local_job
+from pipelines.study import failure_rules
+from pipelines.study import trials as trials_lib
 from pipelines.study.measurements import (
     Measurement,
     read_measurements,
@@ -27,6 +29,8 @@ from trainer import precision
 from trainer.contract import flag
 
 METRIC_FILE = "hypertune.metrics"
+EARLIER_METRICS = METRIC_FILE + ".earlier"  # what earlier attempts of the trial reported
+OUTCOME_FILE = "outcome.json"  # the trial's judged outcome, durable before the study records it
 TRIAL_STARTUP_TIMEOUT = 300.0
 
 
@@ -43,6 +47,7 @@ class Outcome:
     exit_code: int | None = None
     early_stopped: bool = False
     cancelled: bool = False
+    ours: str = ""  # stopped by our side (a full disk…): rerun on resume, and stop the study
     precision: str | None = None  # the policy the trainer resolved (its log's precision line)
 
 
@@ -61,6 +66,101 @@ def trial_specs(
     return specs
 
 
+def save_outcome(local_dir: str, outcome: Outcome) -> None:
+    """Write `outcome` to the trial's folder durably (fsync, then an atomic rename).
+
+    A run stopped between the trial's end and the study's record then finds the
+    outcome on resume (`load_outcome`) and takes a finished trial as finished.
+    """
+    path = os.path.join(local_dir, OUTCOME_FILE)
+    tmp = path + ".tmp"
+    record = dataclasses.asdict(outcome)
+    record["state"] = int(outcome.state)
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(record, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def load_outcome(local_dir: str) -> Outcome | None:
+    """The outcome `save_outcome` kept for a trial, or None (none, or unreadable)."""
+    try:
+        with open(os.path.join(local_dir, OUTCOME_FILE), encoding="utf-8") as f:
+            record = json.load(f)
+        record["state"] = TrialState(int(record["state"]))
+        record["measurements"] = [Measurement(**m) for m in record["measurements"]]
+        record["final"] = Measurement(**record["final"]) if record["final"] else None
+        return Outcome(**record)
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def record(
+    old: Mapping[str, Any], outcome: Outcome, local_dir: str, recovered: bool = False
+) -> dict[str, Any]:
+    """The trial `old` (its record while it ran) finished with `outcome`, in the artifact's schema.
+
+    `recovered`: the outcome was read back from the trial's folder (`load_outcome`).
+    """
+    start = old.get("startTime")
+    started = trials_lib.parse_timestamp(start) if start else None
+    succeeded = outcome.final is not None and outcome.state == TrialState.SUCCEEDED
+    return trials_lib.make_trial(
+        outcome.trial_id,
+        trials_lib.trial_parameters(old),
+        state=outcome.state,
+        final_measurement=(
+            trials_lib.measurement(outcome.final.step, outcome.final.metrics)
+            if succeeded and outcome.final is not None
+            else None
+        ),
+        measurements=[
+            trials_lib.measurement(m.step, m.metrics, m.timestamp - started if started else None)
+            for m in outcome.measurements
+        ],
+        start_time=start,
+        end_time=trials_lib.timestamp(),
+        infeasible_reason=outcome.reason,
+        local={
+            **(old.get(trials_lib.LOCAL_KEY) or {}),
+            "logPath": os.path.join(local_dir, "chief-0.log"),
+            "metricFile": os.path.join(local_dir, METRIC_FILE),
+            "exitCode": outcome.exit_code,
+            "earlyStopped": outcome.early_stopped,
+            "cancelled": outcome.cancelled,
+            "precision": outcome.precision,
+            "logTail": outcome.log_tail,
+            **({"recovered": True} if recovered else {}),
+        },
+    )
+
+
+def _keep_earlier_measurements(local_dir: str, metric_file: str) -> str:
+    """Move a previous attempt's hypertune lines aside (the trainer rewrites its file).
+
+    A rerun trial that resumes from its checkpoint reports only the epochs it still
+    runs; the earlier attempt's epochs stay its measurements. Returns the kept file.
+    """
+    earlier = os.path.join(local_dir, EARLIER_METRICS)
+    if os.path.exists(metric_file):
+        with (
+            open(metric_file, encoding="utf-8") as src,
+            open(earlier, "a", encoding="utf-8") as dst,
+        ):
+            text = src.read()
+            dst.write(text if not text or text.endswith("\n") else text + "\n")
+        os.remove(metric_file)
+    return earlier
+
+
+def _merged(earlier: Sequence[Measurement], latest: Sequence[Measurement]) -> list[Measurement]:
+    """Measurements by step, the latest attempt's winning where both reported a step."""
+    by_step = {m.step: m for m in earlier}
+    by_step.update({m.step: m for m in latest})
+    return [by_step[s] for s in sorted(by_step)]
+
+
 def fork_session(study: Any) -> contextlib.AbstractContextManager[fork_client.ForkServer | None]:
     """The preloaded trainer the study's trials fork from (`fork_client.session`)."""
     return fork_client.session(
@@ -76,8 +176,10 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     local_dir = local_job.job_local_dir(study.base, trial_id)
     os.makedirs(local_dir, exist_ok=True)
     metric_file = os.path.join(local_dir, METRIC_FILE)
-    if os.path.exists(metric_file):
-        os.remove(metric_file)
+    for stale in (OUTCOME_FILE, OUTCOME_FILE + ".tmp"):
+        if os.path.exists(os.path.join(local_dir, stale)):
+            os.remove(os.path.join(local_dir, stale))
+    earlier_file = _keep_earlier_measurements(local_dir, metric_file)
     primary = study.metric_ids[0]
     reported: set[int] = set()
     early_stopped = False
@@ -116,7 +218,10 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         stopped = result.stopped
     except local_job.CustomJobError as err:
         error, stopped = err, False
-    measurements = read_measurements(metric_file, study.metric_ids)
+    measurements = _merged(
+        read_measurements(earlier_file, study.metric_ids),
+        read_measurements(metric_file, study.metric_ids),
+    )
     final = select_measurement(measurements, study.space.metrics, study.selection)
     outcome = Outcome(trial_id, TrialState.INFEASIBLE, measurements, final)
     chief_log = os.path.join(local_dir, "chief-0.log")
@@ -125,9 +230,11 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         outcome.cancelled = True
         outcome.reason = "cancelled: the study stopped while this trial ran"
     elif error is not None:
-        outcome.reason = error.summary
+        said = failure_rules.trainer_error(error.log_tail)
+        outcome.reason = f"{said} (log: {chief_log})" if said else error.summary
         outcome.log_tail = error.log_tail
         outcome.exit_code = error.exit_code
+        outcome.ours = failure_rules.out_of_disk(f"{error.log_tail}\n{error.summary}") or ""
     elif final is None or any(m not in final.metrics for m in study.metric_ids):
         seen = reported_tags(metric_file)
         outcome.reason = (
@@ -140,4 +247,6 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         outcome.state = TrialState.SUCCEEDED
         outcome.early_stopped = early_stopped
         outcome.exit_code = None if early_stopped else 0
+    with contextlib.suppress(OSError):  # a full disk: the study hears it from the outcome
+        save_outcome(local_dir, outcome)
     return outcome

@@ -115,6 +115,26 @@ def trial_state(trial: Mapping[str, Any]) -> TrialState:
         ) from None
 
 
+# What became of a trial, in the same words on every screen and page (`trial_outcome`).
+SUCCEEDED, FAILED, INTERRUPTED, RUNNING = "succeeded", "failed", "interrupted", "running"
+
+
+def trial_outcome(trial: Mapping[str, Any]) -> str:
+    """One word for a trial: the failure taxonomy every line, table and report uses.
+
+    `succeeded` (early-stopped ones too); `failed`: the trainer's own fault (it exited
+    non-zero, timed out, reported no metric); `interrupted`: ours (a signal, the study
+    stopping it, a full disk), rerun on resume; `running`.
+    """
+    state = trial_state(trial)
+    local = trial.get(LOCAL_KEY) or {}
+    if state == TrialState.SUCCEEDED:
+        return SUCCEEDED
+    if state == TrialState.ACTIVE:
+        return INTERRUPTED if local.get("interrupted") else RUNNING
+    return INTERRUPTED if local.get("cancelled") else FAILED
+
+
 def trial_parameters(trial: Mapping[str, Any]) -> dict[str, Any]:
     """`{parameter_id: value}` of a trial."""
     return {p["parameterId"]: p.get("value") for p in trial.get("parameters", [])}

@@ -7,14 +7,18 @@ from pipelines.study import trials as trials_lib
 
 
 def summary(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Counts per state and the parameters tried, for the console's artifact view."""
+    """Counts per state (and per outcome, `trials.trial_outcome`), the ids, for artifact views."""
     states: dict[str, int] = {}
+    outcomes: dict[str, int] = {}
     for trial in trials:
         name = trials_lib.trial_state(trial).name
         states[name] = states.get(name, 0) + 1
+        word = trials_lib.trial_outcome(trial)
+        outcomes[word] = outcomes.get(word, 0) + 1
     return {
         "trial_count": len(trials),
         "states": states,
+        "outcomes": outcomes,
         "trial_ids": [str(t["id"]) for t in trials],
     }
 
