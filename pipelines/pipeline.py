@@ -64,6 +64,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         seed: int = s.seed,
         study_spec_parameters: list = parameters,
         metric_tag: str = s.metric_tag,
+        objectives: list = list(s.objectives),
+        constraints: list = list(s.constraints),
         max_trial_count: int = s.max_trials,
         parallel_trial_count: int = s.parallel_trials,
         max_failed_trial_count: int = s.max_failed_trials,
@@ -123,13 +125,15 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             shared_root=shared_root,
             expect_gpus=binding.expects_gpus,
         ).set_display_name("Build trial job spec")
-        metric = op(study_metric)(metric_tag=metric_tag).set_display_name("Study metric")
-        p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the tag decides
+        metric = op(study_metric)(
+            metric_tag=metric_tag, objectives=objectives, constraints=constraints
+        ).set_display_name("Study metric")
+        p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the objectives decide
         trials = binding.tune(op, p, s, dataset, trial_spec)
         best = op(select_best_trial)(
             trials=trials,
-            metric_tag=metric_tag,
-            goal=metric.outputs["goal"],
+            study_spec_metrics=metric.outputs["study_spec_metrics"],
+            constraints=constraints,
             threshold=trial_threshold,
             use_threshold=use_trial_threshold,
         ).set_display_name("Select best trial")

@@ -1,15 +1,15 @@
-"""The study a run's settings ask for: their model's search space, checked, with their metric."""
+"""The study a run's settings ask for: their model's search space, checked, with their objectives."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pipelines.models import KnownModel, describe_model
 from pipelines.settings import Settings, SettingsError
+from pipelines.study import objectives as objective_rules
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import (
-    GOAL_NUMBERS,
-    Metric,
     SearchSpace,
     SearchSpaceError,
     load_search_space,
@@ -80,14 +80,24 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
             f"{err} — preset {name!r} does not fit model {known.spec.name}; presets that fit: {fit}"
         ) from None
     check_algorithm(space, settings.algorithm)
-    return SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
+    metrics, _ = objective_rules.resolve(settings.objectives, (), settings.metric_tag)
+    return SearchSpace(space.parameters, metrics)
 
 
-def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
-    """`study_spec_metrics` and the goal the trainer's metric `metric_tag` is optimised with.
+def study_metric_spec(
+    metric_tag: str, objectives: Sequence[str] = (), constraints: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], str]:
+    """`study_spec_metrics` (one per objective, primary first) and the primary's goal.
+
+    Args:
+        metric_tag: The trainer's metric tag: the primary objective.
+        objectives: Every objective (`name` or `name:max|min`); empty: `[metric_tag]`.
+        constraints: Checked against the objectives here, so a bad one stops before the study.
 
     Raises:
         ContractError: The trainer does not report `metric_tag`.
+        ObjectiveError: A bad objective or constraint, or a primary other than `metric_tag`.
     """
-    goal = metric_goal(metric_tag)
-    return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal
+    metric_goal(metric_tag)
+    metrics, _ = objective_rules.resolve(objectives, constraints, metric_tag)
+    return SearchSpace((), metrics).to_study_spec_metrics(), metrics[0].goal

@@ -21,6 +21,7 @@ Control flags:
     --ledger=PATH       on success append one JSON line: trial, task, params, env
     --starts=PATH       on start append one line: the trial id (every run, failed ones too)
     --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
+    --size_tag=T        also report tag T = num_units / 100 every epoch (a cost objective)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ CONTROL_FLAGS = {
     "epochs",
     "sleep",
     "metric_tag",
+    "size_tag",
     "decay_after",
     "fail_at",
     "hang_at",
@@ -154,6 +156,12 @@ def main(argv: list[str]) -> int:
                 metric_value=value,
                 global_step=epoch,
             )
+            if control.get("size_tag"):
+                reporter.report_hyperparameter_tuning_metric(
+                    hyperparameter_metric_tag=str(control["size_tag"]),
+                    metric_value=float(params.get("num_units", 1)) / 100,
+                    global_step=epoch,
+                )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
     if control.get("ledger"):
         record = {

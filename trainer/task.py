@@ -260,11 +260,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         nonlocal reporter
         if reporter is None:
             reporter = hypertune.HyperTune()  # one per process: it rewrites the file from its queue
-        reporter.report_hyperparameter_tuning_metric(
-            hyperparameter_metric_tag=run.metric_tag,
-            metric_value=metrics[run.metric_tag],  # the tag is the history's key
-            global_step=epoch,
-        )
+        # Every validation metric, the primary first: a study may have several objectives.
+        for tag in sorted(set(METRIC_GOALS) & set(metrics), key=lambda t: t != run.metric_tag):
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag=tag,
+                metric_value=metrics[tag],  # the tag is the history's key
+                global_step=epoch,
+            )
 
     try:
         result = train.train(hparams, run, on_epoch=report if tuning else None)
@@ -277,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         worst = DIVERGED_METRIC_VALUE[METRIC_GOALS[run.metric_tag]]
         if tuning:  # a poor trial, not a failed one: failures eat the study's budget
-            report(err.epoch, {run.metric_tag: worst})
+            report(err.epoch, {t: DIVERGED_METRIC_VALUE[g] for t, g in METRIC_GOALS.items()})
         print(
             f"{PROG}: {err}; reported {run.metric_tag}={worst} (the worst value), nothing exported",
             file=sys.stderr,
