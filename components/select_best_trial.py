@@ -1,4 +1,4 @@
-"""Pick the best trial on the Pareto front; its id, objectives, parameters and why show in the console."""
+"""Pick the best trial on the Pareto front; its id, objectives, parameters and why show."""
 
 from typing import NamedTuple
 
@@ -50,7 +50,9 @@ def select_best_trial(
         if isinstance(value, int | float):
             summary.log_metric(f"param_{name}", value)
     summary.metadata["best_parameters"] = best.parameters
-    summary.metadata["objectives"] = [{"metric_id": o.metric_id, "goal": o.goal} for o in objectives]
+    summary.metadata["objectives"] = [
+        {"metric_id": o.metric_id, "goal": o.goal} for o in objectives
+    ]
     summary.metadata["constraints"] = list(best.constraints)
     summary.metadata["pareto_front"] = list(best.front)
     summary.metadata["why"] = best.reason

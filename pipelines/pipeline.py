@@ -21,7 +21,7 @@ from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
 from pipelines.settings import Settings, SettingsError
-from pipelines.settings_space import settings_model, study_space
+from pipelines.settings_space import listed_objectives, settings_model, study_space
 from pipelines.wiring import binding_for
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
@@ -46,6 +46,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
 
     parameters = space.to_study_spec_parameters()
     labels_default = dict(s.labels)
+    objectives_default, constraints_default = listed_objectives(s), list(s.constraints)
     if s.data_pvc and target != "kubeflow":
         raise SettingsError(
             f"data_pvc={s.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
@@ -64,8 +65,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         seed: int = s.seed,
         study_spec_parameters: list = parameters,
         metric_tag: str = s.metric_tag,
-        objectives: list = list(s.objectives),
-        constraints: list = list(s.constraints),
+        objectives: list = objectives_default,
+        constraints: list = constraints_default,
         max_trial_count: int = s.max_trials,
         parallel_trial_count: int = s.parallel_trials,
         max_failed_trial_count: int = s.max_failed_trials,

@@ -74,7 +74,7 @@ class Settings:
     search_space: str | None = None  # a preset name or a YAML file; None → the model's first preset
     metric_tag: str = DEFAULT_METRIC_TAG
     goal: str = ""  # empty: the metric's own goal (trainer.contract.METRIC_GOALS)
-    # Metric names, the first primary (= metric_tag); name:max|min for a team's own; (): [metric_tag]
+    # Metrics, the first primary (= metric_tag); name:max|min for a team's own; (): [metric_tag]
     objectives: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()  # e.g. latency_ms<=20: a picked trial meets each
     algorithm: str = "ALGORITHM_UNSPECIFIED"

@@ -1,4 +1,4 @@
-"""The study a run's settings ask for: their model's search space, checked, with their objectives."""
+"""The study a run's settings ask for: their model's search space, checked, and objectives."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pipelines.study.search_space import (
     SearchSpaceError,
     load_search_space,
     preset_names,
+    study_spec_metrics,
 )
 from trainer.contract import ContractError, metric_goal
 from trainer.models import check_weights
@@ -84,6 +85,15 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
     return SearchSpace(space.parameters, metrics)
 
 
+def listed_objectives(settings: Settings) -> list[str]:
+    """The run's objectives as the pipeline's `objectives` parameter.
+
+    Empty when the metric tag is the only one, so that `--param metric_tag=…` alone still
+    means `objectives: [metric_tag]`.
+    """
+    return [] if settings.objectives == (settings.metric_tag,) else list(settings.objectives)
+
+
 def study_metric_spec(
     metric_tag: str, objectives: Sequence[str] = (), constraints: Sequence[str] = ()
 ) -> tuple[list[dict[str, Any]], str]:
@@ -100,4 +110,4 @@ def study_metric_spec(
     """
     metric_goal(metric_tag)
     metrics, _ = objective_rules.resolve(objectives, constraints, metric_tag)
-    return SearchSpace((), metrics).to_study_spec_metrics(), metrics[0].goal
+    return study_spec_metrics(metrics), metrics[0].goal

@@ -11,7 +11,9 @@ ACC_SIZE = parse_objectives(["val_accuracy", "model_size_mb:min"])
 
 
 def trial(trial_id, state=4, **values):
-    metrics = {k: v for k, v in values.items() if k in ("val_accuracy", "val_loss", "model_size_mb")}
+    metrics = {
+        k: v for k, v in values.items() if k in ("val_accuracy", "val_loss", "model_size_mb")
+    }
     params = {k: v for k, v in values.items() if k not in metrics}
     return {
         "id": str(trial_id),
@@ -65,7 +67,9 @@ def test_a_constraint_excluding_the_most_accurate_picks_the_cheaper_tie_on_the_f
 
 def test_no_trial_meets_the_constraints_names_the_closest():
     constraints = parse_constraints(["model_size_mb<1"], ACC_SIZE)
-    with pytest.raises(SelectionError, match=r"closest is trial 5 with model_size_mb=2 \(needs <1\)"):
+    with pytest.raises(
+        SelectionError, match=r"closest is trial 5 with model_size_mb=2 \(needs <1\)"
+    ):
         select_best_trial(TRIALS, objectives=ACC_SIZE, constraints=constraints)
 
 

@@ -35,8 +35,11 @@ def plot_pareto(
     constraints: Sequence[Constraint],
     path: Path,
 ) -> Path:
-    """One panel per cost objective (x) against the primary (y): every succeeded trial, the
-    Pareto front joined in order, the constraint lines dashed, the pick starred."""
+    """One panel per other objective (x) against the primary (y).
+
+    Every succeeded trial, the Pareto front joined in order, the constraint lines dashed,
+    the pick starred.
+    """
     plt = plotting.pyplot()
     primary, others = objectives[0], list(objectives[1:])
     best = pick(trials, objectives, constraints)
@@ -57,18 +60,32 @@ def plot_pareto(
         )
         if on_front:
             fx, fy = zip(*on_front, strict=True)
-            ax.plot(fx, fy, "o-", color="tab:blue", label="Pareto front (meets constraints)", zorder=3)
+            ax.plot(
+                fx, fy, "o-", color="tab:blue", label="Pareto front (meets constraints)", zorder=3
+            )
         for trial_id, m in shown.items():
-            ax.annotate(trial_id, (m[other.metric_id], m[primary.metric_id]), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                trial_id,
+                (m[other.metric_id], m[primary.metric_id]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
         for c in constraints:
             line = ax.axvline if c.metric_id == other.metric_id else ax.axhline
             if c.metric_id in (other.metric_id, primary.metric_id):
                 line(c.bound, color="tab:red", linestyle="--", label=f"constraint {c}")
         if best and best.trial_id in shown:
             m = shown[best.trial_id]
-            ax.plot(m[other.metric_id], m[primary.metric_id], "*", color="tab:orange",
-                    markersize=16, label=f"pick: trial {best.trial_id}", zorder=4)
+            ax.plot(
+                m[other.metric_id],
+                m[primary.metric_id],
+                "*",
+                color="tab:orange",
+                markersize=16,
+                label=f"pick: trial {best.trial_id}",
+                zorder=4,
+            )
         ax.set_xlabel(f"{other.metric_id} ({other.goal})")
         ax.set_ylabel(f"{primary.metric_id} ({primary.goal})")
         ax.legend(fontsize=7)

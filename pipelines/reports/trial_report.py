@@ -21,9 +21,9 @@ from pipelines.lineage import local as local_lineage_lib
 from pipelines.reports import pareto_plot, trial_plots
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import trials as trials_lib
+from pipelines.study.objectives import parse_constraints
 from pipelines.study.search_space import GOALS, Metric
 from pipelines.study.selection import rank_key
-from pipelines.study.objectives import parse_constraints
 from pipelines.study.spec_reader import parse_study_spec_metrics, parse_study_spec_parameters
 
 REPORT_DIR = "trial-report"
@@ -250,7 +250,12 @@ def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
     specs = [StudySpec.ParameterSpec.to_json(p) for p in spec.parameters]
     scales = parameter_types(specs, "scale")
     return StudyTrials(
-        trials, job_name, next(iter(objectives), None), None, parameter_types(specs), scales,
+        trials,
+        job_name,
+        next(iter(objectives), None),
+        None,
+        parameter_types(specs),
+        scales,
         objectives,
     )
 

@@ -125,7 +125,12 @@ class SearchSpace:
 
     def to_study_spec_metrics(self) -> list[dict[str, Any]]:
         """`study_spec_metrics` for `HyperparameterTuningJobRunOp`, as GCPC serializes them."""
-        return [{"metric_id": m.metric_id, "goal": GOAL_NUMBERS[m.goal]} for m in self.metrics]
+        return study_spec_metrics(self.metrics)
+
+
+def study_spec_metrics(metrics: Sequence[Metric]) -> list[dict[str, Any]]:
+    """One `MetricSpec` per metric, in order, as GCPC's `serialize_metrics` gives them."""
+    return [{"metric_id": m.metric_id, "goal": GOAL_NUMBERS[m.goal]} for m in metrics]
 
 
 def default_search_space() -> SearchSpace:

@@ -1,6 +1,7 @@
-"""Best-trial selection over trials in Vertex's `Trial` JSON schema: constraints, Pareto front, pick.
+"""Best-trial selection over trials in Vertex's `Trial` JSON schema: constraints, front, pick.
 
-No TensorFlow, no network."""
+No TensorFlow, no network.
+"""
 
 from __future__ import annotations
 
@@ -74,12 +75,11 @@ def dominates(a: Sequence[float], b: Sequence[float], goals: Sequence[str]) -> b
     signs = [1.0 if g == "maximize" else -1.0 for g in goals]
     ra = [s * round(v, _TIE_DIGITS) for s, v in zip(signs, a, strict=True)]
     rb = [s * round(v, _TIE_DIGITS) for s, v in zip(signs, b, strict=True)]
-    return all(x >= y for x, y in zip(ra, rb)) and any(x > y for x, y in zip(ra, rb))
+    pairs = list(zip(ra, rb, strict=True))
+    return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
 
 
-def pareto_front(
-    values: Mapping[str, Sequence[float]], goals: Sequence[str]
-) -> list[str]:
+def pareto_front(values: Mapping[str, Sequence[float]], goals: Sequence[str]) -> list[str]:
     """The ids whose objective values no other id dominates, in the mapping's order."""
     return [
         tid
@@ -130,7 +130,11 @@ def select_best_trial(
     def key(tid: str) -> tuple[Any, ...]:
         _, params, values = scored[tid]
         return rank_key(
-            tid, values[primary.metric_id], params, goal=primary.goal, cost_parameters=cost_parameters
+            tid,
+            values[primary.metric_id],
+            params,
+            goal=primary.goal,
+            cost_parameters=cost_parameters,
         )
 
     feasible = [t for t in scored if all(c.met(scored[t][2][c.metric_id]) for c in constraints)]
