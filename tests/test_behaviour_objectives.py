@@ -155,3 +155,51 @@ def test_optuna_gets_one_direction_per_objective():
         space, [], algorithm="RANDOM_SEARCH", seed=0, max_trial_count=2, early_stopping=None
     )
     assert [d.name for d in study.directions] == ["MAXIMIZE", "MINIMIZE"]
+
+
+def test_a_local_study_of_two_objectives_carries_both_and_reports_the_front(tmp_path):
+    """The fake trainer reports val_accuracy and a size (num_units / 100) every epoch."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from pipelines.app.cli import app
+    from pipelines.study.objectives import parse_constraints, parse_objectives
+    from pipelines.study.selection import select_best_trial
+    from tests.test_local_study import study
+
+    objectives = parse_objectives(["val_accuracy", "model_size_mb:min"])
+    space = SearchSpace(
+        (
+            Parameter("learning_rate", "double", min=1e-3, max=1.0, scale="log"),
+            Parameter("num_units", "discrete", values=(32, 128, 512)),
+        ),
+        objectives,
+    )
+    trials = study(tmp_path, "--size_tag=model_size_mb", space=space, max_trial_count=5)
+    for t in trials:
+        metrics = tl.measurement_metrics(t["finalMeasurement"])
+        assert set(metrics) == {"val_accuracy", "model_size_mb"}
+        assert metrics["model_size_mb"] == tl.trial_parameters(t)["num_units"] / 100
+    free = select_best_trial(trials, objectives=objectives)
+    cap = parse_constraints(["model_size_mb<=1.28"], objectives)
+    capped = select_best_trial(trials, objectives=objectives, constraints=cap)
+    assert free.trial_id in free.front and capped.trial_id in capped.front
+    assert capped.metrics["model_size_mb"] <= 1.28
+
+    result = CliRunner().invoke(app, ["trials", str(tmp_path / "study"), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [o["metricId"] for o in data["objectives"]] == ["val_accuracy", "model_size_mb"]
+    assert all(
+        set(t["row"]["metrics"]) == {"val_accuracy", "model_size_mb"} for t in data["trials"]
+    )
+    result = CliRunner().invoke(
+        app,
+        ["trials", str(tmp_path / "study"), "--output", str(tmp_path / "r")],
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert "model_size_mb" in result.stdout.splitlines()[2]  # a column of the table
+    assert (tmp_path / "r" / "pareto_front.png").is_file()
+    assert f"front: {', '.join(free.front)}" in (tmp_path / "r" / "index.html").read_text()

@@ -111,3 +111,12 @@ def test_bad_objectives_and_constraints_are_refused_in_one_line(objectives, cons
 def test_goals_come_from_the_one_table_or_the_suffix():
     objectives = parse_objectives(["val_accuracy", "val_loss", "f1:max", "cost:min"])
     assert [o.goal for o in objectives] == ["maximize", "minimize", "maximize", "minimize"]
+
+
+def test_a_tie_on_the_primary_goes_to_the_trial_that_dominates_before_the_cheaper_one():
+    trials = [
+        trial(1, val_accuracy=0.9, model_size_mb=20.0, num_units=64),  # cheaper, but bigger
+        trial(2, val_accuracy=0.9, model_size_mb=10.0, num_units=128),  # dominates 1
+    ]
+    best = select_best_trial(trials, objectives=ACC_SIZE)
+    assert best.trial_id == "2" and best.front == ("2",)
