@@ -203,3 +203,24 @@ def test_a_local_study_of_two_objectives_carries_both_and_reports_the_front(tmp_
     assert "model_size_mb" in result.stdout.splitlines()[2]  # a column of the table
     assert (tmp_path / "r" / "pareto_front.png").is_file()
     assert f"front: {', '.join(free.front)}" in (tmp_path / "r" / "index.html").read_text()
+
+
+def test_a_resumed_study_keeps_its_objectives_but_may_change_its_constraints(tmp_path):
+    from pipelines.app import study_identity
+    from pipelines.settings import LOCAL_RUN_DEFAULTS
+
+    def settings(**values):
+        return Settings(**{**LOCAL_RUN_DEFAULTS, "output": str(tmp_path / "out"), **values})
+
+    out = tmp_path / "out"
+    study_identity.check_and_record(settings(), out)  # one objective: recorded as before
+    assert "objectives" not in study_identity.identity(settings())
+    with pytest.raises(
+        SettingsError, match=r"objectives: '\(unset\)' → \['val_accuracy', 'val_loss'"
+    ):
+        study_identity.check_and_record(settings(objectives=("val_accuracy", "val_loss")), out)
+    two = tmp_path / "two"
+    study_identity.check_and_record(settings(objectives=("val_accuracy", "val_loss")), two)
+    study_identity.check_and_record(
+        settings(objectives=("val_accuracy", "val_loss"), constraints=("val_loss<=0.3",)), two
+    )

@@ -63,6 +63,8 @@ def identity(settings: Settings) -> dict[str, Any]:
     if not settings.source.startswith(("tfds:", "gs://")) and settings.source != "sample":
         values["source"] = str(Path(settings.source).resolve())
     values["dataset"] = dataset_fingerprint(settings.source)
+    if settings.objectives == (settings.metric_tag,):  # metric_tag alone: as recorded before
+        values.pop("objectives", None)
     space = study_space(settings)
     values["search_space_content"] = _digest(
         [space.to_study_spec_parameters(), space.to_study_spec_metrics()]
