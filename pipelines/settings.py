@@ -139,7 +139,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         listed = objective_rules.split_items(self.objectives)
-        if listed and self.metric_tag == DEFAULT_METRIC_TAG:  # the primary names the trainer's tag
+        if listed and self.metric_tag == DEFAULT_METRIC_TAG:  # the primary is the tag
             object.__setattr__(self, "metric_tag", listed[0].partition(":")[0])
         object.__setattr__(self, "objectives", listed or (self.metric_tag,))
         object.__setattr__(self, "constraints", objective_rules.split_items(self.constraints))

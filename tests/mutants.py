@@ -66,7 +66,7 @@ MUTANTS = [
     m(
         "listed objectives do not make the primary the trainer's metric tag",
         "pipelines/settings.py",
-        "if listed and self.metric_tag == DEFAULT_METRIC_TAG:  # the primary names the trainer's tag",
+        "if listed and self.metric_tag == DEFAULT_METRIC_TAG:  # the primary is the tag",
         "if False:",
         "tests/test_behaviour_objectives.py::test_a_minimised_primary_objective_is_picked_lowest_as_compiled",
         "test_a_minimised_primary_objective_is_picked_lowest_as_compiled",
