@@ -22,6 +22,7 @@ from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
 from pipelines.settings import Settings, SettingsError
 from pipelines.settings_space import settings_model, study_space
+from pipelines.study.model_choice import models_of
 from pipelines.wiring import binding_for
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
@@ -42,7 +43,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     known = settings_model(settings)
     space = study_space(settings, known)
     s = settings
-    weights_default = s.weights or known.spec.default_weights
+    # A model choice (`model_choice`): unset weights stay unset, each model's own default.
+    weights_default = s.weights or ("" if models_of(space) else known.spec.default_weights)
 
     parameters = space.to_study_spec_parameters()
     labels_default = dict(s.labels)
