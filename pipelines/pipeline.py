@@ -42,6 +42,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     binding = binding_for(target)
     known = settings_model(settings)
     space = study_space(settings, known)
+    binding.check_space(space)
     s = settings
     # A model choice (`model_choice`): unset weights stay unset, each model's own default.
     weights_default = s.weights or ("" if models_of(space) else known.spec.default_weights)

@@ -208,3 +208,70 @@ def test_katib_refuses_a_model_choice_with_conditional_parameters():
         KatibSpecError, match="parameter 'model': conditional parameters are not supported by Katib"
     ):
         _parameter(model)
+
+
+def test_the_trial_and_the_final_job_train_the_model_their_parameters_name(synthetic_data):
+    """`--model=<value>` is appended after the run's fixed `--model` (Vertex's rule): it wins."""
+    from pipelines.jobs.trainer_args import parameter_args, trainer_flags
+    from trainer import task
+
+    fixed = dict(
+        model="cnn",
+        weights="",
+        epochs=1,
+        batch_size=8,
+        metric_tag="val_accuracy",
+        precision="auto",
+        seed=1,
+    )
+    args = trainer_flags(synthetic_data, fixed) + parameter_args(
+        {"model": "mobilenet_v3_small", "trainable_blocks": 2.0}
+    )
+    hparams, _ = task.parse_args(args)
+    assert hparams.model == "mobilenet_v3_small"
+    assert hparams.model_params["trainable_blocks"] == 2
+    assert hparams.weights == "imagenet"  # unset weights: the chosen model's own default
+
+
+def _kubeflow_env(monkeypatch, tmp_path):
+    for name, value in (
+        ("HPT_TRAINER_IMAGE", "registry.example.com/hpt/trainer:v1"),
+        ("HPT_COMPONENTS_IMAGE", "registry.example.com/hpt/components:v1"),
+        ("HPT_DATA_PVC", "hpt-data"),
+        ("HOME", str(tmp_path / "home")),
+    ):
+        monkeypatch.setenv(name, value)
+    import yaml
+
+    space = tmp_path / "space.yaml"
+    space.write_text(yaml.safe_dump(CHOICE))
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"search_space": str(space), "weights": "none"}))
+    return config
+
+
+KATIB_REFUSAL = (
+    "hpt-pipeline: error: search_space: parameter 'model': conditional parameters are not "
+    "supported by Katib (kubeflow target); flatten the search space"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["compile", "--target=kubeflow", "--output={out}"],
+        ["submit", "--target=kubeflow", "--host=http://kfp.example.com:8080", "--dry-run"],
+    ],
+)
+def test_kubeflow_refuses_the_conditional_model_choice_in_one_line(command, monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from pipelines.app.cli import app
+
+    config = _kubeflow_env(monkeypatch, tmp_path)
+    out = tmp_path / "kf.yaml"
+    args = [a.format(out=out) for a in command] + [f"--config={config}"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [KATIB_REFUSAL]
+    assert not out.exists()
