@@ -12,6 +12,7 @@ import datetime
 import os
 import platform
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -316,9 +317,13 @@ def export_and_measure(hparams: HParams, run: RunConfig, result: Any) -> dict[st
         hparams=hparams,
     )
     builder = builder_of(model_spec(hparams.model))
+    started = time.perf_counter()
     costs = cost_metrics.measure(module.serve, module.model_variables, shape, builder, model)
+    took = time.perf_counter() - started  # the serving function's one trace included
     print(
-        f"{PROG}: cost: " + " ".join(f"{k}={v:.4g}" for k, v in costs.items()),
+        f"{PROG}: cost: "
+        + " ".join(f"{k}={v:.4g}" for k, v in costs.items())
+        + f" (measured in {took:.2f}s)",
         file=sys.stderr,
     )
     if run.model_dir:
