@@ -22,6 +22,7 @@ from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
 from pipelines.settings import Settings, SettingsError
 from pipelines.settings_space import listed_objectives, settings_model, study_space
+from pipelines.study.model_choice import models_of
 from pipelines.wiring import binding_for
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
@@ -41,8 +42,10 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     binding = binding_for(target)
     known = settings_model(settings)
     space = study_space(settings, known)
+    binding.check_space(space)
     s = settings
-    weights_default = s.weights or known.spec.default_weights
+    # A model choice (`model_choice`): unset weights stay unset, each model's own default.
+    weights_default = s.weights or ("" if models_of(space) else known.spec.default_weights)
 
     parameters = space.to_study_spec_parameters()
     labels_default = dict(s.labels)

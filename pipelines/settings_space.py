@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,7 +72,10 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
     name = settings.search_space or known.spec.presets[0]
     try:
         space = load_search_space(
-            name, known.spec.all_hyperparameters(), open_ended=not known.checked
+            name,
+            known.spec.all_hyperparameters(),
+            open_ended=not known.checked,
+            model_flags=lambda model: _choice_flags(settings, model),
         )
     except SearchSpaceError as err:
         if name not in preset_names():
@@ -83,6 +87,25 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
     check_algorithm(space, settings.algorithm)
     metrics, _ = objective_rules.resolve(settings.objectives, (), settings.metric_tag)
     return SearchSpace(space.parameters, metrics)
+
+
+def _choice_flags(settings: Settings, model: str) -> tuple[Any, bool]:
+    """A model of the space's `model` choice, checked as the settings' own model is.
+
+    The study's image size and weights apply to every model in the choice: a model that
+    cannot take them is refused here, before anything runs. Unset weights mean each
+    model's own default (`imagenet` for a backbone, none for cnn).
+
+    Raises:
+        SearchSpaceError: `model <name>: ...`, in one line.
+    """
+    try:
+        known = settings_model(dataclasses.replace(settings, model=model))
+    except SettingsError as err:
+        raise SearchSpaceError(
+            f"model {model} (in the search space's model choice): {err}"
+        ) from None
+    return known.spec.all_hyperparameters(), known.checked
 
 
 def listed_objectives(settings: Settings) -> list[str]:

@@ -146,8 +146,8 @@ MUTANTS = [
     m(
         "the trainer reports only its metric tag",
         "trainer/task.py",
-        "for tag in sorted(set(METRIC_GOALS) & set(metrics), key=lambda t: t != run.metric_tag):",
-        "for tag in [run.metric_tag]:",
+        "tags = sorted(set(METRIC_GOALS) & set(metrics), key=lambda t: t != run.metric_tag)",
+        "tags = [t for t in (run.metric_tag,) if t in metrics]",
         "tests/test_kubeflow_katib.py::test_the_real_trainer_through_the_katib_trial_template",
         "test_the_real_trainer_through_the_katib_trial_template",
         timeout=400.0,

@@ -19,6 +19,7 @@ from typing import Any
 from pipelines.settings import STUDY_SETTINGS, Settings, SettingsError
 from pipelines.settings_space import study_space
 from pipelines.study import trials as trials_lib
+from pipelines.study.model_choice import models_of
 from pipelines.study.trials import TrialState
 
 IDENTITY_FILE = "identity.json"
@@ -69,6 +70,8 @@ def identity(settings: Settings) -> dict[str, Any]:
     values["search_space_content"] = _digest(
         [space.to_study_spec_parameters(), space.to_study_spec_metrics()]
     )
+    if models := models_of(space):  # a model choice: `model` above is each trial's default only
+        values["models"] = list(models)
     return values
 
 
