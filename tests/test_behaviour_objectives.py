@@ -224,3 +224,32 @@ def test_a_resumed_study_keeps_its_objectives_but_may_change_its_constraints(tmp
     study_identity.check_and_record(
         settings(objectives=("val_accuracy", "val_loss"), constraints=("val_loss<=0.3",)), two
     )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"objectives": ["val_loss", "val_accuracy"]},
+            "--param objectives=['val_loss', 'val_accuracy']: the first (primary) objective "
+            "must be metric_tag=val_accuracy",
+        ),
+        (
+            {"constraints": ["latency<3"]},
+            "--param constraints=['latency<3']: latency is not an objective",
+        ),
+    ],
+)
+def test_a_bad_run_time_objective_or_constraint_is_refused_before_sending(
+    tmp_path, overrides, message
+):
+    from pipelines.app.parameter_checks import check_parameters
+
+    path = compile_pipeline(
+        "vertex", Settings(objectives=("val_accuracy", "val_loss")), tmp_path / "v.yaml"
+    )
+    spec = yaml.safe_load(Path(path).read_text())
+    with pytest.raises(SettingsError) as err:
+        check_parameters(spec, overrides, overrides)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+    check_parameters(spec, {"metric_tag": "val_loss", "objectives": ["val_loss"]}, {})

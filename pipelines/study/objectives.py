@@ -49,22 +49,22 @@ def parse_objective(text: str) -> Metric:
     if refusal := retired_tag(name, "objectives"):
         raise ObjectiveError(refusal)
     if not _NAME.match(name):
-        raise ObjectiveError(f"objective {text!r}: expected a metric name, or name:max|min")
+        raise ObjectiveError(f"objectives={text}: expected a metric name, or name:max|min")
     if not sep:
         if name not in METRIC_GOALS:
             raise ObjectiveError(
-                f"objective {name!r}: expected one of {', '.join(METRIC_TAGS)}, "
+                f"objectives={name}: expected one of {', '.join(METRIC_TAGS)}, "
                 f"or {name}:max|min for a team's own metric"
             )
         return Metric(name, METRIC_GOALS[name])
     if suffix not in SUFFIX_GOALS:
-        raise ObjectiveError(f"objective {text!r}: expected {name}:max or {name}:min")
+        raise ObjectiveError(f"objectives={text}: expected {name}:max or {name}:min")
     goal = SUFFIX_GOALS[suffix]
     if name in METRIC_GOALS:
         try:
             check_goal(name, goal)
         except ValueError as err:
-            raise ObjectiveError(f"objective {text!r}: {err}") from None
+            raise ObjectiveError(f"objectives={text}: {err}") from None
     return Metric(name, goal)
 
 
@@ -74,12 +74,13 @@ def parse_objectives(items: Iterable[str]) -> tuple[Metric, ...]:
     Raises:
         ObjectiveError: None given, a bad one, or a name given twice.
     """
+    items = tuple(items)
     objectives = tuple(parse_objective(i) for i in items)
     if not objectives:
-        raise ObjectiveError("objectives: expected at least one metric name")
+        raise ObjectiveError("objectives=: expected at least one metric name")
     names = [o.metric_id for o in objectives]
     if twice := next((n for n in names if names.count(n) > 1), None):
-        raise ObjectiveError(f"objectives: {twice} given twice; name each metric once")
+        raise ObjectiveError(f"objectives={','.join(items)}: {twice} given twice; name each once")
     return objectives
 
 
@@ -122,7 +123,7 @@ def parse_constraint(text: str, objectives: Sequence[Metric]) -> Constraint:
     match = _CONSTRAINT.match(text)
     if not match:
         raise ObjectiveError(
-            f"constraint {text!r}: expected METRIC<=NUMBER (or >=, <, >), e.g. latency_ms<=20"
+            f"constraints={text}: expected METRIC<=NUMBER (or >=, <, >), e.g. latency_ms<=20"
         )
     name, op, raw = match.groups()
     try:
@@ -130,11 +131,11 @@ def parse_constraint(text: str, objectives: Sequence[Metric]) -> Constraint:
     except ValueError:
         bound = math.nan
     if not math.isfinite(bound):
-        raise ObjectiveError(f"constraint {text!r}: expected a finite number after {op}")
+        raise ObjectiveError(f"constraints={text}: expected a finite number after {op}")
     names = [o.metric_id for o in objectives]
     if name not in names:
         raise ObjectiveError(
-            f"constraint {text!r}: {name} is not an objective ({', '.join(names)}); "
+            f"constraints={text}: {name} is not an objective ({', '.join(names)}); "
             f"add it to objectives so every trial reports it"
         )
     return Constraint(name, op, bound)
@@ -154,10 +155,12 @@ def resolve(
         ObjectiveError: A bad objective or constraint, or a primary objective other than
             `metric_tag` (the trainer's own flag names the primary one).
     """
-    parsed = parse_objectives(tuple(objectives) or (metric_tag,))
+    objectives = tuple(objectives)
+    parsed = parse_objectives(objectives or (metric_tag,))
     if parsed[0].metric_id not in METRIC_GOALS:
         raise ObjectiveError(
-            f"objectives: the primary {parsed[0].metric_id} must be a metric the trainer "
+            f"objectives={','.join(objectives) or metric_tag}: the primary {parsed[0].metric_id} "
+            "must be a metric the trainer "
             f"reports ({', '.join(METRIC_TAGS)}); list a team's own metric after it"
         )
     if parsed[0].metric_id != metric_tag:
