@@ -244,18 +244,14 @@ def _check(s: Settings) -> None:
         "test_fraction",
         "validation_fraction + test_fraction < 1",
     )
+    study = (s.objectives, s.constraints, s.metric_tag, s.early_stopping)
     try:
         if s.objectives != (s.metric_tag,):  # listed objectives: their own refusal first
-            objective_rules.resolve(s.objectives, s.constraints, s.metric_tag)
+            objective_rules.check_settings(*study)
         check_goal(s.metric_tag, s.goal)
-        objective_rules.resolve(s.objectives, s.constraints, s.metric_tag)
+        objective_rules.check_settings(*study)
     except (ContractError, objective_rules.ObjectiveError) as err:
         raise SettingsError(str(err)) from None
-    if s.early_stopping and len(s.objectives) > 1:  # Optuna and the median rule are 1-D
-        raise SettingsError(
-            f"early_stopping=True with {len(s.objectives)} objectives: the median rule ranks one "
-            "metric and multi-objective studies cannot prune; turn early stopping off"
-        )
     need(s.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
     need(
         s.measurement_selection in MEASUREMENT_SELECTIONS,

@@ -73,9 +73,9 @@ MUTANTS = [
     ),
     m(
         "early stopping is accepted with several objectives",
-        "pipelines/settings.py",
-        "if s.early_stopping and len(s.objectives) > 1:  # Optuna and the median rule are 1-D",
-        "if s.early_stopping and len(s.objectives) > 2:",
+        "pipelines/study/objectives.py",
+        "if early_stopping and len(parsed) > 1:  # Optuna and the median rule are 1-D",
+        "if early_stopping and len(parsed) > 2:",
         "tests/test_behaviour_objectives.py::test_settings_refuse_in_one_line_before_anything_runs",
         "test_settings_refuse_in_one_line_before_anything_runs",
     ),

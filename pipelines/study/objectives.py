@@ -170,3 +170,20 @@ def resolve(
             f"{parsed[0].metric_id} or leave it unset"
         )
     return parsed, parse_constraints(constraints, parsed)
+
+
+def check_settings(
+    objectives: Sequence[str], constraints: Sequence[str], metric_tag: str, early_stopping: bool
+) -> None:
+    """A run's objectives and constraints as settings (`resolve`), and its early stopping.
+
+    Raises:
+        ObjectiveError: What `resolve` refuses, or early stopping with several objectives
+            (Vertex's median rule ranks one metric; Optuna cannot prune several).
+    """
+    parsed, _ = resolve(objectives, constraints, metric_tag)
+    if early_stopping and len(parsed) > 1:  # Optuna and the median rule are 1-D
+        raise ObjectiveError(
+            f"early_stopping=True with {len(parsed)} objectives: the median rule ranks one "
+            "metric and multi-objective studies cannot prune; turn early stopping off"
+        )
