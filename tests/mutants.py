@@ -61,7 +61,7 @@ MUTANTS = [
         'SUFFIX_GOALS = {"max": "maximize", "min": "minimize"}',
         'SUFFIX_GOALS = {"max": "maximize", "min": "maximize"}',
         "tests/test_pareto.py",
-        "test_pick_is_the_best_primary_on_the_front_and_says_why",  # model_size_mb:min
+        "test_goals_come_from_the_one_table_or_the_suffix",
     ),
     m(
         "listed objectives do not make the primary the trainer's metric tag",

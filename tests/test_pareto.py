@@ -7,7 +7,7 @@ import pytest
 from pipelines.study.objectives import ObjectiveError, parse_constraints, parse_objectives
 from pipelines.study.selection import SelectionError, dominates, pareto_front, select_best_trial
 
-ACC_SIZE = parse_objectives(["val_accuracy", "model_size_mb:min"])
+ACC_SIZE = parse_objectives(["val_accuracy", "model_size_mb"])  # minimised: the table's
 
 
 def trial(trial_id, state=4, **values):
