@@ -21,7 +21,8 @@ from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
 from pipelines.settings import Settings, SettingsError
-from pipelines.settings_space import settings_model, study_space
+from pipelines.settings_space import listed_objectives, settings_model, study_space
+from pipelines.study.model_choice import models_of
 from pipelines.wiring import binding_for
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
@@ -41,11 +42,14 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     binding = binding_for(target)
     known = settings_model(settings)
     space = study_space(settings, known)
+    binding.check_space(space)
     s = settings
-    weights_default = s.weights or known.spec.default_weights
+    # A model choice (`model_choice`): unset weights stay unset, each model's own default.
+    weights_default = s.weights or ("" if models_of(space) else known.spec.default_weights)
 
     parameters = space.to_study_spec_parameters()
     labels_default = dict(s.labels)
+    objectives_default, constraints_default = listed_objectives(s), list(s.constraints)
     if s.data_pvc and target != "kubeflow":
         raise SettingsError(
             f"data_pvc={s.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
@@ -65,6 +69,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         max_bad_fraction: float = s.max_bad_fraction,
         study_spec_parameters: list = parameters,
         metric_tag: str = s.metric_tag,
+        objectives: list = objectives_default,
+        constraints: list = constraints_default,
         max_trial_count: int = s.max_trials,
         parallel_trial_count: int = s.parallel_trials,
         max_failed_trial_count: int = s.max_failed_trials,
@@ -125,13 +131,15 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             shared_root=shared_root,
             expect_gpus=binding.expects_gpus,
         ).set_display_name("Build trial job spec")
-        metric = op(study_metric)(metric_tag=metric_tag).set_display_name("Study metric")
-        p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the tag decides
+        metric = op(study_metric)(
+            metric_tag=metric_tag, objectives=objectives, constraints=constraints
+        ).set_display_name("Study metric")
+        p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the objectives decide
         trials = binding.tune(op, p, s, dataset, trial_spec)
         best = op(select_best_trial)(
             trials=trials,
-            metric_tag=metric_tag,
-            goal=metric.outputs["goal"],
+            study_spec_metrics=metric.outputs["study_spec_metrics"],
+            constraints=constraints,
             threshold=trial_threshold,
             use_threshold=use_trial_threshold,
         ).set_display_name("Select best trial")

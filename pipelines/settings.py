@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from pipelines import images
+from pipelines.study import objectives as objective_rules
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
     DEFAULT_METRIC_TAG,
@@ -74,6 +75,9 @@ class Settings:
     search_space: str | None = None  # a preset name or a YAML file; None → the model's first preset
     metric_tag: str = DEFAULT_METRIC_TAG
     goal: str = ""  # empty: the metric's own goal (trainer.contract.METRIC_GOALS)
+    # Metrics, the first primary (= metric_tag); name:max|min for a team's own; (): [metric_tag]
+    objectives: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()  # e.g. latency_ms<=20: a picked trial meets each
     algorithm: str = "ALGORITHM_UNSPECIFIED"
     measurement_selection: str = "BEST_MEASUREMENT"
     max_trials: int = 12
@@ -135,6 +139,11 @@ class Settings:
     registry: str = "runs/registry"
 
     def __post_init__(self) -> None:
+        listed = objective_rules.split_items(self.objectives)
+        if listed and self.metric_tag == DEFAULT_METRIC_TAG:  # the primary is the tag
+            object.__setattr__(self, "metric_tag", listed[0].partition(":")[0])
+        object.__setattr__(self, "objectives", listed or (self.metric_tag,))
+        object.__setattr__(self, "constraints", objective_rules.split_items(self.constraints))
         if not self.goal:
             object.__setattr__(self, "goal", METRIC_GOALS.get(self.metric_tag, "maximize"))
         if not self.model_display_name:
@@ -174,6 +183,7 @@ STUDY_SETTINGS = (
     "search_space",  # with its content's digest, recorded beside it
     "metric_tag",
     "goal",
+    "objectives",  # constraints are not listed: like thresholds, they act at selection only
     "algorithm",
     "measurement_selection",
     "early_stopping",
@@ -237,9 +247,13 @@ def _check(s: Settings) -> None:
         "test_fraction",
         "validation_fraction + test_fraction < 1",
     )
+    study = (s.objectives, s.constraints, s.metric_tag, s.early_stopping)
     try:
+        if s.objectives != (s.metric_tag,):  # listed objectives: their own refusal first
+            objective_rules.check_settings(*study)
         check_goal(s.metric_tag, s.goal)
-    except ContractError as err:
+        objective_rules.check_settings(*study)
+    except (ContractError, objective_rules.ObjectiveError) as err:
         raise SettingsError(str(err)) from None
     need(s.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
     need(
@@ -367,6 +381,8 @@ def _coerce(name: str, raw: Any) -> Any:
         return None
     if name == "labels":
         return parse_labels(raw)
+    if name in ("objectives", "constraints"):
+        return objective_rules.split_items(raw)
     base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
     try:
         if base is bool:
@@ -461,6 +477,11 @@ def load_settings(
                 raise
             expected = str(err).split(": ", 1)[-1]  # name the variable the value came from
             raise SettingsError(f"{ENV_PREFIX}{key.upper()}={value!r}: {expected}") from None
+    if {"metric_tag", "objectives"} <= explicit and coerced["objectives"]:  # never overridden
+        try:
+            objective_rules.resolve(coerced["objectives"], (), coerced["metric_tag"])
+        except objective_rules.ObjectiveError as err:
+            raise SettingsError(str(err)) from None
     for name, bound in CLAMPED_DEFAULTS:
         ceiling = coerced.get(bound, getattr(Settings, bound))
         value = coerced.get(name, getattr(Settings, name))

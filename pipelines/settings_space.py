@@ -1,19 +1,21 @@
-"""The study a run's settings ask for: their model's search space, checked, with their metric."""
+"""The study a run's settings ask for: their model's search space, checked, and objectives."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from pipelines.models import KnownModel, describe_model
 from pipelines.settings import Settings, SettingsError
+from pipelines.study import objectives as objective_rules
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import (
-    GOAL_NUMBERS,
-    Metric,
     SearchSpace,
     SearchSpaceError,
     load_search_space,
     preset_names,
+    study_spec_metrics,
 )
 from trainer.contract import ContractError, metric_goal
 from trainer.models import check_weights
@@ -70,7 +72,10 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
     name = settings.search_space or known.spec.presets[0]
     try:
         space = load_search_space(
-            name, known.spec.all_hyperparameters(), open_ended=not known.checked
+            name,
+            known.spec.all_hyperparameters(),
+            open_ended=not known.checked,
+            model_flags=lambda model: _choice_flags(settings, model),
         )
     except SearchSpaceError as err:
         if name not in preset_names():
@@ -80,14 +85,52 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
             f"{err} — preset {name!r} does not fit model {known.spec.name}; presets that fit: {fit}"
         ) from None
     check_algorithm(space, settings.algorithm)
-    return SearchSpace(space.parameters, (Metric(settings.metric_tag, settings.goal),))
+    metrics, _ = objective_rules.resolve(settings.objectives, (), settings.metric_tag)
+    return SearchSpace(space.parameters, metrics)
 
 
-def study_metric_spec(metric_tag: str) -> tuple[list[dict[str, Any]], str]:
-    """`study_spec_metrics` and the goal the trainer's metric `metric_tag` is optimised with.
+def _choice_flags(settings: Settings, model: str) -> tuple[Any, bool]:
+    """A model of the space's `model` choice, checked as the settings' own model is.
+
+    The study's image size and weights apply to every model in the choice: a model that
+    cannot take them is refused here, before anything runs. Unset weights mean each
+    model's own default (`imagenet` for a backbone, none for cnn).
+
+    Raises:
+        SearchSpaceError: `model <name>: ...`, in one line.
+    """
+    try:
+        known = settings_model(dataclasses.replace(settings, model=model))
+    except SettingsError as err:
+        raise SearchSpaceError(
+            f"model {model} (in the search space's model choice): {err}"
+        ) from None
+    return known.spec.all_hyperparameters(), known.checked
+
+
+def listed_objectives(settings: Settings) -> list[str]:
+    """The run's objectives as the pipeline's `objectives` parameter.
+
+    Empty when the metric tag is the only one, so that `--param metric_tag=…` alone still
+    means `objectives: [metric_tag]`.
+    """
+    return [] if settings.objectives == (settings.metric_tag,) else list(settings.objectives)
+
+
+def study_metric_spec(
+    metric_tag: str, objectives: Sequence[str] = (), constraints: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], str]:
+    """`study_spec_metrics` (one per objective, primary first) and the primary's goal.
+
+    Args:
+        metric_tag: The trainer's metric tag: the primary objective.
+        objectives: Every objective (`name` or `name:max|min`); empty: `[metric_tag]`.
+        constraints: Checked against the objectives here, so a bad one stops before the study.
 
     Raises:
         ContractError: The trainer does not report `metric_tag`.
+        ObjectiveError: A bad objective or constraint, or a primary other than `metric_tag`.
     """
-    goal = metric_goal(metric_tag)
-    return [{"metric_id": metric_tag, "goal": GOAL_NUMBERS[goal]}], goal
+    metric_goal(metric_tag)
+    metrics, _ = objective_rules.resolve(objectives, constraints, metric_tag)
+    return study_spec_metrics(metrics), metrics[0].goal

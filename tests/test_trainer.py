@@ -19,14 +19,16 @@ from PIL import Image
 
 from tests.conftest import ROOT, run_env, run_trainer
 from tests.synthetic import CLASS_NAMES, make_images
-from trainer.contract import PRECISIONS
+from trainer.contract import COST_METRICS, PRECISIONS
 from trainer.precision import parse_line
 
 pytestmark = pytest.mark.slow
 
 
-def read_hypertune(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
+def read_hypertune(path: Path, tag: str | None = "val_accuracy") -> list[dict]:
+    """The file's reports (of `tag` only, unless None)."""
+    reports = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in reports if tag is None or tag in r]
 
 
 def png_bytes(image: np.ndarray) -> bytes:
@@ -83,6 +85,14 @@ def test_mirrored_over_two_logical_cpus_reports_every_epoch(synthetic_data, tmp_
     assert float(records[-1]["val_accuracy"]) == pytest.approx(
         card["final_metrics"]["val_accuracy"]
     )
+    # The cost, measured once after training, comes with the last step (and in model.json).
+    costs = {k: r for r in read_hypertune(metrics_file, None) for k in COST_METRICS if k in r}
+    assert sorted(costs) == sorted(COST_METRICS)
+    assert all(r["global_step"] == "3" and r["trial"] == "7" for r in costs.values())
+    on_disk = sum(p.stat().st_size for p in (tmp_path / "model" / "variables").iterdir())
+    assert float(costs["model_size_mb"]["model_size_mb"]) == pytest.approx(on_disk / 1e6, rel=0.05)
+    assert 0 < float(costs["latency_ms"]["latency_ms"]) < 10_000
+    assert card["cost"] == pytest.approx({k: float(r[k]) for k, r in costs.items()})
     assert list((tmp_path / "tb").iterdir()), "no TensorBoard event files"
 
 
@@ -308,6 +318,8 @@ def test_a_diverging_trial_is_a_poor_trial_not_a_failed_one(synthetic_data, tmp_
     assert "reported val_accuracy=0.0 (the worst value), nothing exported" in result.stderr
     last = read_hypertune(metrics_file)[-1]
     assert float(last["val_accuracy"]) == 0.0  # finite, and last for a maximized metric
+    worst_costs = [r for r in read_hypertune(metrics_file, None) if "latency_ms" in r]
+    assert [float(r["latency_ms"]) for r in worst_costs] == [1e9]  # the worst cost, once
     assert not (tmp_path / "model").exists()
 
 

@@ -201,20 +201,19 @@ def test_a_changed_metric_tag_changes_the_study_and_the_selection_with_it(
         "taskOutputParameter": from_step
     }
     select = tasks["select-best-trial"]["inputs"]["parameters"]
-    assert select["goal"] == {
-        "taskOutputParameter": {"outputParameterKey": "goal", "producerTask": "study-metric"}
-    }
+    assert select["study_spec_metrics"] == {"taskOutputParameter": from_step}  # goals included
+    assert values.get("objectives", []) == []  # the compiled default: [metric_tag]
     trial = tasks["trial-job-spec"]["inputs"]["parameters"]["metric_tag"]
     assert trial == {"componentInputParameter": "metric_tag"}  # what the trials report
     # What the step computes for the new tag: the study waits for `val_loss`, minimized.
-    metrics, goal = study_metric.python_func("val_loss")
+    metrics, goal = study_metric.python_func("val_loss", [], [])
     assert (metrics, goal) == ([{"metric_id": "val_loss", "goal": 2}], "minimize")
     assert study_metric_spec("val_accuracy") == (
         [{"metric_id": "val_accuracy", "goal": 1}],
         "maximize",
     )
     with pytest.raises(ContractError, match=r"^metric_tag=accuracy: say val_accuracy \("):
-        study_metric.python_func("accuracy")  # a run-time parameter the CLI did not check
+        study_metric.python_func("accuracy", [], [])  # a run-time parameter the CLI did not check
 
 
 # ----------------------------------------------------------------- registration

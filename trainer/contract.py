@@ -155,7 +155,12 @@ FIXED_TRAINER_SETTINGS: Mapping[str, type] = {
 METRIC_GOALS: Mapping[str, str] = {
     "val_accuracy": "maximize",
     "val_loss": "minimize",
+    "model_size_mb": "minimize",
+    "latency_ms": "minimize",
 }
+# The trial's cost, measured once after training and reported with its last step
+# (`trainer/cost_metrics.py`): the exported variables' MB and the serving function's median ms.
+COST_METRICS = ("model_size_mb", "latency_ms")
 METRIC_TAGS = tuple(METRIC_GOALS)
 TRAINER = "trainer"  # the trainer's name in its own messages (`trainer: error: …`)
 # The trainer's exit code for a set-up it refuses (bad flags, data or weights): every trial

@@ -79,11 +79,29 @@ def export_model(
     Returns:
         The model directory.
     """
+    _, module = serving_model(
+        weights, image_shape=image_shape, class_names=class_names, hparams=hparams
+    )
+    return save_module(module, model_dir=model_dir, card=card)
+
+
+def serving_model(
+    weights: list[np.ndarray],
+    *,
+    image_shape: Sequence[int],
+    class_names: Sequence[str],
+    hparams: HParams,
+) -> tuple[keras.Model, ServingModule]:
+    """A fresh, undistributed model holding `weights`, and its serving module (not saved)."""
     # No pretrained weights to load: the trained ones replace every weight at once.
     spec = model_spec(hparams.model)
     model = build_model(spec, hparams.model_params, "none", image_shape, len(class_names))
     model.set_weights(weights)
-    module = ServingModule(model, image_shape, class_names)
+    return model, ServingModule(model, image_shape, class_names)
+
+
+def save_module(module: ServingModule, *, model_dir: str, card: dict[str, Any]) -> str:
+    """Save `module` with `card` as model.json at `model_dir`, all or nothing (`export_model`)."""
     with staging.staged_directory(model_dir, markers=COMMIT_MARKERS) as stage:
         tf.saved_model.save(module, stage, signatures={"serving_default": module.serve})
         with tf.io.gfile.GFile(posixpath.join(stage, MODEL_CARD), "w") as f:

@@ -12,6 +12,7 @@ import datetime
 import os
 import platform
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -30,6 +31,7 @@ from trainer.contract import (
     PRECISIONS,
     TRAINER,
     TRAINER_HYPERPARAMETERS,
+    ContractError,
 )
 from trainer.models import MODELS, ModelSpec, check_weights, model_spec
 
@@ -248,7 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     preload()
     import hypertune
 
-    from trainer import devices, export, records, train
+    from trainer import devices, records, train
 
     try:  # the first line: what this replica trains on
         print(devices.announce(run.expected_gpus), file=sys.stderr, flush=True)
@@ -258,15 +260,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     reporter = None
 
-    def report(epoch: int, metrics: dict[str, float]) -> None:
+    def report_tags(step: int, values: dict[str, float]) -> None:
         nonlocal reporter
         if reporter is None:
             reporter = hypertune.HyperTune()  # one per process: it rewrites the file from its queue
-        reporter.report_hyperparameter_tuning_metric(
-            hyperparameter_metric_tag=run.metric_tag,
-            metric_value=metrics[run.metric_tag],  # the tag is the history's key
-            global_step=epoch,
-        )
+        for tag, value in values.items():
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag=tag, metric_value=value, global_step=step
+            )
+
+    def report(epoch: int, metrics: dict[str, float]) -> None:
+        # Every metric of the table the epoch has (a cost one: at the end), the primary first:
+        # a study may have several objectives.
+        tags = sorted(set(METRIC_GOALS) & set(metrics), key=lambda t: t != run.metric_tag)
+        report_tags(epoch, {tag: metrics[tag] for tag in tags})  # the tag is the history's key
 
     try:
         result = train.train(hparams, run, on_epoch=report if tuning else None)
@@ -279,23 +286,54 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         worst = DIVERGED_METRIC_VALUE[METRIC_GOALS[run.metric_tag]]
         if tuning:  # a poor trial, not a failed one: failures eat the study's budget
-            report(err.epoch, {run.metric_tag: worst})
+            worst_of_each = {t: DIVERGED_METRIC_VALUE[g] for t, g in METRIC_GOALS.items()}
+            report_tags(err.epoch, {run.metric_tag: worst, **worst_of_each})  # costs included
         print(
             f"{PROG}: {err}; reported {run.metric_tag}={worst} (the worst value), nothing exported",
             file=sys.stderr,
         )
         return 0
-    if result.is_chief and run.model_dir:
-        export.export_model(
-            result.weights,
-            model_dir=run.model_dir,
-            image_shape=result.metadata["image_shape"],
-            class_names=result.metadata["class_names"],
-            hparams=hparams,
-            card=model_card(hparams, run, result),
-        )
-        print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)
+    if result.is_chief and (run.model_dir or tuning):
+        try:
+            costs = export_and_measure(hparams, run, result)
+        except ContractError as err:  # a team's hpt_metrics hook that broke its contract
+            print(f"{PROG}: error: {err}", file=sys.stderr)
+            return 1
+        if tuning:  # measured once: reported with the last step (`trainer/cost_metrics.py`)
+            report_tags(int(result.history[-1]["epoch"]), costs)
     return 0
+
+
+def export_and_measure(hparams: HParams, run: RunConfig, result: Any) -> dict[str, float]:
+    """Measure the serving model's cost (`trainer.cost_metrics`), then export it if asked.
+
+    The serving function is traced once for both; the costs go into model.json too.
+    """
+    from trainer import cost_metrics, export
+    from trainer.models import builder_of
+
+    shape = result.metadata["image_shape"]
+    model, module = export.serving_model(
+        result.weights,
+        image_shape=shape,
+        class_names=result.metadata["class_names"],
+        hparams=hparams,
+    )
+    builder = builder_of(model_spec(hparams.model))
+    started = time.perf_counter()
+    costs = cost_metrics.measure(module.serve, module.model_variables, shape, builder, model)
+    took = time.perf_counter() - started  # the serving function's one trace included
+    print(
+        f"{PROG}: cost: "
+        + " ".join(f"{k}={v:.4g}" for k, v in costs.items())
+        + f" (measured in {took:.2f}s)",
+        file=sys.stderr,
+    )
+    if run.model_dir:
+        card = {**model_card(hparams, run, result), "cost": costs}
+        export.save_module(module, model_dir=run.model_dir, card=card)
+        print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)
+    return costs
 
 
 if __name__ == "__main__":

@@ -118,6 +118,14 @@ def run(
         None,
         help=f"Search-space preset ({PRESETS}) or a YAML file (default: the model's own).",
     ),
+    objectives: str = typer.Option(
+        None,
+        help="Metrics to optimise, comma-separated, the first primary (default val_accuracy); "
+        "goals from the trainer's table, name:max|min for a team's own.",
+    ),
+    constraint: list[str] = typer.Option(
+        None, help="A bound the picked trial meets, e.g. 'val_loss<=0.5' (repeatable)."
+    ),
     early_stopping: bool = typer.Option(
         False,
         "--early-stopping",
@@ -159,6 +167,8 @@ def run(
         workers=workers,
         trial_accelerator_count=trial_accelerators,
         search_space=str(search_space) if search_space else None,
+        objectives=objectives,
+        constraints=constraint or None,
         early_stopping=early_stopping or None,  # absent: the config's or the environment's
         trial_threshold=trial_threshold,
         eval_threshold=eval_threshold,

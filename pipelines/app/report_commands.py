@@ -106,7 +106,7 @@ def trials(
             fail(f"{study.source}: no trials yet")
         chosen = trial_report.resolve_metric(study, metric, goal)
         if format != "table":
-            rows = trial_report.trial_rows(study.trials, chosen)
+            rows = trial_report.trial_rows(study.trials, chosen, study.objectives)
             typer.echo(_trials_data(study, rows, chosen, format), nl=False)
             return
         report = trial_report.write_report(
@@ -119,15 +119,16 @@ def trials(
 
 def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, format: str) -> str:
     """The trials, best first, as CSV (the table's columns) or JSON (trials + columns)."""
-    from pipelines.reports.trial_report import parameter_names
+    from pipelines.reports.trial_report import metric_columns, parameter_names, row_values
 
     names = parameter_names(study.trials)
+    columns = metric_columns(metric, study.objectives)
     if format == "csv":
-        header = ["trial", "state", metric.metric_id, "seconds", "precision", *names, "note"]
+        header = ["trial", "state", *columns, "seconds", "precision", *names, "note"]
         return formats.csv_text(
             header,
             (
-                [r.trial_id, r.state, r.metric, r.seconds, r.precision]
+                [r.trial_id, r.state, *row_values(r, columns), r.seconds, r.precision]
                 + [r.parameters.get(n) for n in names]
                 + [r.note]
                 for r in rows
@@ -138,12 +139,15 @@ def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, forma
         {
             "source": study.source,
             "metric": {"metricId": metric.metric_id, "goal": metric.goal},
+            "objectives": [{"metricId": o.metric_id, "goal": o.goal} for o in study.objectives],
+            "constraints": list(study.constraints),
             "trials": [
                 {
                     **by_id[r.trial_id],
                     "row": {
                         "state": r.state,
                         "metric": r.metric,
+                        "metrics": r.metrics,  # every objective's final value
                         "seconds": r.seconds,
                         "precision": r.precision,
                         "parameters": r.parameters,
@@ -160,17 +164,25 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     """The trials as a Rich table, best first; trials that did not succeed in red."""
     from rich.table import Table
 
-    from pipelines.reports.trial_report import format_duration, format_value, parameter_names
+    from pipelines.reports.trial_report import (
+        format_duration,
+        format_value,
+        metric_columns,
+        parameter_names,
+        row_values,
+    )
 
     metric = report.metric
     names = parameter_names(study.trials)
+    columns = metric_columns(metric, study.objectives)
     table = Table(
         title=f"{len(study.trials)} trials, sorted by {metric.metric_id} ({metric.goal})",
         caption=study.source,
     )
     table.add_column("trial", justify="right")
     table.add_column("outcome", min_width=10)
-    table.add_column(metric.metric_id, justify="right")
+    for column in columns:
+        table.add_column(column, justify="right")
     table.add_column("duration", justify="right")
     table.add_column("precision")
     for name in names:
@@ -180,7 +192,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
         table.add_row(
             row.trial_id,
             row.outcome,
-            format_value(row.metric),
+            *(format_value(v) for v in row_values(row, columns)),
             format_duration(row.seconds),
             format_value(row.precision),
             *(format_value(row.parameters.get(n)) for n in names),

@@ -23,10 +23,14 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     model = _artifact(tasks, "train-locally", "model")
     metrics = _artifact(tasks, "evaluate-model", "metrics")
     registered = _artifact(tasks, "register-locally", "registered")
+    selection = _artifact(tasks, "select-best-trial", "summary").get("metadata", {})
     return {
         "best_trial_id": _parameter(tasks, "select-best-trial", "best_trial_id"),
         "best_parameters": _parameter(tasks, "select-best-trial", "best_parameters") or {},
         "best_metric": _parameter(tasks, "select-best-trial", "best_metric"),
+        "why": selection.get("why"),  # the pick, its front and constraints (selection.py)
+        "pareto_front": selection.get("pareto_front") or [],
+        "constraints": selection.get("constraints") or [],
         "trials": trials.get("uri"),
         "trial_states": trials.get("metadata", {}).get("states", {}),
         "trial_outcomes": trials.get("metadata", {}).get("outcomes"),  # the taxonomy's words
@@ -60,6 +64,11 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     states = ", ".join(f"{n} {state.lower()}" for state, n in counted.items())
     headline.add_row("trials", states or "-")
     headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']:.4f})")
+    if s["why"]:
+        headline.add_row("  why", s["why"])
+        headline.add_row("  pareto front", ", ".join(map(str, s["pareto_front"])))
+    if s["constraints"]:
+        headline.add_row("  constraints", ", ".join(s["constraints"]))
     for name, value in sorted(s["best_parameters"].items()):
         headline.add_row(f"  {name}", str(value))
     for name in ("test_accuracy", "test_loss", "auc"):

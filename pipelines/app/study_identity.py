@@ -22,6 +22,7 @@ from typing import Any
 from pipelines.settings import STUDY_SETTINGS, Settings, SettingsError
 from pipelines.settings_space import study_space
 from pipelines.study import trials as trials_lib
+from pipelines.study.model_choice import models_of
 
 IDENTITY_FILE = "identity.json"
 STUDY_DIR = "study"
@@ -65,10 +66,14 @@ def identity(settings: Settings) -> dict[str, Any]:
     if not settings.source.startswith(("tfds:", "gs://")) and settings.source != "sample":
         values["source"] = str(Path(settings.source).resolve())
     values["dataset"] = dataset_fingerprint(settings.source)
+    if settings.objectives == (settings.metric_tag,):  # metric_tag alone: as recorded before
+        values.pop("objectives", None)
     space = study_space(settings)
     values["search_space_content"] = _digest(
         [space.to_study_spec_parameters(), space.to_study_spec_metrics()]
     )
+    if models := models_of(space):  # a model choice: `model` above is each trial's default only
+        values["models"] = list(models)
     return values
 
 

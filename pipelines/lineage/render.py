@@ -27,6 +27,9 @@ HEADLINE_KEYS = (
     "best_trial_id",
     "best_metric",
     "best_parameters",
+    "why",  # the selection's: why the pick won, its Pareto front and constraints
+    "pareto_front",
+    "constraints",
     "strategy",
     "replicas",
     "test_accuracy",

@@ -18,9 +18,10 @@ from typing import Any
 
 from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
-from pipelines.reports import trial_plots
+from pipelines.reports import pareto_plot, trial_plots
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import trials as trials_lib
+from pipelines.study.objectives import parse_constraints
 from pipelines.study.search_space import GOALS, Metric
 from pipelines.study.selection import rank_key
 from pipelines.study.spec_reader import parse_study_spec_metrics, parse_study_spec_parameters
@@ -30,6 +31,8 @@ PAGE = "index.html"
 METRIC_PLOT = "metric_per_trial.png"
 PARAMETER_PLOT = "parameters.png"
 CURVE_PLOT = "curves.png"
+SELECTION_OUTPUT = "summary"  # the select-best-trial step's output: front, constraints, why
+PARETO_PLOT = "pareto_front.png"
 STUDY_FILE = "study.json"  # the local study's summary, next to its trials.json
 _HPT_JOB = re.compile(r"^projects/[^/]+/locations/[^/]+/hyperparameterTuningJobs/[^/]+$")
 
@@ -50,6 +53,8 @@ class StudyTrials:
     parameter_types: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # parameter id -> scale (linear, log, reverse_log) as the study spec declares it
     parameter_scales: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    objectives: tuple[Metric, ...] = ()  # every objective of the study, the primary first
+    constraints: tuple[str, ...] = ()  # the run's selection constraints, when known
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +69,7 @@ class TrialRow:
     note: str
     precision: str | None = None  # the policy the trainer resolved (local trials), else None
     outcome: str = ""  # `trials.trial_outcome`: the words every screen and page uses
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # every objective's
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,13 +103,27 @@ def _study_spec(study_dir: Path) -> dict[str, Any]:
     return spec if isinstance(spec, dict) else {}
 
 
+def _objectives(metric_specs: Sequence[Any]) -> tuple[Metric, ...]:
+    """A study spec's metrics, the primary first; empty without a readable one."""
+    try:
+        return tuple(parse_study_spec_metrics(metric_specs))
+    except ValueError:  # not a metric spec
+        return ()
+
+
 def _objective(metric_specs: Sequence[Any]) -> Metric | None:
     """The first metric of a study spec's metrics; None without a readable one."""
+    return next(iter(_objectives(metric_specs)), None)
+
+
+def _run_constraints(path: Path) -> tuple[str, ...]:
+    """The constraints a local run's selection applied (its `summary`); empty when unknown."""
     try:
-        metrics = parse_study_spec_metrics(metric_specs)
-    except ValueError:  # not a metric spec
-        return None
-    return metrics[0] if metrics else None
+        run_dir = local_lineage_lib.resolve_run_dir(path)
+    except lineage_graph.LineageError:
+        return ()
+    summary = local_lineage_lib.find_output(run_dir, SELECTION_OUTPUT) or {}
+    return tuple(summary.get("metadata", {}).get("constraints") or ())
 
 
 def parameter_types(parameter_specs: Sequence[Any], field: str = "type") -> dict[str, str]:
@@ -207,6 +227,8 @@ def load_trials(
         home,
         parameter_types(spec.get("parameters", [])),
         parameter_types(spec.get("parameters", []), "scale"),
+        _objectives(spec.get("metrics", [])),
+        _run_constraints(where) if not where.is_file() else (),
     )
 
 
@@ -225,10 +247,18 @@ def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
     )
     spec = job.gca_resource.study_spec
     metrics = [StudySpec.MetricSpec.to_json(m) for m in spec.metrics]
-    objective = parse_study_spec_metrics(metrics)[0] if metrics else None
+    objectives = _objectives(metrics)
     specs = [StudySpec.ParameterSpec.to_json(p) for p in spec.parameters]
     scales = parameter_types(specs, "scale")
-    return StudyTrials(trials, job_name, objective, None, parameter_types(specs), scales)
+    return StudyTrials(
+        trials,
+        job_name,
+        next(iter(objectives), None),
+        None,
+        parameter_types(specs),
+        scales,
+        objectives,
+    )
 
 
 def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> Metric:
@@ -301,11 +331,14 @@ def _note(trial: Mapping[str, Any]) -> str:
     return "; ".join(n for n in notes if n)
 
 
-def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[TrialRow]:
-    """One row per trial, best first (per `metric.goal`).
+def trial_rows(
+    trials: Sequence[Mapping[str, Any]], metric: Metric, objectives: Sequence[Metric] = ()
+) -> list[TrialRow]:
+    """One row per trial, best first (per `metric.goal`), with every objective's value.
 
     Trials without the metric (failed, still running) come last, by id.
     """
+    names = [o.metric_id for o in objectives]
     rows = [
         TrialRow(
             trial_id=str(t["id"]),
@@ -316,6 +349,11 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
             note=_note(t),
             precision=(t.get(trials_lib.LOCAL_KEY) or {}).get("precision"),
             outcome=trials_lib.trial_outcome(t),
+            metrics={
+                n: v
+                for n, v in trials_lib.measurement_metrics(t.get("finalMeasurement")).items()
+                if n in names
+            },
         )
         for t in trials
     ]
@@ -348,14 +386,24 @@ def state_counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) -> str:
-    head = ["trial", "outcome", metric.metric_id, "duration", "precision", *names, "note"]
+def metric_columns(metric: Metric, objectives: Sequence[Metric]) -> list[str]:
+    """The table's metric columns: the sorting metric, then every other objective."""
+    return [metric.metric_id, *(o.metric_id for o in objectives if o.metric_id != metric.metric_id)]
+
+
+def row_values(row: TrialRow, columns: Sequence[str]) -> list[float | None]:
+    """A row's values for `metric_columns` (the first is the sorting metric)."""
+    return [row.metric, *(row.metrics.get(c) for c in columns[1:])]
+
+
+def _table_html(rows: Sequence[TrialRow], columns: Sequence[str], names: Sequence[str]) -> str:
+    head = ["trial", "outcome", *columns, "duration", "precision", *names, "note"]
     lines = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         cells = [
             row.trial_id,
             row.outcome,
-            format_value(row.metric),
+            *(format_value(v) for v in row_values(row, columns)),
             format_duration(row.seconds),
             format_value(row.precision),
             *(format_value(row.parameters.get(n)) for n in names),
@@ -364,6 +412,14 @@ def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) 
         css = "" if row.outcome == trials_lib.SUCCEEDED else ' class="failed"'
         lines.append(f"<tr{css}>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
     return "<table>" + "\n".join(lines) + "</table>"
+
+
+def _selection_html(picked: Any, constraints: Sequence[Any]) -> str:
+    """The pick on the Pareto front and the constraints, for a study of several objectives."""
+    lines = [f"constraints: {html.escape(', '.join(map(str, constraints)))}"] if constraints else []
+    if picked is not None:
+        lines.append(f"picked {html.escape(picked.reason)}; front: {', '.join(picked.front)}")
+    return f"<p>{'<br>'.join(lines)}</p>" if lines else ""
 
 
 def write_report(study: StudyTrials, out_dir: str | Path, metric: Metric) -> Report:
@@ -378,7 +434,14 @@ def write_report(study: StudyTrials, out_dir: str | Path, metric: Metric) -> Rep
         ),
         "learning curves": trial_plots.plot_curves(trials, metric, out / CURVE_PLOT),
     }
-    rows = trial_rows(trials, metric)
+    constraints = parse_constraints(study.constraints, study.objectives or (metric,))
+    picked = None
+    if len(study.objectives) > 1:
+        figures["Pareto front"] = pareto_plot.plot_pareto(
+            trials, study.objectives, constraints, out / PARETO_PLOT
+        )
+        picked = pareto_plot.pick(trials, study.objectives, constraints)
+    rows = trial_rows(trials, metric, study.objectives)
     counts = ", ".join(f"{n} {s.lower()}" for s, n in state_counts(trials).items())
     best = rows[0] if rows and rows[0].metric is not None else None
     best_text = (
@@ -402,7 +465,8 @@ tr.failed td{{color:#b71c1c}}figure{{display:inline-block;margin:1em}}img{{max-w
 <p>From <code>{html.escape(study.source)}</code>.
 {len(trials)} trials ({html.escape(counts or "none")}); sorted by
 <b>{html.escape(metric.metric_id)}</b> ({metric.goal}); {best_text}.</p>
-{_table_html(rows, metric, parameter_names(trials))}
+{_selection_html(picked, constraints)}
+{_table_html(rows, metric_columns(metric, study.objectives), parameter_names(trials))}
 {images}</body></html>
 """
     )

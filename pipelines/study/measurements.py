@@ -47,6 +47,16 @@ def read_measurements(path: str, metric_ids: Sequence[str]) -> list[Measurement]
     return [by_step[s] for s in sorted(by_step)]
 
 
+def with_measured_once(
+    final: Measurement | None, measurements: Sequence[Measurement]
+) -> Measurement | None:
+    """`final` with the metrics measured once (`trials.measured_once`) that it lacks."""
+    if final is None:
+        return None
+    once = trials_lib.measured_once([m.metrics for m in measurements])
+    return dataclasses.replace(final, metrics={**once, **final.metrics})
+
+
 def reported_tags(path: str) -> list[str]:
     """Metric tags present in a hypertune file (whatever the study asked for)."""
     bookkeeping = {"timestamp", "trial", "global_step", "checkpoint_path"}

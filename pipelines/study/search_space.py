@@ -125,7 +125,12 @@ class SearchSpace:
 
     def to_study_spec_metrics(self) -> list[dict[str, Any]]:
         """`study_spec_metrics` for `HyperparameterTuningJobRunOp`, as GCPC serializes them."""
-        return [{"metric_id": m.metric_id, "goal": GOAL_NUMBERS[m.goal]} for m in self.metrics]
+        return study_spec_metrics(self.metrics)
+
+
+def study_spec_metrics(metrics: Sequence[Metric]) -> list[dict[str, Any]]:
+    """One `MetricSpec` per metric, in order, as GCPC's `serialize_metrics` gives them."""
+    return [{"metric_id": m.metric_id, "goal": GOAL_NUMBERS[m.goal]} for m in metrics]
 
 
 def default_search_space() -> SearchSpace:
@@ -341,6 +346,7 @@ def load_search_space(
     hyperparameters: Mapping[str, Hyperparameter] | None = None,
     *,
     open_ended: bool = False,
+    model_flags: Any = None,
 ) -> SearchSpace:
     """A preset by name (None: `DEFAULT_PRESET`) or a YAML file, checked against the trainer.
 
@@ -350,6 +356,7 @@ def load_search_space(
             default model's, `trainer.models.ModelSpec.all_hyperparameters`).
         open_ended: Ids that are not the trainer's own pass (a model whose own
             hyperparameters are not known here).
+        model_flags: For a `model` parameter: each model's flags (`model_choice.ModelFlags`).
 
     Raises:
         SearchSpaceError: Unreadable, malformed, or proposing values the trainer refuses.
@@ -376,7 +383,9 @@ def load_search_space(
         hyperparameters = model_spec().all_hyperparameters()
     try:
         space = from_dict(data or {})
-        check_against_trainer(space, hyperparameters, open_ended=open_ended)
+        check_against_trainer(
+            space, hyperparameters, open_ended=open_ended, model_flags=model_flags
+        )
     except SearchSpaceError as err:
         raise SearchSpaceError(f"{name_or_path}: {err}") from None
     return space
@@ -387,6 +396,7 @@ def check_against_trainer(
     hyperparameters: Mapping[str, Hyperparameter],
     *,
     open_ended: bool = False,
+    model_flags: Any = None,
 ) -> None:
     """Refuse a space the trainer cannot take: every value it can propose must be accepted.
 
@@ -395,9 +405,17 @@ def check_against_trainer(
     categorical ones, and every bound, discrete value and category must be accepted,
     since the study may propose any of them.
 
+    A space with a `model` parameter is checked model by model instead, each model's
+    flags from `model_flags` (`pipelines.study.model_choice`).
+
     Raises:
         SearchSpaceError: Naming the parameter and what the trainer expects.
     """
+    from pipelines.study import model_choice  # it builds on this module
+
+    if model_choice.model_parameter(space) is not None:
+        model_choice.check_per_model(space, model_flags)
+        return
     for p in space.all_parameters():
         name = f"parameter {p.parameter_id!r}"
         spec = hyperparameters.get(p.parameter_id)

@@ -1,4 +1,7 @@
-"""Best-trial selection over trials in Vertex's `Trial` JSON schema (no TensorFlow, no network)."""
+"""Best-trial selection over trials in Vertex's `Trial` JSON schema: constraints, front, pick.
+
+No TensorFlow, no network.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.study import trials as trials_lib
+from pipelines.study.objectives import Constraint
+from pipelines.study.search_space import Metric
 
 # Parameters whose smaller values make a cheaper model; ties go to the cheaper trial.
 DEFAULT_COST_PARAMETERS = ("num_units", "epochs")
@@ -24,8 +29,12 @@ class BestTrial:
 
     trial_id: str
     parameters: dict[str, Any]
-    metric: float
+    metric: float  # the primary objective's value
     considered: int
+    metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # every objective's
+    front: tuple[str, ...] = ()  # the Pareto front's trial ids, best primary first
+    constraints: tuple[str, ...] = ()  # the constraints every front trial meets
+    reason: str = ""  # why the pick won, one line
 
 
 def _cost(params: Mapping[str, Any], cost_parameters: Sequence[str]) -> tuple[float, ...]:
@@ -58,50 +67,133 @@ def rank_key(
     )
 
 
+def dominates(a: Sequence[float], b: Sequence[float], goals: Sequence[str]) -> bool:
+    """Whether objective values `a` are at least as good as `b` everywhere and better once.
+
+    Values are compared rounded to 6 digits, as `rank_key` ties them.
+    """
+    signs = [1.0 if g == "maximize" else -1.0 for g in goals]
+    ra = [s * round(v, _TIE_DIGITS) for s, v in zip(signs, a, strict=True)]
+    rb = [s * round(v, _TIE_DIGITS) for s, v in zip(signs, b, strict=True)]
+    pairs = list(zip(ra, rb, strict=True))
+    return all(x >= y for x, y in pairs) and any(x > y for x, y in pairs)
+
+
+def pareto_front(values: Mapping[str, Sequence[float]], goals: Sequence[str]) -> list[str]:
+    """The ids whose objective values no other id dominates, in the mapping's order."""
+    return [
+        tid
+        for tid, v in values.items()
+        if not any(dominates(w, v, goals) for other, w in values.items() if other != tid)
+    ]
+
+
 def select_best_trial(
     trials: Iterable[Mapping[str, Any]],
     *,
-    metric_id: str,
+    metric_id: str = "",
     goal: str = "maximize",
+    objectives: Sequence[Metric] = (),
+    constraints: Sequence[Constraint] = (),
     threshold: float | None = None,
     cost_parameters: Sequence[str] = DEFAULT_COST_PARAMETERS,
 ) -> BestTrial:
-    """Pick the best succeeded trial.
+    """Pick the best succeeded trial: one rule for one objective or several.
 
-    Order: the metric (rounded to 6 digits, so near-equal values tie), then the cheaper
-    configuration (smaller `cost_parameters`), then the earlier trial.
+    The succeeded trials that report every objective and meet every constraint; their Pareto
+    front over the objectives; the pick is the front's best by `rank_key` on the primary
+    (first) objective: its value (rounded to 6 digits, so near-equal values tie), then the
+    cheaper configuration (smaller `cost_parameters`), then the earlier trial. Without
+    `objectives`, the one objective is `metric_id` with `goal`.
 
     Raises:
-        SelectionError: No succeeded trial reports the metric, or the best one
-            does not reach `threshold` (>= when maximizing, <= when minimizing).
+        SelectionError: No succeeded trial reports the objectives, none meets the
+            constraints (naming the closest), or the pick does not reach `threshold` (>= when
+            maximizing, <= when minimizing; on the primary objective).
     """
-    if goal not in ("maximize", "minimize"):
-        raise SelectionError(f"goal={goal!r}: expected maximize or minimize")
-    candidates = []
+    objectives = tuple(objectives) or (Metric(metric_id, goal),)
+    for o in objectives:
+        if o.goal not in ("maximize", "minimize"):
+            raise SelectionError(f"goal={o.goal!r}: expected maximize or minimize")
+    primary = objectives[0]
+    names = [o.metric_id for o in objectives]
+    scored: dict[str, tuple[Mapping[str, Any], dict[str, Any], dict[str, float]]] = {}
     for trial in trials:
         metrics = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
         succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
-        if not succeeded or metric_id not in metrics:
-            continue
-        params = trials_lib.trial_parameters(trial)
-        key = rank_key(
-            trial["id"], metrics[metric_id], params, goal=goal, cost_parameters=cost_parameters
+        if succeeded and all(n in metrics for n in names):
+            values = {n: metrics[n] for n in names}
+            scored[str(trial["id"])] = (trial, trials_lib.trial_parameters(trial), values)
+    if not scored:
+        raise SelectionError(f"no succeeded trial reported the metric {'/'.join(names)!r}")
+
+    def key(tid: str) -> tuple[Any, ...]:
+        _, params, values = scored[tid]
+        return rank_key(
+            tid,
+            values[primary.metric_id],
+            params,
+            goal=primary.goal,
+            cost_parameters=cost_parameters,
         )
-        candidates.append((key, trial, params, metrics[metric_id]))
-    if not candidates:
-        raise SelectionError(f"no succeeded trial reported the metric {metric_id!r}")
-    _, best, params, value = min(candidates, key=lambda c: c[0])
+
+    feasible = [t for t in scored if all(c.met(scored[t][2][c.metric_id]) for c in constraints)]
+    if not feasible:
+        closest = min(scored, key=lambda t: (_shortfall(scored[t][2], constraints), key(t)))
+        missed = ", ".join(
+            f"{c.metric_id}={scored[closest][2][c.metric_id]:.4g} (needs {c.op}{c.bound:g})"
+            for c in constraints
+            if not c.met(scored[closest][2][c.metric_id])
+        )
+        raise SelectionError(
+            f"no trial meets {', '.join(map(str, constraints))}: the closest is trial "
+            f"{closest} with {missed}; stopping before the final training"
+        )
+    goals = [o.goal for o in objectives]
+    front = pareto_front({t: [scored[t][2][n] for n in names] for t in feasible}, goals)
+    best_id = min(front, key=key)
+    _, params, values = scored[best_id]
+    value = values[primary.metric_id]
     if threshold is not None:
-        met = value >= threshold if goal == "maximize" else value <= threshold
+        met = value >= threshold if primary.goal == "maximize" else value <= threshold
         if not met:
-            relation = ">=" if goal == "maximize" else "<="
+            relation = ">=" if primary.goal == "maximize" else "<="
             raise SelectionError(
-                f"best trial {best['id']} has {metric_id}={value:.4f}, missing the threshold "
-                f"({relation} {threshold}): stopping before the final training"
+                f"best trial {best_id} has {primary.metric_id}={value:.4f}, missing the "
+                f"threshold ({relation} {threshold}): stopping before the final training"
             )
     return BestTrial(
-        trial_id=str(best["id"]),
+        trial_id=best_id,
         parameters=params,
         metric=value,
-        considered=len(candidates),
+        considered=len(scored),
+        metrics=values,
+        front=tuple(sorted(front, key=key)),
+        constraints=tuple(map(str, constraints)),
+        reason=_reason(best_id, primary, value, front, feasible, scored, constraints),
     )
+
+
+def _shortfall(values: Mapping[str, float], constraints: Sequence[Constraint]) -> float:
+    return sum(c.shortfall(values[c.metric_id]) for c in constraints)
+
+
+def _reason(
+    best_id: str,
+    primary: Metric,
+    value: float,
+    front: Sequence[str],
+    feasible: Sequence[str],
+    scored: Mapping[str, Any],
+    constraints: Sequence[Constraint],
+) -> str:
+    """Why the pick won, in one line."""
+    best = "highest" if primary.goal == "maximize" else "lowest"
+    why = f"trial {best_id}: the {best} {primary.metric_id} ({value:.4g})"
+    why += f" on the Pareto front of {len(front)} trial(s)"
+    if constraints:
+        why += (
+            f" among the {len(feasible)} of {len(scored)} meeting "
+            f"{', '.join(map(str, constraints))}"
+        )
+    return why

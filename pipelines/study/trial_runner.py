@@ -23,6 +23,7 @@ from pipelines.study.measurements import (
     read_measurements,
     reported_tags,
     select_measurement,
+    with_measured_once,
 )
 from pipelines.study.trials import TrialState
 from trainer import precision
@@ -218,11 +219,21 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         stopped = result.stopped
     except local_job.CustomJobError as err:
         error, stopped = err, False
+    # Every tag the trainer reported (its cost, a builder's own) lands in the trial's record.
+    tags = [
+        *study.metric_ids,
+        *(
+            t
+            for t in sorted({*reported_tags(earlier_file), *reported_tags(metric_file)})
+            if t not in study.metric_ids
+        ),
+    ]
     measurements = _merged(
-        read_measurements(earlier_file, study.metric_ids),
-        read_measurements(metric_file, study.metric_ids),
+        read_measurements(earlier_file, tags), read_measurements(metric_file, tags)
     )
-    final = select_measurement(measurements, study.space.metrics, study.selection)
+    final = with_measured_once(
+        select_measurement(measurements, study.space.metrics, study.selection), measurements
+    )
     outcome = Outcome(trial_id, TrialState.INFEASIBLE, measurements, final)
     chief_log = os.path.join(local_dir, "chief-0.log")
     outcome.precision = precision.parse_line(local_job.head(chief_log))

@@ -150,6 +150,34 @@ def final_metric(trial: Mapping[str, Any], metric_id: str) -> float | None:
     return measurement_metrics(trial.get("finalMeasurement")).get(metric_id)
 
 
+def measured_once(steps: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    """The metrics reported at one step only, with their value: measured once (a cost).
+
+    The trainer measures its cost (`trainer.contract.COST_METRICS`, a builder's own
+    metrics) once, after training, and reports it with its last step; a final measurement
+    selected at another step (`BEST_MEASUREMENT`) carries them too (`with_measured_once`).
+    """
+    seen: dict[str, list[float]] = {}
+    for metrics in steps:
+        for metric_id, value in metrics.items():
+            seen.setdefault(metric_id, []).append(value)
+    return {k: values[0] for k, values in seen.items() if len(values) == 1}
+
+
+def with_measured_once(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `trial` whose final measurement also holds its `measured_once` metrics."""
+    out = dict(trial)
+    final = trial.get("finalMeasurement")
+    if not final:
+        return out
+    once = measured_once([measurement_metrics(m) for m in trial.get("measurements", [])])
+    missing = {k: v for k, v in once.items() if k not in measurement_metrics(final)}
+    if missing:
+        extra = [{"metricId": k, "value": v} for k, v in missing.items()]
+        out["finalMeasurement"] = {**final, "metrics": [*final.get("metrics", []), *extra]}
+    return out
+
+
 def normalize_trial(trial: Mapping[str, Any]) -> dict[str, Any]:
     """A copy with `state` as the enum int and `id` as a string (both spellings accepted)."""
     out = dict(trial)

@@ -25,6 +25,8 @@ class Binding:
       told to expect it (`--expected_gpus`); False where the count means logical CPU
       devices (local).
     * `hidden_parameters`: pipeline parameters the target never reads, left out of its spec.
+    * `check_space(space)`: refuse, with a `SettingsError`, a search space the target's
+      tuner cannot run (Katib: conditional parameters), when the pipeline is built.
     """
 
     tune: Callable[..., Any]
@@ -33,6 +35,7 @@ class Binding:
     mount_data: Callable[[Any, Any], Any] = lambda task, settings: task
     expects_gpus: bool = True
     hidden_parameters: frozenset[str] = frozenset()
+    check_space: Callable[[Any], None] = lambda space: None
 
 
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:

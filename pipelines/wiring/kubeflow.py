@@ -21,7 +21,7 @@ from kfp import dsl
 from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
-from pipelines.settings import Settings
+from pipelines.settings import Settings, SettingsError
 from pipelines.wiring.base import Binding, study_inputs
 
 
@@ -129,9 +129,21 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/schedules.py", "cron rules shared by the schedules"),
 )
 
+
+def _katib_space(space: Any) -> None:
+    """Refuse at compile (and so at submit) a space Katib refuses: conditional parameters."""
+    from pipelines.targets.kubeflow.experiment import KatibSpecError, check_katib_space
+
+    try:
+        check_katib_space(space)
+    except KatibSpecError as err:
+        raise SettingsError(f"search_space: {err}") from None
+
+
 BINDING = Binding(
     tune=_kubeflow_tune,
     train_final=_kubeflow_train,
     register=_kubeflow_register,
     mount_data=_mount_data,
+    check_space=_katib_space,
 )

@@ -94,6 +94,16 @@ def _parameter(p: Parameter) -> dict[str, Any]:
     return {"name": p.parameter_id, "parameterType": TYPES[p.type], "feasibleSpace": space}
 
 
+def check_katib_space(space: SearchSpace) -> None:
+    """Refuse a space Katib cannot run (conditional parameters, reverse_log), in one line.
+
+    Raises:
+        KatibSpecError: Naming the first such parameter.
+    """
+    for p in space.parameters:
+        _parameter(p)
+
+
 def _grid_size(space: SearchSpace) -> int:
     size = 1
     for p in space.parameters:

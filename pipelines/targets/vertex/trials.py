@@ -50,4 +50,8 @@ def fetch_trials(job_name: str, credentials: Any = None) -> list[dict[str, Any]]
         location=match["location"],
         credentials=credentials,
     )
-    return [json.loads(Trial.to_json(trial)) for trial in job.trials]
+    from pipelines.study.trials import with_measured_once
+
+    # A cost measured once (at the last step) also belongs to a final measurement Vertex
+    # selected at another step (BEST_MEASUREMENT), as in the local study.
+    return [with_measured_once(json.loads(Trial.to_json(trial))) for trial in job.trials]
