@@ -21,6 +21,8 @@ Control flags:
     --ledger=PATH       on success append one JSON line: trial, task, params, env
     --starts=PATH       on start append one line: the trial id (every run, failed ones too)
     --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
+    --cost              after the last epoch report model_size_mb and latency_ms with its
+                        step, as the trainer reports its cost (a function of num_units)
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ CONTROL_FLAGS = {
     "tmp_file",
     "starts",
     "falling",
+    "cost",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -155,6 +158,12 @@ def main(argv: list[str]) -> int:
                 global_step=epoch,
             )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
+    if control.get("cost") and reporter is not None and task == "chief":
+        units = float(params.get("num_units", 128))
+        for tag, value in (("model_size_mb", units / 100), ("latency_ms", 1 + units / 64)):
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag=tag, metric_value=value, global_step=epoch
+            )
     if control.get("ledger"):
         record = {
             "trial": trial,
