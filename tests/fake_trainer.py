@@ -26,6 +26,8 @@ Control flags:
     --resume            checkpoint each epoch in $AIP_CHECKPOINT_DIR and resume after the last
                         one; past the last epoch, report it again (as `trainer.train` does)
     --size_tag=T        also report tag T = num_units / 100 every epoch (a cost objective)
+    --cost              after the last epoch report model_size_mb and latency_ms with its
+                        step, as the trainer reports its cost (a function of num_units)
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ CONTROL_FLAGS = {
     "resume",
     "fail_code",
     "fail_say",
+    "cost",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -192,6 +195,12 @@ def main(argv: list[str]) -> int:
             metric_value=1.0 - value if control.get("falling") else value,
             global_step=epochs,
         )
+    if control.get("cost") and reporter is not None and task == "chief":
+        units = float(params.get("num_units", 128))
+        for tag, value in (("model_size_mb", units / 100), ("latency_ms", 1 + units / 64)):
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag=tag, metric_value=value, global_step=epoch
+            )
     if control.get("ledger"):
         record = {
             "trial": trial,
