@@ -14,6 +14,7 @@ def select_best_trial(
     goal: str,
     threshold: float,
     use_threshold: bool,
+    continued_trials: list,
     summary: dsl.Output[dsl.Metrics],
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "BestTrial", [("best_trial_id", str), ("best_parameters", dict), ("best_metric", float)]
@@ -21,12 +22,13 @@ def select_best_trial(
     """Choose among succeeded trials; stop the pipeline if the best misses `threshold`.
 
     Ties go to the smaller/cheaper configuration. `use_threshold` False ignores `threshold`.
+    `continued_trials` (an earlier run's) are chosen among with the tune step's trials.
     """
     from collections import namedtuple
 
-    from pipelines.study import selection, trials_artifact
+    from pipelines.study import continuation, selection, trials_artifact
 
-    all_trials = trials_artifact.read(trials)
+    all_trials = continuation.combine(continued_trials, trials_artifact.read(trials))
     best = selection.select_best_trial(
         all_trials,
         metric_id=metric_tag,
@@ -42,5 +44,6 @@ def select_best_trial(
             summary.log_metric(f"param_{name}", value)
     summary.metadata["best_parameters"] = best.parameters
     summary.metadata["trials"] = trials.uri
+    summary.metadata["continued_from"] = continuation.sources(all_trials)
     BestTrial = namedtuple("BestTrial", ["best_trial_id", "best_parameters", "best_metric"])
     return BestTrial(best.trial_id, best.parameters, best.metric)

@@ -119,15 +119,17 @@ def trials(
 
 def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, format: str) -> str:
     """The trials, best first, as CSV (the table's columns) or JSON (trials + columns)."""
-    from pipelines.reports.trial_report import parameter_names
+    from pipelines.reports.trial_report import continued, parameter_names
 
     names = parameter_names(study.trials)
     if format == "csv":
-        header = ["trial", "state", metric.metric_id, "seconds", "precision", *names, "note"]
+        runs = continued(rows)
+        header = ["trial", *runs, "state", metric.metric_id, "seconds", "precision", *names]
         return formats.csv_text(
-            header,
+            [*header, "note"],
             (
-                [r.trial_id, r.state, r.metric, r.seconds, r.precision]
+                [r.trial_id, *([r.origin or "this run"] if runs else [])]
+                + [r.state, r.metric, r.seconds, r.precision]
                 + [r.parameters.get(n) for n in names]
                 + [r.note]
                 for r in rows
@@ -142,6 +144,7 @@ def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, forma
                 {
                     **by_id[r.trial_id],
                     "row": {
+                        "run": r.origin or "this run",
                         "state": r.state,
                         "metric": r.metric,
                         "seconds": r.seconds,
@@ -160,7 +163,12 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     """The trials as a Rich table, best first; trials that did not succeed in red."""
     from rich.table import Table
 
-    from pipelines.reports.trial_report import format_duration, format_value, parameter_names
+    from pipelines.reports.trial_report import (
+        continued,
+        format_duration,
+        format_value,
+        parameter_names,
+    )
 
     metric = report.metric
     names = parameter_names(study.trials)
@@ -168,7 +176,10 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
         title=f"{len(study.trials)} trials, sorted by {metric.metric_id} ({metric.goal})",
         caption=study.source,
     )
+    runs = continued(report.rows)
     table.add_column("trial", justify="right")
+    for header in runs:  # trials of a continued study: the run each came from
+        table.add_column(header)
     table.add_column("state", min_width=10)
     table.add_column(metric.metric_id, justify="right")
     table.add_column("duration", justify="right")
@@ -179,6 +190,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     for row in report.rows:
         table.add_row(
             row.trial_id,
+            *([row.origin or "this run"] if runs else []),
             row.state,
             format_value(row.metric),
             format_duration(row.seconds),

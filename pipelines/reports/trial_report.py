@@ -20,6 +20,7 @@ from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
 from pipelines.reports import trial_plots
 from pipelines.reports.trial_plots import parameter_names
+from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 from pipelines.study.search_space import GOALS, Metric
 from pipelines.study.selection import rank_key
@@ -63,6 +64,7 @@ class TrialRow:
     parameters: dict[str, Any]
     note: str
     precision: str | None = None  # the policy the trainer resolved (local trials), else None
+    origin: str = ""  # the earlier run a continued study's trial came from; "" for this run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,6 +316,7 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
             parameters=trials_lib.trial_parameters(t),
             note=_note(t),
             precision=(t.get(trials_lib.LOCAL_KEY) or {}).get("precision"),
+            origin=continuation.origin(t),
         )
         for t in trials
     ]
@@ -328,6 +331,11 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], metric: Metric) -> list[Tria
 
 
 # --------------------------------------------------------------------------- the page
+
+
+def continued(rows: Sequence[TrialRow]) -> list[str]:
+    """`["run"]`, the origin column's header, when some trial came from an earlier run; else []."""
+    return ["run"] if any(r.origin for r in rows) else []
 
 
 def default_report_dir(study: StudyTrials) -> Path:
@@ -347,11 +355,13 @@ def state_counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def _table_html(rows: Sequence[TrialRow], metric: Metric, names: Sequence[str]) -> str:
-    head = ["trial", "state", metric.metric_id, "duration", "precision", *names, "note"]
+    runs = continued(rows)
+    head = ["trial", *runs[:1], "state", metric.metric_id, "duration", "precision", *names, "note"]
     lines = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         cells = [
             row.trial_id,
+            *([row.origin or "this run"] if runs else []),
             row.state,
             format_value(row.metric),
             format_duration(row.seconds),

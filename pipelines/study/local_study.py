@@ -23,6 +23,7 @@ from pipelines import ownership
 from pipelines.jobs import fork_client, local_job
 from pipelines.payloads import payload_items
 from pipelines.study import (
+    continuation,
     failure_rules,
     interruption,
     optuna_study,
@@ -77,6 +78,7 @@ class _LocalStudy:
         on_progress: Callable[[StudyProgress], None] | None,
         show_progress: bool,
         cwd: str | None,
+        earlier: Sequence[Mapping[str, Any]] = (),
     ):
         self.space = space
         self.spec_payload = spec_payload
@@ -103,11 +105,15 @@ class _LocalStudy:
         self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(base, STUDY_FILE)
         self._load()
+        # Trials of the run this study continues (`continuation`): the sampler learns from
+        # them and none of their configurations is proposed again; they are not this
+        # study's trials (ids, counts, max_trial_count and resume ignore them).
+        self.earlier = [dict(t) for t in earlier]
         if early_stopping and len(space.metrics) > 1:
             raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
         self.optuna = optuna_study.make_optuna_study(
             space,
-            self._ordered(),
+            [*self.earlier, *self._ordered()],
             algorithm=algorithm,
             seed=seed,
             max_trial_count=max_trial_count,
@@ -175,7 +181,14 @@ class _LocalStudy:
     def _next_grid_point(self) -> dict[str, Any] | None:
         assert self.grid is not None
         used = {json.dumps(self._params(t), sort_keys=True) for t in self.trials.values()}
+        used |= self._measured()
         return next((p for p in self.grid if json.dumps(p, sort_keys=True) not in used), None)
+
+    def _measured(self) -> set[str]:
+        """Configurations measured or being measured: the earlier run's and this study's."""
+        return {
+            continuation.config_key(self._params(t)) for t in [*self.earlier, *self.trials.values()]
+        }
 
     def _next_trial(self, interrupted: list[str]) -> tuple[dict[str, Any], Any] | None:
         """Create (or take back an interrupted) trial and its Optuna twin; None when done."""
@@ -204,8 +217,9 @@ class _LocalStudy:
                     start_time=trials_lib.timestamp(),
                     local={"attempts": 1},
                 )
-                frozen = self.optuna.ask()
-                params = suggest(frozen, self.space.parameters)
+                frozen, params = optuna_study.ask_new(
+                    self.optuna, self.space.parameters, self._measured()
+                )
                 trial["parameters"] = [{"parameterId": k, "value": v} for k, v in params.items()]
             self.trials[trial["id"]] = trial
             self._save()
@@ -389,6 +403,7 @@ def run_study(
     on_progress: Callable[[StudyProgress], None] | None = None,
     show_progress: bool = True,
     cwd: str | None = None,
+    earlier_trials: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Run an HPT study payload on this machine (the rules: the module docstring).
 
@@ -408,6 +423,8 @@ def run_study(
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
         show_progress: Live Rich progress and one line per trial on stderr.
         cwd: Working directory of the trial processes (default: this one).
+        earlier_trials: Trials of the run this study continues (`continuation.reconcile`d):
+            the sampler starts from them and proposes none of their configurations again.
 
     Returns:
         The trials (`pipelines.study.trials` schema), also written to `<base>/trials.json`.
@@ -467,5 +484,6 @@ def run_study(
         on_progress=on_progress,
         show_progress=show_progress,
         cwd=cwd,
+        earlier=earlier_trials,
     )
     return study.run()
