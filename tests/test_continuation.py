@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import optuna
 import pytest
@@ -418,3 +419,118 @@ def test_report_rows_mark_each_trials_origin():
         ("first:2", "first"),
         ("first:1", "first"),
     ]
+
+
+# --------------------------------------------------------------------------- compile, CLI, lineage
+
+
+def trials_file(tmp_path: Path) -> Path:
+    """A trials JSON file as a Vertex run writes it (`Trial.to_json`), for today's default space."""
+    from google.cloud.aiplatform_v1.types import Trial
+
+    path = tmp_path / "vertex-trials.json"
+    written = [
+        json.loads(Trial.to_json(Trial.from_json(json.dumps(t))))
+        for t in (
+            trial(1, {"learning_rate": 0.01, "momentum": 0.8, "num_units": 64}, 0.7),
+            trial(2, {"learning_rate": 0.02, "momentum": 0.85, "num_units": 256}, 0.9),
+        )
+    ]
+    path.write_text(json.dumps(written))
+    return path
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow", "local"])
+def test_compile_carries_the_earlier_trials_to_the_selection_step(tmp_path, target):
+    import yaml
+
+    from pipelines.compiler import compile_pipeline
+
+    settings = Settings(
+        continue_from=str(trials_file(tmp_path)),
+        trainer_image="registry.example/hpt/trainer:v1",
+        components_image="registry.example/hpt/components:v1",
+    )
+    spec = yaml.safe_load(Path(compile_pipeline(target, settings, tmp_path / "p.yaml")).read_text())
+    default = spec["root"]["inputDefinitions"]["parameters"]["continued_trials"]["defaultValue"]
+    assert [t["id"] for t in default] == ["vertex-trials:1", "vertex-trials:2"]
+    tasks = spec["root"]["dag"]["tasks"]
+    select = tasks["select-best-trial"]["inputs"]["parameters"]["continued_trials"]
+    assert select == {"componentInputParameter": "continued_trials"}
+    tune = next(t for name, t in tasks.items() if name.startswith("tune"))
+    seeded = "continued_trials" in tune["inputs"]["parameters"]
+    assert seeded == (target == "local")  # only the local study can be seeded
+
+
+def cli(*args: str):
+    from typer.testing import CliRunner
+
+    from pipelines.app import cli as cli_module
+
+    return CliRunner().invoke(cli_module.app, list(args))
+
+
+@pytest.mark.parametrize("target", ["vertex", "kubeflow"])
+def test_compile_says_what_the_cloud_target_does_with_the_earlier_trials(
+    tmp_path, monkeypatch, target
+):
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    source = trials_file(tmp_path)
+    out = tmp_path / "p.yaml"
+    got = cli("compile", "--target", target, "--output", str(out), "--continue-from", str(source))
+    assert got.exit_code == 0, got.output
+    service = "Vertex (Vizier)" if target == "vertex" else "Katib"
+    assert (
+        f"note: continue_from: {service} cannot seed a study: the 2 earlier trial(s) are not "
+        "re-run; the new study runs its max_trials=12 as usual and the selection step chooses "
+        "over both"
+    ) in got.output
+    assert "note: objectives: " in got.output  # a trials file records no goals
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("gs://bucket/trials.json", "continue_from=gs://bucket/trials.json: expected a local run"),
+        ("{tmp}/bad.json", "continue_from={tmp}/bad.json: trial '1': "),
+    ],
+)
+def test_run_refuses_a_bad_continue_from_in_one_line_before_anything(tmp_path, source, expected):
+    (tmp_path / "bad.json").write_text('[{"id": "1", "state": 4, "colour": "red"}]')
+    output = tmp_path / "out"
+    source, expected = source.format(tmp=tmp_path), expected.format(tmp=tmp_path)
+    got = cli("run", "--continue-from", source, "--output", str(output))
+    assert got.exit_code == 2
+    lines = got.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hpt-pipeline: error: {expected}")
+    assert not output.exists()
+
+
+def test_lineage_links_the_run_to_the_one_it_continued(tmp_path):
+    from pipelines.lineage import local as local_lineage
+    from tests.test_lineage import write_run
+
+    run = write_run(tmp_path / "out")
+    produced = run / "tune-locally" / "executor_output.json"
+    outputs = json.loads(produced.read_text())
+    outputs["artifacts"]["trials"]["artifacts"][0]["metadata"]["continued_from"] = ["/runs/first"]
+    produced.write_text(json.dumps(outputs))
+    uri = run / "tune-locally" / "trials"
+    old = continuation.reconcile(earlier(FOUR[:1], source="/runs/first"), SPACE, TODAY, DEFAULTS)
+    tl.write_trials(str(uri), continuation.combine(old.trials, tl.read_trials(str(uri))))
+    graph = local_lineage.local_lineage(run)
+    assert graph.parents("artifact:tune-locally/trials") == [
+        "task:tune-locally",
+        "run:/runs/first",
+    ]
+    node = graph.nodes["trial:first:1"]
+    assert node.details["continued_from"] == "/runs/first" and node.uri == ""
+
+
+def test_a_continued_study_extends_in_place_without_rerunning(tmp_path):
+    old = continuation.reconcile(earlier(FOUR), SPACE, TODAY, DEFAULTS).trials
+    first = study(tmp_path, "--epochs=1", space=SPACE, max_trial_count=2, earlier_trials=old)
+    more = study(tmp_path, "--epochs=1", space=SPACE, max_trial_count=3, earlier_trials=old)
+    assert [t["id"] for t in more] == ["1", "2", "3"]
+    assert more[:2] == first  # finished trials are kept, not rerun

@@ -204,15 +204,12 @@ def local_lineage(path: str | Path) -> LineageGraph:
 
 
 def _link_earlier_runs(graph: LineageGraph, trials: Node) -> None:
-    """The runs a continued study started from, each linked to the trials and its own trials."""
+    """The runs a continued study started from, each linked to the trials artifact."""
     for source in trials.details.get("continued_from") or []:
         run = graph.add(
             Node(f"run:{source}", "artifact", f"continued from {source}", TRIAL_SCHEMA, source)
         )
         graph.link(run.id, trials.id, "continued_from")
-        for node in list(graph.nodes.values()):
-            if node.kind == "trial" and node.details.get("continued_from") == source:
-                graph.link(run.id, node.id, "earlier trial")
 
 
 def _add_trials(

@@ -120,12 +120,11 @@ def read(source: str, credentials: Any = None) -> Earlier:
     kind = kind_of(source)
     label = continuation.label_of(source)
     if kind == "local":
-        path = Path(source)
+        path = Path(source).resolve()  # recorded with the trials: lineage reads it anywhere
         trials_file, study_json = _local_trials(path)
         found = _spec_objectives(study_json) if study_json else None
-        if path.is_dir():
-            label = continuation.label_of(str(path.resolve()))
-        return Earlier(source, label, _read_file(trials_file, source), found)
+        trials = _read_file(trials_file, source)
+        return Earlier(str(path), continuation.label_of(str(path)), trials, found)
     if kind == "kubeflow":
         raise ContinuationError(
             f"continue_from={source}: reading a Kubeflow run's trials is not built yet; pass "
