@@ -534,3 +534,10 @@ def test_a_continued_study_extends_in_place_without_rerunning(tmp_path):
     more = study(tmp_path, "--epochs=1", space=SPACE, max_trial_count=3, earlier_trials=old)
     assert [t["id"] for t in more] == ["1", "2", "3"]
     assert more[:2] == first  # finished trials are kept, not rerun
+
+
+def test_the_continued_local_study_starts_from_the_earlier_trials_not_from_the_seed(tmp_path):
+    old = continuation.reconcile(earlier(FOUR), SPACE, TODAY, DEFAULTS).trials
+    fresh = study(tmp_path / "a", "--epochs=1", space=SPACE, max_trial_count=1)
+    seeded = study(tmp_path / "b", "--epochs=1", space=SPACE, max_trial_count=1, earlier_trials=old)
+    assert tl.trial_parameters(seeded[0]) != tl.trial_parameters(fresh[0])
