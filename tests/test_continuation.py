@@ -288,11 +288,6 @@ def test_an_unknown_source_is_refused_in_one_line(source):
     assert str(err.value) == f"continue_from={source}: expected {earlier_runs.EXPECTED}"
 
 
-def test_a_kubeflow_run_is_refused_with_what_to_pass_instead():
-    with pytest.raises(ContinuationError, match="pass the trials JSON its tune step wrote"):
-        earlier_runs.read("0f8e9a1c-1234-4abc-9def-0123456789ab")
-
-
 def test_a_trials_file_must_follow_vertex_trial_schema(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{"id": "1", "state": 4, "finalMeasurment": {}}]))
@@ -541,3 +536,60 @@ def test_the_continued_local_study_starts_from_the_earlier_trials_not_from_the_s
     fresh = study(tmp_path / "a", "--epochs=1", space=SPACE, max_trial_count=1)
     seeded = study(tmp_path / "b", "--epochs=1", space=SPACE, max_trial_count=1, earlier_trials=old)
     assert tl.trial_parameters(seeded[0]) != tl.trial_parameters(fresh[0])
+
+
+class FakeCustomObjects:
+    """`CustomObjectsApi.list_namespaced_custom_object` over fixed Experiments and Trials."""
+
+    def __init__(self, experiments, trials):
+        self.objects = {"experiments": experiments, "trials": trials}
+        self.calls = []
+
+    def list_namespaced_custom_object(self, group, version, namespace, plural, label_selector):
+        self.calls.append((group, version, namespace, plural, label_selector))
+        return {"items": self.objects[plural]}
+
+
+def katib_experiment(name: str, run_id: str) -> dict:
+    base = f"minio://mlpipeline/v2/artifacts/hpt-pipeline/{run_id}/trial-job-spec/7/study"
+    env = [{"name": "AIP_MODEL_DIR", "value": f"{base}/${{trialSpec.Name}}/model/"}]
+    return {
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {
+            "objective": {"type": "maximize", "objectiveMetricName": "val_accuracy"},
+            "trialTemplate": {"trialSpec": {"spec": {"template": {"spec": {"env": env}}}}},
+        },
+    }
+
+
+def test_a_kubeflow_run_is_read_from_the_katib_experiment_its_tune_step_ran():
+    from pipelines.study.search_space import default_search_space
+    from tests.test_kubeflow_katib import KATIB_TRIALS
+
+    run_id = "0f8e9a1c-1234-4abc-9def-0123456789ab"
+    api = FakeCustomObjects(
+        [
+            katib_experiment("other-hpt-1", "11111111-1234-4abc-9def-0123456789ab"),
+            katib_experiment("hpt-study", run_id),
+        ],
+        KATIB_TRIALS,
+    )
+    got = earlier_runs.read(run_id, space=default_search_space(), namespace="team", kube_api=api)
+    assert got.objectives == TODAY and got.label == "0f8e9a1c"
+    assert len(got.trials) == len(KATIB_TRIALS)
+    assert api.calls[-1] == (
+        "kubeflow.org",
+        "v1beta1",
+        "team",
+        "trials",
+        "katib.kubeflow.org/experiment=hpt-study",
+    )
+    fit = continuation.reconcile(got, default_search_space(), TODAY, DEFAULTS)
+    assert fit.trials[0]["id"] == "0f8e9a1c:1"
+    with pytest.raises(ContinuationError, match="no Katib Experiment of run 2222"):
+        earlier_runs.read(
+            "22222222-1234-4abc-9def-0123456789ab",
+            space=default_search_space(),
+            namespace="team",
+            kube_api=api,
+        )

@@ -7,7 +7,8 @@
 * `projects/P/locations/L/hyperparameterTuningJobs/ID` (a Vertex HPT job) or
   `projects/P/locations/L/pipelineJobs/ID` (a Vertex pipeline run: the HPT job its tune
   step ran), read through aiplatform with the environment's credentials;
-* a Kubeflow Pipelines run id (a UUID): recognised, not readable yet (pass its trials file).
+* a Kubeflow Pipelines run id (a UUID): the Katib Experiment its tune step ran
+  (`pipelines.targets.kubeflow.run_trials`), read with the kubeconfig's credentials.
 
 `continued(settings)` reads it and applies `pipelines.study.continuation`'s rules for the
 settings' study; the result is cached per process, so the CLI's check and the pipeline's
@@ -26,7 +27,7 @@ from pipelines.settings_space import settings_model, study_space
 from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 from pipelines.study.continuation import ContinuationError, Continued, Earlier, Objective
-from pipelines.study.search_space import GOAL_NUMBERS
+from pipelines.study.search_space import GOAL_NUMBERS, SearchSpace
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
 HPT_JOB = re.compile(r"^projects/[^/]+/locations/[^/]+/hyperparameterTuningJobs/[^/]+$")
@@ -111,8 +112,22 @@ def _read_file(path: Path, source: str) -> list[dict[str, Any]]:
     return trials
 
 
-def read(source: str, credentials: Any = None) -> Earlier:
+def read(
+    source: str,
+    credentials: Any = None,
+    *,
+    space: SearchSpace | None = None,
+    namespace: str = "kubeflow",
+    kube_api: Any = None,
+) -> Earlier:
     """The earlier run's trials and objectives, as recorded (before the rules).
+
+    Args:
+        source: `continue_from`.
+        credentials: google-auth credentials for a Vertex source (None: the environment's).
+        space: Today's search space (a Kubeflow run's Katib Trials are read in it).
+        namespace: A Kubeflow run's namespace.
+        kube_api: A `CustomObjectsApi` for a Kubeflow run (None: the kubeconfig's).
 
     Raises:
         ContinuationError: Not found, unreadable, or a source that cannot be read yet; one line.
@@ -126,10 +141,16 @@ def read(source: str, credentials: Any = None) -> Earlier:
         trials = _read_file(trials_file, source)
         return Earlier(str(path), continuation.label_of(str(path)), trials, found)
     if kind == "kubeflow":
-        raise ContinuationError(
-            f"continue_from={source}: reading a Kubeflow run's trials is not built yet; pass "
-            "the trials JSON its tune step wrote (the `trials` artifact)"
-        )
+        from pipelines.targets.kubeflow import run_trials
+        from pipelines.targets.kubeflow.katib_trials import KatibTrialError
+
+        if space is None:
+            raise ContinuationError(f"continue_from={source}: a Kubeflow run is read in a space")
+        try:
+            fetched, found = run_trials.read_run(source, namespace, space, kube_api)
+        except KatibTrialError as err:
+            raise ContinuationError(f"continue_from={source}: {err}") from None
+        return Earlier(source, label[:8], fetched, found)
     from pipelines.targets.vertex import trials as vertex_trials
 
     try:
@@ -156,12 +177,11 @@ def continued(settings: Settings, credentials: Any = None) -> Continued | None:
     source = settings.continue_from
     if not source:
         return None
+    space = study_space(settings)
     key = (source, str(Path(source).resolve()) if kind_of(source) == "local" else "")
     if key not in _CACHE or kind_of(source) == "local":  # a local run may have grown since
-        _CACHE[key] = read(source, credentials)
-    return continuation.reconcile(
-        _CACHE[key], study_space(settings), objectives(settings), defaults(settings)
-    )
+        _CACHE[key] = read(source, credentials, space=space, namespace=settings.kubeflow_namespace)
+    return continuation.reconcile(_CACHE[key], space, objectives(settings), defaults(settings))
 
 
 def target_line(settings: Settings, target: str, found: Continued) -> str:
