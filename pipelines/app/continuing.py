@@ -7,7 +7,7 @@ from pipelines.settings import Settings
 
 CONTINUE_HELP = (
     "Continue the study of an earlier run: a local run folder, a trials JSON file (Vertex's "
-    "Trial schema), a Vertex HPT or pipeline job resource name."
+    "Trial schema), a Vertex HPT or pipeline job resource name, or a Kubeflow run id."
 )
 
 
