@@ -185,7 +185,8 @@ def test_the_select_component_chooses_over_the_continued_trials(tmp_path):
     tl.write_trials(str(path), new_trials(0.75))
     trials_in = dsl.Artifact(uri=str(path))
     summary = dsl.Metrics(uri=str(tmp_path / "summary"))
-    floats = json.loads(json.dumps(old).replace('"state": 4', '"state": 4.0'))  # as kfp passes
+    as_kfp = json.dumps(old).replace('"state": 4', '"state": 4.0').replace(": 128", ": 128.0")
+    floats = json.loads(as_kfp)  # numbers inside a list parameter arrive as floats
     got = select_best_trial.python_func(
         trials=trials_in,
         metric_tag="val_accuracy",
@@ -196,6 +197,8 @@ def test_the_select_component_chooses_over_the_continued_trials(tmp_path):
         summary=summary,
     )
     assert got.best_trial_id == "first:2"
+    assert got.best_parameters == {"learning_rate": 0.05, "num_units": 128}  # not 128.0
+    assert type(got.best_parameters["num_units"]) is int
     assert summary.metadata["continued_from"] == ["runs/first"]
 
 

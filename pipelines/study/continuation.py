@@ -264,7 +264,21 @@ def combine(
     """
     own = [dict(t) for t in trials]
     ids = {str(t.get("id")) for t in own}
-    return [trials_lib.normalize_trial(t) for t in continued if str(t.get("id")) not in ids] + own
+    return [_as_read(t) for t in continued if str(t.get("id")) not in ids] + own
+
+
+def _as_read(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """A trial that came through a pipeline parameter, as read from a file.
+
+    kfp hands numbers inside lists over as floats: the state becomes its enum int again,
+    and an integral parameter value (`128.0`) an int, as the trial wrote it.
+    """
+    out = trials_lib.normalize_trial(trial)
+    out["parameters"] = [
+        {**p, "value": int(v)} if isinstance(v := p.get("value"), float) and v.is_integer() else p
+        for p in trial.get("parameters", [])
+    ]
+    return out
 
 
 def sources(trials: Iterable[Mapping[str, Any]]) -> list[str]:
