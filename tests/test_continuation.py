@@ -596,3 +596,64 @@ def test_a_kubeflow_run_is_read_from_the_katib_experiment_its_tune_step_ran():
             namespace="team",
             kube_api=api,
         )
+
+
+def test_continuing_a_runs_own_output_is_refused(tmp_path):
+    output = tmp_path / "out"
+    (output / "study").mkdir(parents=True)
+    tl.write_trials(str(output / "study" / "trials.json"), FOUR)
+    got = cli("run", "--continue-from", str(output), "--output", str(output))
+    assert got.exit_code == 2
+    assert got.output.strip() == (
+        f"hpt-pipeline: error: continue_from={output}: that is this run's --output; rerun "
+        "without --continue-from to extend its study in place (with a higher --max-trials)"
+    )
+
+
+def test_submit_refuses_continue_from_with_a_template_instead_of_dropping_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    template = tmp_path / "p.yaml"
+    template.write_text("{}")
+    got = cli(
+        "submit",
+        "--dry-run",
+        "--project",
+        "my-project",
+        "--region",
+        "us-central1",
+        "--pipeline-root",
+        "gs://b/root",
+        "--template",
+        str(template),
+        "--continue-from",
+        str(trials_file(tmp_path)),
+    )
+    assert got.exit_code == 2, got.output
+    assert "the earlier trials are compiled into the pipeline; compile --template" in got.output
+    assert len(got.output.strip().splitlines()) == 1
+
+
+def test_submit_says_what_vertex_does_with_the_earlier_trials(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    request = tmp_path / "request.json"
+    got = cli(
+        "submit",
+        "--dry-run",
+        "--project",
+        "my-project",
+        "--region",
+        "us-central1",
+        "--pipeline-root",
+        "gs://b/root",
+        "--continue-from",
+        str(trials_file(tmp_path)),
+        "--output",
+        str(request),
+    )
+    assert got.exit_code == 0, got.output
+    assert "note: continue_from: Vertex (Vizier) cannot seed a study" in got.output
+    spec = json.loads(request.read_text())["pipelineJob"]["pipelineSpec"]
+    default = spec["root"]["inputDefinitions"]["parameters"]["continued_trials"]["defaultValue"]
+    assert [t["id"] for t in default] == ["vertex-trials:1", "vertex-trials:2"]

@@ -22,7 +22,7 @@ import typer
 
 from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.compiled import check_output, compiled_template
-from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
+from pipelines.app.continuing import CONTINUE_HELP
 from pipelines.app.errors import cloud_errors, fail
 from pipelines.app.parameter_checks import check_parameters
 from pipelines.app.preflight import check_cloud_run
@@ -248,9 +248,6 @@ def submit(
             display_name=display_name,
             continue_from=continue_from,
         )
-        if template is None:  # compiled now: the earlier trials go into the selection step
-            for line in continuation_lines(settings, target):
-                typer.echo(f"note: {line}", err=True)
         if target == "kubeflow":
             with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:
                 send(kubeflow.run_request, kubeflow.submit, param)

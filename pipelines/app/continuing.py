@@ -14,10 +14,20 @@ CONTINUE_HELP = (
 def continuation_lines(settings: Settings, target: str) -> list[str]:
     """One line per rule applied to the earlier run's trials, then what `target` does.
 
-    Refuses (one line, exit 2) earlier trials that cannot continue the settings' study.
+    Refuses (one line, exit 2) earlier trials that cannot continue the settings' study, and
+    locally a run that would continue its own `--output` (extending in place needs no flag).
     """
+    from pathlib import Path
+
     from pipelines.study.continuation import ContinuationError
     from pipelines.targets import earlier_runs
+
+    source = settings.continue_from
+    if target == "local" and source and Path(source).resolve() == Path(settings.output).resolve():
+        fail(
+            f"continue_from={source}: that is this run's --output; rerun without "
+            "--continue-from to extend its study in place (with a higher --max-trials)"
+        )
 
     try:
         found = earlier_runs.continued(settings)
