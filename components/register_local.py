@@ -32,6 +32,7 @@ def register_locally(
                 "dataset_metadata_sha256": dataset.metadata.get("metadata_sha256"),
                 "trials": trials.uri,
                 "study": trials.metadata.get("study"),
+                "continued_from": trials.metadata.get("continued_from") or [],
                 "run": trials.uri.rsplit("/", 2)[0],  # <pipeline root>/<run>/<task>/trials
                 "best_trial_id": best_trial_id,
                 "model": model.uri,

@@ -14,6 +14,7 @@ def select_best_trial(
     constraints: list,
     threshold: float,
     use_threshold: bool,
+    continued_trials: list,
     summary: dsl.Output[dsl.Metrics],
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "BestTrial", [("best_trial_id", str), ("best_parameters", dict), ("best_metric", float)]
@@ -23,16 +24,17 @@ def select_best_trial(
     The trials meeting every constraint, their Pareto front over the study's objectives, the
     best primary objective on it (ties to the cheaper configuration). No trial meeting the
     constraints, or a pick missing `threshold` (primary objective; `use_threshold` False
-    ignores it), stops the pipeline before the final training.
+    ignores it), stops the pipeline before the final training. `continued_trials` (an
+    earlier run's) are chosen among with the tune step's trials.
     """
     from collections import namedtuple
 
-    from pipelines.study import selection, trials_artifact
+    from pipelines.study import continuation, selection, trials_artifact
     from pipelines.study.objectives import parse_constraints
     from pipelines.study.spec_reader import parse_study_spec_metrics
 
     objectives = parse_study_spec_metrics(study_spec_metrics)
-    all_trials = trials_artifact.read(trials)
+    all_trials = continuation.combine(continued_trials, trials_artifact.read(trials))
     best = selection.select_best_trial(
         all_trials,
         objectives=objectives,
@@ -57,5 +59,6 @@ def select_best_trial(
     summary.metadata["pareto_front"] = list(best.front)
     summary.metadata["why"] = best.reason
     summary.metadata["trials"] = trials.uri
+    summary.metadata["continued_from"] = continuation.sources(all_trials)
     BestTrial = namedtuple("BestTrial", ["best_trial_id", "best_parameters", "best_metric"])
     return BestTrial(best.trial_id, best.parameters, best.metric)

@@ -19,13 +19,16 @@ def tune_locally(
     base_output_directory: str,
     early_stopping: bool,
     seed: int,
+    continued_trials: list,
     trials: dsl.Output[dsl.Artifact],
 ):
     """Run the same study `HyperparameterTuningJobRunOp` would submit, with Optuna, locally.
 
-    Writes the trials (Vertex `Trial` JSON schema) to the `trials` artifact.
+    Writes the trials (Vertex `Trial` JSON schema) to the `trials` artifact. With
+    `continued_trials` (an earlier run's, `continuation.reconcile`d) the study starts from
+    them, and the artifact holds them first, then this study's.
     """
-    from pipelines.study import local_study, trials_artifact
+    from pipelines.study import continuation, local_study, trials_artifact
 
     results = local_study.run_study(
         worker_pool_specs=worker_pool_specs,
@@ -39,5 +42,7 @@ def tune_locally(
         base_output_directory=base_output_directory,
         early_stopping=bool(early_stopping),
         seed=int(seed),
+        earlier_trials=continuation.combine(continued_trials, []),
     )
-    trials_artifact.write(trials, results, source="local", study_dir=base_output_directory)
+    both = continuation.combine(continued_trials, results)
+    trials_artifact.write(trials, both, source="local", study_dir=base_output_directory)

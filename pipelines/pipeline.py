@@ -56,6 +56,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             f"unset it for {target}"
         )
     shared_root_default = s.data_mount_path if s.data_pvc else ""
+    continued_default = _continued_trials(s)
 
     def op(component: Any) -> Any:
         return base.with_image(component, s.components_image)
@@ -103,6 +104,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         network: str = s.network or "",
         encryption_spec_key_name: str = s.kms_key or "",
         labels: dict = labels_default,
+        continued_trials: list = continued_default,
         study_dir: str = "",
         registry_dir: str = s.registry,
         shared_root: str = shared_root_default,
@@ -142,6 +144,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             constraints=constraints,
             threshold=trial_threshold,
             use_threshold=use_trial_threshold,
+            continued_trials=continued_trials,
         ).set_display_name("Select best trial")
         final_spec = op(final_job_spec)(
             dataset=dataset,
@@ -178,6 +181,18 @@ def build_pipeline(target: str, settings: Settings) -> Any:
 
     _hide_parameters(hpt_pipeline, binding.hidden_parameters)
     return dsl.pipeline(name=s.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
+
+
+def _continued_trials(settings: Settings) -> list[dict[str, Any]]:
+    """The earlier run's trials the study continues from (`continue_from`), checked; or []."""
+    from pipelines.study.continuation import ContinuationError
+    from pipelines.targets import earlier_runs
+
+    try:
+        found = earlier_runs.continued(settings)
+    except ContinuationError as err:
+        raise SettingsError(str(err)) from None
+    return found.trials if found else []
 
 
 def _hide_parameters(func: Any, hidden: frozenset[str]) -> None:

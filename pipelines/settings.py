@@ -85,6 +85,8 @@ class Settings:
     max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
     early_stopping: bool = False
     trial_threshold: float | None = None  # the best trial must reach it, else stop
+    # An earlier run whose trials this study continues from (pipelines/targets/earlier_runs.py)
+    continue_from: str | None = None
     # Model (trainer.models: a registered name or a team's builder, package.module:function)
     model: str = DEFAULT_MODEL
     # imagenet | none | a weights file (local or gs://); None: the model's own default
@@ -187,6 +189,7 @@ STUDY_SETTINGS = (
     "algorithm",
     "measurement_selection",
     "early_stopping",
+    "continue_from",  # the trials the study starts from
     "epochs",
     "batch_size",
     "precision",

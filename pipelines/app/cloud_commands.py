@@ -22,6 +22,7 @@ import typer
 
 from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.compiled import check_output, compiled_template
+from pipelines.app.continuing import CONTINUE_HELP
 from pipelines.app.errors import cloud_errors, fail
 from pipelines.app.parameter_checks import check_parameters
 from pipelines.app.preflight import check_cloud_run
@@ -221,6 +222,9 @@ def submit(
     namespace: NamespaceOption = None,
     token: kubeflow.TokenOption = None,
     cookie: kubeflow.CookieOption = None,
+    continue_from: Annotated[
+        str | None, typer.Option("--continue-from", help=CONTINUE_HELP)
+    ] = None,
 ) -> None:
     """Submit the pipeline to Vertex AI Pipelines or Kubeflow Pipelines (or --dry-run)."""
     with _one_line_errors():
@@ -242,6 +246,7 @@ def submit(
             enable_caching=False if no_cache else None,
             experiment=experiment,
             display_name=display_name,
+            continue_from=continue_from,
         )
         if target == "kubeflow":
             with kubeflow.sender(settings, template, dry_run, output, _write_request) as send:

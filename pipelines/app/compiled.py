@@ -12,11 +12,27 @@ from pipelines.settings import Settings, SettingsError
 
 @contextlib.contextmanager
 def compiled_template(template: Path | None, settings: Settings, target: str) -> Iterator[Path]:
-    """`template`, or `target` compiled from `settings` into a temporary file."""
+    """`template`, or `target` compiled from `settings` into a temporary file.
+
+    A `continue_from` is compiled in (the earlier trials are a parameter default): with a
+    `template` it is refused rather than dropped; compiled now, what the target does with
+    the earlier trials is said in lines on stderr.
+    """
     if template is not None:
+        if settings.continue_from:
+            raise SettingsError(
+                f"continue_from={settings.continue_from}: the earlier trials are compiled into "
+                f"the pipeline; compile --template {template} with it, or leave out --template"
+            )
         yield template
         return
+    import typer
+
+    from pipelines.app.continuing import continuation_lines
     from pipelines.compiler import compile_pipeline
+
+    for line in continuation_lines(settings, target):
+        typer.echo(f"note: {line}", err=True)
 
     with tempfile.TemporaryDirectory(prefix="hpt-pipeline-") as tmp:
         yield Path(compile_pipeline(target, settings, str(Path(tmp) / "pipeline.yaml")))

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from pipelines import scratch
+from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
 from pipelines.settings import (
     LOCAL_RUN_DEFAULTS,
@@ -140,6 +141,7 @@ def run(
         None, help="Share of unreadable images skipped (listed) before the data step fails."
     ),
     verbose: bool = typer.Option(False, "--verbose", help="Show the steps' tracebacks too."),
+    continue_from: str = typer.Option(None, help=CONTINUE_HELP),
     output: str = typer.Option(None, help="Run directory (default runs/latest)."),
     registry: str = typer.Option(None, help="Local model registry (default runs/registry)."),
     config: Path = typer.Option(None, help="YAML settings file."),
@@ -174,9 +176,11 @@ def run(
         eval_threshold=eval_threshold,
         seed=seed,
         max_bad_fraction=max_bad_fraction,
+        continue_from=continue_from,
         output=output,
         registry=registry,
     )
+    notes += continuation_lines(settings, "local")
     notes += _preflight(settings)
     from rich.console import Console
 
@@ -236,6 +240,7 @@ def compile_command(
     target: str = typer.Option("local", help="local | vertex | kubeflow"),
     output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
     config: Path = typer.Option(None, help="YAML settings file."),
+    continue_from: str = typer.Option(None, help=CONTINUE_HELP),
 ) -> None:
     """Compile the pipeline for a target into a pipeline spec (YAML)."""
     from pipelines.compiler import compile_pipeline
@@ -243,7 +248,9 @@ def compile_command(
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
-    settings = _settings(config, None, local=target == "local")
+    settings = _settings(config, None, local=target == "local", continue_from=continue_from)
+    for line in continuation_lines(settings, target):
+        typer.echo(f"note: {line}")
     try:
         if target != "local":  # a cloud spec with placeholder images would fail at its first pull
             from pipelines.app.preflight import check_images

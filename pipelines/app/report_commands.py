@@ -119,16 +119,23 @@ def trials(
 
 def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, format: str) -> str:
     """The trials, best first, as CSV (the table's columns) or JSON (trials + columns)."""
-    from pipelines.reports.trial_report import metric_columns, parameter_names, row_values
+    from pipelines.reports.trial_report import (
+        continued,
+        metric_columns,
+        parameter_names,
+        row_values,
+    )
 
     names = parameter_names(study.trials)
     columns = metric_columns(metric, study.objectives)
     if format == "csv":
-        header = ["trial", "state", *columns, "seconds", "precision", *names, "note"]
+        runs = continued(rows)
+        header = ["trial", *runs, "state", *columns, "seconds", "precision", *names]
         return formats.csv_text(
-            header,
+            [*header, "note"],
             (
-                [r.trial_id, r.state, *row_values(r, columns), r.seconds, r.precision]
+                [r.trial_id, *([r.origin or "this run"] if runs else [])]
+                + [r.state, *row_values(r, columns), r.seconds, r.precision]
                 + [r.parameters.get(n) for n in names]
                 + [r.note]
                 for r in rows
@@ -145,6 +152,7 @@ def _trials_data(study: StudyTrials, rows: list[TrialRow], metric: Metric, forma
                 {
                     **by_id[r.trial_id],
                     "row": {
+                        "run": r.origin or "this run",
                         "state": r.state,
                         "metric": r.metric,
                         "metrics": r.metrics,  # every objective's final value
@@ -165,6 +173,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     from rich.table import Table
 
     from pipelines.reports.trial_report import (
+        continued,
         format_duration,
         format_value,
         metric_columns,
@@ -179,7 +188,10 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
         title=f"{len(study.trials)} trials, sorted by {metric.metric_id} ({metric.goal})",
         caption=study.source,
     )
+    runs = continued(report.rows)
     table.add_column("trial", justify="right")
+    for header in runs:  # trials of a continued study: the run each came from
+        table.add_column(header)
     table.add_column("outcome", min_width=10)
     for column in columns:
         table.add_column(column, justify="right")
@@ -191,6 +203,7 @@ def _trials_table(study: StudyTrials, report: Report) -> Table:
     for row in report.rows:
         table.add_row(
             row.trial_id,
+            *([row.origin or "this run"] if runs else []),
             row.outcome,
             *(format_value(v) for v in row_values(row, columns)),
             format_duration(row.seconds),

@@ -25,6 +25,7 @@ from pipelines.lineage.graph import (
     trial_record,
     trial_uri,
 )
+from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 
 SPEC_FILE = "pipeline.yaml"  # the compiled spec a local run saves beside its task folders
@@ -197,8 +198,18 @@ def local_lineage(path: str | Path) -> LineageGraph:
             _add_trials(
                 graph, node, trials_lib.read_trials(node.uri), node.details.get("study", "")
             )
+            _link_earlier_runs(graph, node)
     link_best_trials(graph)
     return graph
+
+
+def _link_earlier_runs(graph: LineageGraph, trials: Node) -> None:
+    """The runs a continued study started from, each linked to the trials artifact."""
+    for source in trials.details.get("continued_from") or []:
+        run = graph.add(
+            Node(f"run:{source}", "artifact", f"continued from {source}", TRIAL_SCHEMA, source)
+        )
+        graph.link(run.id, trials.id, "continued_from")
 
 
 def _add_trials(
@@ -206,13 +217,16 @@ def _add_trials(
 ) -> None:
     for trial in trials:
         record = trial_record(trial)
+        earlier = (trial.get(trials_lib.LOCAL_KEY) or {}).get(continuation.CONTINUED_KEY)
+        if earlier:  # a trial of the run this study continued: its model is not under `base`
+            record["continued_from"] = earlier
         node = graph.add(
             Node(
                 f"trial:{record['trial_id']}",
                 "trial",
                 f"trial {record['trial_id']}",
                 type=TRIAL_SCHEMA,
-                uri=trial_uri(base, record["trial_id"]),
+                uri="" if earlier else trial_uri(base, record["trial_id"]),
                 details=record,
             )
         )

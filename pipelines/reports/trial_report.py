@@ -20,6 +20,7 @@ from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
 from pipelines.reports import pareto_plot, trial_plots
 from pipelines.reports.trial_plots import parameter_names
+from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 from pipelines.study.objectives import parse_constraints
 from pipelines.study.search_space import GOALS, Metric
@@ -70,6 +71,7 @@ class TrialRow:
     precision: str | None = None  # the policy the trainer resolved (local trials), else None
     outcome: str = ""  # `trials.trial_outcome`: the words every screen and page uses
     metrics: dict[str, float] = dataclasses.field(default_factory=dict)  # every objective's
+    origin: str = ""  # the earlier run a continued study's trial came from; "" for this run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -354,6 +356,7 @@ def trial_rows(
                 for n, v in trials_lib.measurement_metrics(t.get("finalMeasurement")).items()
                 if n in names
             },
+            origin=continuation.origin(t),
         )
         for t in trials
     ]
@@ -368,6 +371,11 @@ def trial_rows(
 
 
 # --------------------------------------------------------------------------- the page
+
+
+def continued(rows: Sequence[TrialRow]) -> list[str]:
+    """`["run"]`, the origin column's header, when some trial came from an earlier run; else []."""
+    return ["run"] if any(r.origin for r in rows) else []
 
 
 def default_report_dir(study: StudyTrials) -> Path:
@@ -397,11 +405,13 @@ def row_values(row: TrialRow, columns: Sequence[str]) -> list[float | None]:
 
 
 def _table_html(rows: Sequence[TrialRow], columns: Sequence[str], names: Sequence[str]) -> str:
-    head = ["trial", "outcome", *columns, "duration", "precision", *names, "note"]
+    runs = continued(rows)
+    head = ["trial", *runs[:1], "outcome", *columns, "duration", "precision", *names, "note"]
     lines = ["<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         cells = [
             row.trial_id,
+            *([row.origin or "this run"] if runs else []),
             row.outcome,
             *(format_value(v) for v in row_values(row, columns)),
             format_duration(row.seconds),

@@ -23,6 +23,7 @@ from pipelines import ownership
 from pipelines.jobs import fork_client, local_job
 from pipelines.payloads import payload_items
 from pipelines.study import (
+    continuation,
     failure_rules,
     interruption,
     optuna_study,
@@ -42,7 +43,6 @@ STUDY_FILE = "study.json"
 LOCK_FILE = "study.lock"  # held while the study runs trials (`pipelines.ownership`)
 LOCK_WAIT_S = 30.0  # for the study of an interrupted run to let go
 METRIC_FILE = trial_runner.METRIC_FILE
-MAX_REDRAWS = 100  # draws for a configuration the study does not have yet
 
 
 class StudyError(RuntimeError):
@@ -78,6 +78,7 @@ class _LocalStudy:
         on_progress: Callable[[StudyProgress], None] | None,
         show_progress: bool,
         cwd: str | None,
+        earlier: Sequence[Mapping[str, Any]] = (),
     ):
         self.space = space
         self.spec_payload = spec_payload
@@ -106,11 +107,15 @@ class _LocalStudy:
         self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(base, STUDY_FILE)
         self._load()
+        # Trials of the run this study continues (`continuation`): the sampler learns from
+        # them and none of their configurations is proposed again; they are not this
+        # study's trials (ids, counts, max_trial_count and resume ignore them).
+        self.earlier = [dict(t) for t in earlier]
         if early_stopping and len(space.metrics) > 1:
             raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
         self.optuna = optuna_study.make_optuna_study(
             space,
-            self._ordered(),
+            [*self.earlier, *self._ordered()],
             algorithm=algorithm,
             seed=seed,
             max_trial_count=max_trial_count,
@@ -184,7 +189,14 @@ class _LocalStudy:
     def _next_grid_point(self) -> dict[str, Any] | None:
         assert self.grid is not None
         used = {json.dumps(self._params(t), sort_keys=True) for t in self.trials.values()}
+        used |= self._measured()
         return next((p for p in self.grid if json.dumps(p, sort_keys=True) not in used), None)
+
+    def _measured(self) -> set[str]:
+        """Configurations measured or being measured: the earlier run's and this study's."""
+        return {
+            continuation.config_key(self._params(t)) for t in [*self.earlier, *self.trials.values()]
+        }
 
     def _next_trial(self, interrupted: list[str]) -> tuple[dict[str, Any], Any] | None:
         """Create (or take back an interrupted) trial and its Optuna twin; None when done."""
@@ -214,7 +226,7 @@ class _LocalStudy:
                     start_time=trials_lib.timestamp(),
                     local={"attempts": 1},
                 )
-                drawn = self._new_configuration()
+                drawn = optuna_study.ask_new(self.optuna, self.space.parameters, self._measured())
                 if drawn is None:
                     self.exhausted = True
                     return None
@@ -223,23 +235,6 @@ class _LocalStudy:
             self.trials[trial["id"]] = trial
             self._save()
             return trial, frozen
-
-    def _new_configuration(self) -> tuple[Any, dict[str, Any]] | None:
-        """Ask the sampler for a configuration no trial of the study has (None: none left).
-
-        A drawn duplicate is told to the sampler as failed (TPE learns nothing from it)
-        and drawn again, up to `MAX_REDRAWS` times.
-        """
-        import optuna
-
-        have = {json.dumps(self._params(t), sort_keys=True) for t in self.trials.values()}
-        for _ in range(MAX_REDRAWS):
-            frozen = self.optuna.ask()
-            params = suggest(frozen, self.space.parameters)
-            if json.dumps(params, sort_keys=True) not in have:
-                return frozen, params
-            self.optuna.tell(frozen, state=optuna.trial.TrialState.FAIL)
-        return None
 
     def _finish(self, outcome: trial_runner.Outcome, frozen: Any) -> dict[str, Any]:
         """Record a trial's outcome, tell the sampler, persist."""
@@ -353,7 +348,7 @@ class _LocalStudy:
         done_reason = (
             f"all {len(self.grid)} grid points tried"
             if self.grid is not None and len(self.grid) <= len(trials)
-            else f"no configuration left untried after {MAX_REDRAWS} draws"
+            else f"no configuration left untried after {optuna_study.MAX_REPEATS} draws"
             if self.exhausted
             else f"max_trial_count={self.max_trial_count} reached"
         )
@@ -404,6 +399,7 @@ def run_study(
     on_progress: Callable[[StudyProgress], None] | None = None,
     show_progress: bool = True,
     cwd: str | None = None,
+    earlier_trials: Sequence[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """Run an HPT study payload on this machine (the rules: the module docstring).
 
@@ -423,6 +419,8 @@ def run_study(
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
         show_progress: Live Rich progress and one line per trial on stderr.
         cwd: Working directory of the trial processes (default: this one).
+        earlier_trials: Trials of the run this study continues (`continuation.reconcile`d):
+            the sampler starts from them and proposes none of their configurations again.
 
     Returns:
         The trials (`pipelines.study.trials` schema), also written to `<base>/trials.json`.
@@ -482,5 +480,6 @@ def run_study(
         on_progress=on_progress,
         show_progress=show_progress,
         cwd=cwd,
+        earlier=earlier_trials,
     )
     return study.run()

@@ -8,13 +8,16 @@ the median rule compares against them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
-from pipelines.study.sampler import distribution, make_sampler, to_internal
-from pipelines.study.search_space import Parameter, SearchSpace
+from pipelines.study.sampler import distribution, grid_points, make_sampler, suggest, to_internal
+from pipelines.study.search_space import Parameter, SearchSpace, SearchSpaceError
 from pipelines.study.trials import TrialState
+
+MAX_REPEATS = 50  # proposals of measured configurations skipped before the study ends
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,3 +104,40 @@ def make_optuna_study(
             )
         )
     return study
+
+
+def ask_new(
+    study: Any, parameters: Sequence[Parameter], measured: Collection[str]
+) -> tuple[Any, dict[str, Any]] | None:
+    """Ask `study` for a configuration not in `measured` (`continuation.config_key`s).
+
+    A repeat is told FAIL (TPE leaves failed trials out of its model). In a finite space
+    (no double parameter) one of the configurations not measured yet is enqueued instead,
+    drawn by a generator seeded with the trial count (TPE on a small discrete space keeps
+    proposing its favourite); otherwise the sampler is asked again, `MAX_REPEATS` times at
+    most. None when no configuration is left to measure (every point of a finite space, or
+    `MAX_REPEATS` repeats in a row): a study never runs a configuration twice.
+    """
+    import random
+
+    import optuna
+
+    for _ in range(MAX_REPEATS):
+        frozen = study.ask()
+        params = suggest(frozen, parameters)
+        if continuation.config_key(params) not in measured:
+            return frozen, params
+        study.tell(frozen, state=optuna.trial.TrialState.FAIL)
+        try:
+            points = grid_points(parameters)
+        except SearchSpaceError:  # a double: a repeat is chance, ask again
+            continue
+        left = [p for p in points if continuation.config_key(p) not in measured]
+        if not left:
+            return None
+        by_id = {p.parameter_id: p for p in SearchSpace(tuple(parameters)).all_parameters()}
+        pick = random.Random(len(study.trials)).choice(left)
+        study.enqueue_trial(internal_params(pick, by_id))
+        frozen = study.ask()
+        return frozen, suggest(frozen, parameters)
+    return None

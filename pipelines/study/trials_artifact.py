@@ -3,6 +3,7 @@
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 
 
@@ -20,6 +21,7 @@ def summary(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "states": states,
         "outcomes": outcomes,
         "trial_ids": [str(t["id"]) for t in trials],
+        "continued_from": continuation.sources(trials),
     }
 
 

@@ -113,6 +113,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/kubeflow/katib_rules.py", "Katib's admission rules, checked first"),
     ("pipelines/targets/kubeflow/katib_tune.py", "create or resume the Experiment, wait"),
     ("pipelines/targets/kubeflow/katib_trials.py", "Katib Trials as the trials artifact"),
+    ("pipelines/targets/kubeflow/run_trials.py", "an earlier run's trials, for continue_from"),
     ("pipelines/targets/kubeflow/tfjob.py", "the final job as a TFJob"),
     ("pipelines/targets/kubeflow/final_job.py", "create or reuse the TFJob, wait"),
     ("pipelines/targets/kubeflow/waiting.py", "waiting on a custom object's conditions"),

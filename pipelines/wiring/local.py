@@ -23,6 +23,7 @@ def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: An
         **study_inputs(p, spec),
         early_stopping=p.early_stopping,
         seed=p.seed,
+        continued_trials=p.continued_trials,  # the study starts from them
     ).set_display_name("Tune (local study)")
     task.set_caching_options(False)  # reads and resumes the study folder
     return task.outputs["trials"]
