@@ -136,6 +136,7 @@ RUN_FLAGS = (
     "seed",
     "precision",
     "expected_gpus",
+    "features",  # a feature cache folder (`trainer.feature_keys`); "" = off
 )
 # The trainer flags a run fixes for every trial and the final job alike (not tuned), each with
 # its kind: the one list the payloads are built from (`pipelines/jobs/trainer_args.py`), which

@@ -47,6 +47,10 @@ class ModelSpec:
         presets: Search-space presets that fit it; the first is its default.
         typed_input: The builder takes `input_dtype` (built-in models do).
         description: One line for listings.
+        blocks: Block units of a pretrained backbone, the ones its `trainable_blocks`
+            counts; a trial's frozen depth is `blocks - trainable_blocks`, and its frozen
+            prefix can be cached (`trainer.feature_keys`). 0: never cached (the CNN, a
+            team's builder: its prefix may not be a pure function of the image).
     """
 
     name: str
@@ -59,6 +63,7 @@ class ModelSpec:
     presets: tuple[str, ...] = ("optimizer",)
     typed_input: bool = False
     description: str = ""
+    blocks: int = 0
 
     def all_hyperparameters(self) -> dict[str, Hyperparameter]:
         """The trainer's own tunable flags and this model's, by name."""
@@ -126,6 +131,7 @@ MODELS: Mapping[str, ModelSpec] = {
             presets=("transfer", "optimizer"),
             typed_input=True,
             description="seed 001: ResNet50 backbone, GAP, Dense(num_units), fine-tuned",
+            blocks=5,
         ),
         ModelSpec(
             "mobilenet_v3_small",
@@ -138,6 +144,7 @@ MODELS: Mapping[str, ModelSpec] = {
             presets=("transfer", "optimizer"),
             typed_input=True,
             description="MobileNetV3Small backbone (CPU-friendly), GAP, Dense(num_units)",
+            blocks=13,
         ),
     )
 }
