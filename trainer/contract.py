@@ -136,7 +136,15 @@ RUN_FLAGS = (
     "seed",
     "precision",
     "expected_gpus",
+    "features",
 )
+# The features step (`python -m trainer.features`): `feature_cache` says whether a study caches its
+# frozen backbone's outputs (`auto`: where trials freeze a prefix; `off`: today's path), and a
+# trial or the final job reads the cache given as `--features=<folder>` ("" = none).
+FEATURES_MODULE = "trainer.features"
+FEATURES_FLAG = "features"
+FEATURE_CACHE_CHOICES = ("auto", "off")
+DEFAULT_FEATURE_CACHE = "auto"
 # The trainer flags a run fixes for every trial and the final job alike (not tuned), each with
 # its kind: the one list the payloads are built from (`pipelines/jobs/trainer_args.py`), which
 # the settings, the pipeline's parameters and the job-spec components are checked against.

@@ -23,7 +23,9 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     model = _artifact(tasks, "train-locally", "model")
     metrics = _artifact(tasks, "evaluate-model", "metrics")
     registered = _artifact(tasks, "register-locally", "registered")
+    features = _artifact(tasks, "features-locally", "features").get("metadata", {})
     return {
+        "features": _features_line(features),
         "best_trial_id": _parameter(tasks, "select-best-trial", "best_trial_id"),
         "best_parameters": _parameter(tasks, "select-best-trial", "best_parameters") or {},
         "best_metric": _parameter(tasks, "select-best-trial", "best_metric"),
@@ -47,6 +49,18 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _features_line(meta: dict[str, Any]) -> str:
+    """The features step in one cell: computed or reused, which depths, how long; or why not."""
+    if not meta:
+        return "-"
+    if meta.get("result") == "skipped":
+        return f"skipped: {meta.get('reason', '')}"
+    return (
+        f"{meta.get('result')} trainable_blocks {meta.get('trainable_blocks')} "
+        f"in {float(meta.get('seconds', 0)):.1f} s → {meta.get('features_dir')}"
+    )
+
+
 def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     """Print the summary tables; return the summary."""
     from rich.table import Table
@@ -57,6 +71,7 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     headline.add_column(overflow="fold")
     states = ", ".join(f"{n} {state.lower()}" for state, n in s["trial_states"].items())
     headline.add_row("trials", states or "-")
+    headline.add_row("features", s["features"])
     headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']:.4f})")
     for name, value in sorted(s["best_parameters"].items()):
         headline.add_row(f"  {name}", str(value))

@@ -47,6 +47,8 @@ class ModelSpec:
         presets: Search-space presets that fit it; the first is its default.
         typed_input: The builder takes `input_dtype` (built-in models do).
         description: One line for listings.
+        blocks: Backbone blocks whose boundaries end a frozen prefix (`trainable_blocks` counts
+            them from the top); 0: the model declares none and is never cached.
     """
 
     name: str
@@ -59,6 +61,7 @@ class ModelSpec:
     presets: tuple[str, ...] = ("optimizer",)
     typed_input: bool = False
     description: str = ""
+    blocks: int = 0
 
     def all_hyperparameters(self) -> dict[str, Hyperparameter]:
         """The trainer's own tunable flags and this model's, by name."""
@@ -126,6 +129,7 @@ MODELS: Mapping[str, ModelSpec] = {
             presets=("transfer", "optimizer"),
             typed_input=True,
             description="seed 001: ResNet50 backbone, GAP, Dense(num_units), fine-tuned",
+            blocks=5,
         ),
         ModelSpec(
             "mobilenet_v3_small",
@@ -138,6 +142,7 @@ MODELS: Mapping[str, ModelSpec] = {
             presets=("transfer", "optimizer"),
             typed_input=True,
             description="MobileNetV3Small backbone (CPU-friendly), GAP, Dense(num_units)",
+            blocks=13,
         ),
     )
 }
