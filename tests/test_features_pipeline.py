@@ -204,6 +204,31 @@ def test_the_trial_job_spec_passes_the_features_folder():
     assert pools[0]["container_spec"]["args"][-1] == "--features=/runs/f"
 
 
+def test_every_replica_of_the_final_job_gets_the_features_folder():
+    from components.job_specs import final_job_spec
+
+    pools, _ = final_job_spec.python_func(
+        dataset=SimpleNamespace(uri="/r/d", path="/r/d"),
+        best_parameters={"trainable_blocks": 0.0},
+        trainer_image="img:1",
+        model="resnet50",
+        weights="none",
+        epochs=1,
+        batch_size=8,
+        metric_tag="val_accuracy",
+        precision="float32",
+        seed=1,
+        machine_type="n1-standard-4",
+        accelerator_type="",
+        accelerator_count=0,
+        worker_count=1,
+        shared_root="",
+        job_dir=SimpleNamespace(uri="/r/j", path="/r/j", metadata={}),
+        features=SimpleNamespace(metadata={trainer_args.FEATURES_DIR_KEY: "/runs/f"}),
+    )
+    assert [p["container_spec"]["args"].count("--features=/runs/f") for p in pools] == [1, 1]
+
+
 # --- the step's record: reused or computed ---------------------------------------------------
 
 
