@@ -53,7 +53,6 @@ def features_job_spec(
 
     parameters = spec_reader.parse_study_spec_parameters(study_spec_parameters)
     plan = feature_plan.plan_for_model(model, parameters, feature_cache)
-    print(f"features: {plan.reason}")
     Spec = namedtuple(
         "Spec",
         [

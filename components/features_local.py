@@ -18,11 +18,13 @@ def features_locally(
     import os
     import time
 
-    from pipelines.jobs import features_artifact, fork_client, local_job
+    from pipelines.jobs import features_artifact
 
     start = time.monotonic()
     before = features_artifact.entries(features_dir)
-    if worker_pool_specs:
+    if worker_pool_specs:  # the executor's imports only when there is a job to run
+        from pipelines.jobs import fork_client, local_job
+
         commands = local_job.pool_commands(worker_pool_specs)
         log = os.path.join(local_job.job_local_dir(base_output_directory), fork_client.LOG_FILE)
         with fork_client.session(commands, log_path=log) as server:

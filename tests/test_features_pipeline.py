@@ -241,6 +241,9 @@ def test_a_new_or_rewritten_entry_means_computed_else_reused(tmp_path):
     before = features_artifact.entries(str(tmp_path))
     os.utime(tmp_path / "key-a", ns=(1, 1))  # rewritten in place (same key folder)
     assert features_artifact.outcome(before, features_artifact.entries(str(tmp_path))) == "computed"
+    before = features_artifact.entries(str(tmp_path))
+    (tmp_path / ".staging-key-c").mkdir()  # an entry still being written is not there yet
+    assert features_artifact.outcome(before, features_artifact.entries(str(tmp_path))) == "reused"
     assert features_artifact.entries("gs://bucket/features") == {}
 
 

@@ -21,7 +21,9 @@ def entries(folder: str) -> dict[str, int]:
     """The cache folder's entries and their modification times (empty for gs:// or none)."""
     if not folder or "://" in folder or not os.path.isdir(folder):
         return {}
-    return {e.name: e.stat().st_mtime_ns for e in os.scandir(folder)}
+    return {  # a hidden entry is one being written (renamed into place when complete)
+        e.name: e.stat().st_mtime_ns for e in os.scandir(folder) if not e.name.startswith(".")
+    }
 
 
 def outcome(before: dict[str, int], after: dict[str, int]) -> str:
