@@ -84,6 +84,8 @@ class RunConfig:
         precision: One of PRECISIONS; `auto` is resolved by `trainer.precision` when training.
         expected_gpus: GPUs the replica was given (a cloud pool's accelerator_count); the
             trainer refuses to train when it sees fewer. 0: no expectation.
+        features: A feature cache folder (`python -m trainer.features`); a matching entry
+            is trained on instead of the images (`trainer.stages`). "": off.
     """
 
     data: str
@@ -95,6 +97,7 @@ class RunConfig:
     seed: int = DEFAULT_SEED
     precision: str = DEFAULT_PRECISION
     expected_gpus: int = 0
+    features: str = ""
 
     def __post_init__(self) -> None:
         if self.expected_gpus < 0:

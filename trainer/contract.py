@@ -136,13 +136,11 @@ RUN_FLAGS = (
     "seed",
     "precision",
     "expected_gpus",
-    "features",
+    "features",  # a feature cache folder (`trainer.feature_keys`); "" = off
 )
-# The features step (`python -m trainer.features`): `feature_cache` says whether a study caches its
-# frozen backbone's outputs (`auto`: where trials freeze a prefix; `off`: today's path), and a
-# trial or the final job reads the cache given as `--features=<folder>` ("" = none).
-FEATURES_MODULE = "trainer.features"
-FEATURES_FLAG = "features"
+# The `feature_cache` setting: `auto` caches a frozen backbone's outputs once per study where
+# trials freeze a prefix (`trainer.feature_keys`: the entrypoint, the flag, the entries); `off`
+# trains every trial from images.
 FEATURE_CACHE_CHOICES = ("auto", "off")
 DEFAULT_FEATURE_CACHE = "auto"
 # The trainer flags a run fixes for every trial and the final job alike (not tuned), each with

@@ -72,10 +72,12 @@ def read_split(
     *,
     num_pipelines: int = 1,
     pipeline_id: int = 0,
+    decode: Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]] | None = None,
 ) -> tf.data.Dataset:
     """Records of one split as (uint8 image, label), sharded by file across input pipelines.
 
-    With fewer files than pipelines it falls back to sharding by record.
+    With fewer files than pipelines it falls back to sharding by record. `decode` reads
+    another kind of record (a feature cache's, `trainer.feature_store`) the same way.
     """
     paths = records.shard_paths(data_dir, metadata, split)
     files = tf.data.Dataset.from_tensor_slices(paths)
@@ -92,7 +94,8 @@ def read_split(
         dataset = dataset.shard(num_pipelines, pipeline_id)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    return dataset.map(records.decode_fn(metadata["image_shape"]), AUTOTUNE).with_options(options)
+    decode = decode or records.decode_fn(metadata["image_shape"])
+    return dataset.map(decode, AUTOTUNE).with_options(options)
 
 
 def train_input_fn(

@@ -29,6 +29,7 @@ from trainer.contract import (
     PRECISIONS,
     TRAINER_HYPERPARAMETERS,
 )
+from trainer.feature_keys import FEATURES_FLAG
 from trainer.models import MODELS, ModelSpec, check_weights, model_spec
 
 PROG = "trainer"
@@ -78,6 +79,12 @@ def build_parser(spec: ModelSpec | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--expected_gpus", type=int, default=0, help="GPUs this replica was given (0: any)"
     )
+    p.add_argument(
+        f"--{FEATURES_FLAG}",
+        default="",
+        help="a feature cache folder (python -m trainer.features): train on a matching "
+        "entry's frozen-backbone outputs ('': from images)",
+    )
     return p
 
 
@@ -120,6 +127,7 @@ def parse_args(argv: Sequence[str] | None = None) -> tuple[HParams, RunConfig]:
         seed=args.seed,
         precision=args.precision,
         expected_gpus=args.expected_gpus,
+        features=getattr(args, FEATURES_FLAG),
     )
     if "://" not in run.data and not os.path.isfile(os.path.join(run.data, "metadata.json")):
         raise ConfigError(
@@ -216,6 +224,7 @@ def model_card(hparams: HParams, run: RunConfig, result: Any) -> dict[str, Any]:
             "precision_requested": result.precision.requested,
             "precision_reason": result.precision.reason,
             "first_step_seconds": result.first_step_seconds,
+            "trained_on": result.source,  # images, or a feature cache entry
         },
         "serving": {"input": "image_bytes", "outputs": ["probabilities", "class_id", "label"]},
         "versions": {

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainer.contract import FEATURES_FLAG, FEATURES_MODULE, FIXED_TRAINER_SETTINGS, flag
+from trainer.contract import FIXED_TRAINER_SETTINGS, flag
+from trainer.feature_keys import ENTRYPOINT, FEATURES_FLAG
 
 TRAINER_COMMAND = ["python", "-m", "trainer.task"]
-FEATURES_COMMAND = ["python", "-m", FEATURES_MODULE]
+FEATURES_COMMAND = ["python", "-m", ENTRYPOINT]
 
 
 LOCATION_KEY = "location"  # artifact metadata: where its content really is, when not at its URI

@@ -4,7 +4,8 @@ A trial with `trainable_blocks=t` on a backbone of `blocks` blocks freezes its f
 `blocks - t` blocks; their outputs are a pure function of the image, so the features step
 computes them once per study for every such `t` the study can propose. Not cached: a model
 that declares no block boundaries (`ModelSpec.blocks == 0`: the CNN, a team's builder),
-`t == blocks` (nothing is frozen), and everything under `feature_cache=off`. At most
+`t == blocks` (nothing is frozen) — the trainer's own rule, `trainer.feature_keys.is_cacheable`
+— and everything under `feature_cache=off`. At most
 `MAX_CACHED_DEPTHS` values are cached: the smallest `t` (the deepest frozen prefixes, whose
 trials skip the most arithmetic and whose features are the smallest); the rest train from
 images, as every trial does with the cache off.
@@ -16,6 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 from pipelines.study.search_space import Parameter
+from trainer.feature_keys import is_cacheable
 from trainer.models import MODELS, ModelSpec
 
 TRAINABLE_BLOCKS = "trainable_blocks"  # the models' own hyperparameter (trainer/models)
@@ -78,7 +80,7 @@ def plan_features(
         name = spec.name if spec else "a team's builder"
         return FeaturePlan((), f"nothing to cache: {name} declares no frozen backbone blocks")
     values = proposed_values(spec, parameters)
-    frozen = sorted(t for t in values if 0 <= t < spec.blocks)
+    frozen = sorted(t for t in values if is_cacheable(spec.blocks, t))
     if not frozen:
         shown = ", ".join(map(str, values)) or "none"
         return FeaturePlan(

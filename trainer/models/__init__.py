@@ -47,8 +47,10 @@ class ModelSpec:
         presets: Search-space presets that fit it; the first is its default.
         typed_input: The builder takes `input_dtype` (built-in models do).
         description: One line for listings.
-        blocks: Backbone blocks whose boundaries end a frozen prefix (`trainable_blocks` counts
-            them from the top); 0: the model declares none and is never cached.
+        blocks: Block units of a pretrained backbone, the ones its `trainable_blocks`
+            counts; a trial's frozen depth is `blocks - trainable_blocks`, and its frozen
+            prefix can be cached (`trainer.feature_keys`). 0: never cached (the CNN, a
+            team's builder: its prefix may not be a pure function of the image).
     """
 
     name: str

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import random
 import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -112,6 +113,41 @@ def block_by_pattern(
     return block_of
 
 
+def head_layers(num_units: int, num_classes: int) -> list[keras.layers.Layer]:
+    """The head after the pooling: Dense(num_units, relu) → float32 logits.
+
+    Their initial weights are seeded from Python's `random` (which the trainer seeds), drawn
+    before anything else is built: the head starts the same whether the backbone is built
+    beside it or not (a cached trial, `trainer.frozen`), so both train alike.
+    """
+    hidden_seed, logits_seed = random.randrange(2**31), random.randrange(2**31)
+    return [
+        keras.layers.Dense(
+            num_units,
+            activation="relu",
+            name="hidden",
+            kernel_initializer=keras.initializers.GlorotUniform(hidden_seed),
+        ),
+        keras.layers.Dense(
+            num_classes,
+            name="logits",
+            dtype="float32",
+            kernel_initializer=keras.initializers.GlorotUniform(logits_seed),
+        ),
+    ]
+
+
+def head_model(
+    feature_channels: int, num_classes: int, *, num_units: int, input_dtype: str
+) -> keras.Model:
+    """Pooled backbone features → the head's logits: what a frozen backbone's trial trains."""
+    inputs = keras.Input(shape=(int(feature_channels),), dtype=input_dtype, name="features")
+    x = inputs
+    for layer in head_layers(num_units, num_classes):
+        x = layer(x)
+    return keras.Model(inputs, x, name="head")
+
+
 def transfer_model(
     factory: Callable[..., keras.Model],
     image_shape: Sequence[int],
@@ -141,11 +177,12 @@ def transfer_model(
         name: The model's name.
         **factory_kwargs: More arguments of `factory`.
     """
+    head = head_layers(num_units, num_classes)  # first: its seeds do not depend on the backbone
     shape = tuple(int(d) for d in image_shape)
     inputs = keras.Input(shape=shape, name="image", dtype=input_dtype)
     backbone = load_backbone(factory, weights, input_shape=shape, **factory_kwargs)
     set_trainable_blocks(backbone, trainable_blocks, block_of)
     x = keras.layers.GlobalAveragePooling2D(name="pool")(backbone(to_backbone(inputs)))
-    x = keras.layers.Dense(num_units, activation="relu", name="hidden")(x)
-    outputs = keras.layers.Dense(num_classes, name="logits", dtype="float32")(x)
-    return keras.Model(inputs, outputs, name=name)
+    for layer in head:
+        x = layer(x)
+    return keras.Model(inputs, x, name=name)

@@ -1,0 +1,244 @@
+"""`python -m trainer.features`: a frozen backbone's outputs, computed once per study.
+
+    python -m trainer.features --data DATA_DIR --output FEATURES_DIR --model M
+        --weights W --precision P --trainable_blocks 0,2 [--batch_size N] [--max_bytes N]
+
+For each listed trainable_blocks value whose frozen depth (`blocks - trainable_blocks`)
+is worth caching (`trainer.feature_keys`), writes the frozen prefix's outputs for the
+train and validation splits as an entry under FEATURES_DIR (the test split is not
+needed: evaluation runs the whole exported model on images). An entry whose keys all
+match is reused; any other is recomputed. The size is estimated first and refused in
+one line (exit 2) beyond the disk's free space or `--max_bytes`. Every entry is
+written to a hidden folder and renamed into place: an interrupted run leaves nothing
+that looks complete. Exit 0 when every entry is there, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import math
+import os
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from trainer import feature_keys
+from trainer.contract import DEFAULT_PRECISION, PRECISIONS, ContractError
+from trainer.models import check_weights, model_spec
+
+PROG = "features"
+DEFAULT_BATCH_SIZE = 64
+
+
+def _log(message: str) -> None:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The entrypoint's flags."""
+    p = argparse.ArgumentParser(prog=f"python -m {feature_keys.ENTRYPOINT}", description=__doc__)
+    p.add_argument("--data", required=True, help="prepared dataset directory")
+    p.add_argument("--output", required=True, help="the features folder (one entry per depth)")
+    p.add_argument("--model", required=True, help="a built-in pretrained backbone model")
+    p.add_argument("--weights", default=None, help="imagenet, none or a weights file")
+    p.add_argument("--precision", default=DEFAULT_PRECISION, help=f"one of {', '.join(PRECISIONS)}")
+    p.add_argument("--trainable_blocks", required=True, help="comma-separated values, e.g. 0,2")
+    p.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE, help="images per batch")
+    p.add_argument("--max_bytes", type=int, default=0, help="size budget in bytes (0: the disk)")
+    return p
+
+
+def free_bytes(path: str) -> int | None:
+    """Free bytes on the local disk that would hold `path` (None: not a local path)."""
+    if "://" in path:
+        return None
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    return shutil.disk_usage(probe).free
+
+
+def check_size(estimate: int, output: str, max_bytes: int) -> None:
+    """Refuse an estimate over the budget or the disk's free space.
+
+    Raises:
+        ContractError: One line with both figures.
+    """
+    if max_bytes and estimate > max_bytes:
+        raise ContractError(
+            f"--max_bytes={max_bytes}: the features need about {estimate} bytes; "
+            "raise the budget or cache fewer trainable_blocks values"
+        )
+    free = free_bytes(output)
+    if free is not None and estimate > free:
+        raise ContractError(
+            f"--output={output}: the features need about {estimate} bytes, the disk has {free} free"
+        )
+
+
+def _depths(args: argparse.Namespace, blocks: int) -> dict[int, list[int]]:
+    """Frozen depth → the trainable_blocks values asking for it (the cacheable ones)."""
+    if args.batch_size < 1:
+        raise ContractError(f"--batch_size={args.batch_size}: expected an integer >= 1")
+    if args.max_bytes < 0:
+        raise ContractError(f"--max_bytes={args.max_bytes}: expected an integer >= 0")
+    if args.precision not in PRECISIONS:
+        raise ContractError(
+            f"--precision={args.precision}: expected one of {', '.join(PRECISIONS)}"
+        )
+    depths: dict[int, list[int]] = {}
+    for value in feature_keys.parse_values(args.trainable_blocks, blocks):
+        if feature_keys.is_cacheable(blocks, value):
+            depths.setdefault(feature_keys.frozen_depth(blocks, value), []).append(value)
+        else:
+            _log(f"trainable_blocks={value} not cached: the whole network trains")
+    return depths
+
+
+def compute(
+    args: argparse.Namespace, spec: Any, weights: str, metadata: dict[str, Any], todo: dict
+) -> None:
+    """Compute the entries in `todo` (depth → (path, keys)) in one pass over the images."""
+    import keras
+    import tensorflow as tf
+
+    from trainer import data, feature_store, frozen, records
+    from trainer.models import build_model
+
+    started = time.perf_counter()
+    depths = sorted(todo)
+    dtype = keras.mixed_precision.global_policy().compute_dtype
+    model = build_model(
+        spec, {}, weights, metadata["image_shape"], len(metadata["class_names"]), dtype
+    )
+    prefix = frozen.prefix_model(model, spec, depths)
+    run = tf.function(lambda x: prefix(x, training=False), autograph=False)
+    scale = data.scale_fn(dtype)
+    decode = records.decode_fn(metadata["image_shape"])
+    with contextlib.ExitStack() as stack:
+        stages = {d: stack.enter_context(feature_store.staged_entry(todo[d][0])) for d in depths}
+        splits: dict[str, Any] = {}
+        for split in feature_keys.SPLITS:
+            count = int(metadata["splits"][split]["count"])
+            batches, seen, shards = math.ceil(count / args.batch_size), 0, []
+            for shard in metadata["splits"][split]["shards"]:
+                source = f"{args.data.rstrip('/')}/{shard['file']}"
+                writers = {
+                    d: stack.enter_context(
+                        tf.io.TFRecordWriter(f"{stages[d].rstrip('/')}/{shard['file']}")
+                    )
+                    for d in depths
+                }
+                written = 0
+                dataset = tf.data.TFRecordDataset(source).map(decode).map(scale)
+                for images, labels in dataset.batch(args.batch_size):
+                    outputs = run(images)
+                    for d, values in zip(depths, outputs, strict=True):
+                        flat = tf.cast(values, tf.float32).numpy()
+                        for row, label in zip(flat, labels.numpy(), strict=True):
+                            writers[d].write(feature_store.encode(row, int(label)))
+                    written += int(labels.shape[0])
+                    seen += int(labels.shape[0])
+                    _log(
+                        f"{split} batch {math.ceil(seen / args.batch_size)}/{batches} "
+                        f"({seen}/{count} images)"
+                    )
+                for writer in writers.values():
+                    writer.close()
+                shards.append({"file": shard["file"], "count": written})
+            splits[split] = {"count": seen, "shards": shards}
+        seconds = time.perf_counter() - started
+        for d in depths:
+            shape = list(feature_keys.feature_shape(spec.name, metadata["image_shape"], d))
+            feature_store.write_metadata(
+                stages[d],
+                {
+                    **todo[d][1],
+                    "trainable_blocks": spec.blocks - d,
+                    "feature_shape": shape,
+                    "feature_dtype": feature_keys.FEATURE_DTYPE,
+                    "feature_bytes": 4 * math.prod(shape),
+                    "class_names": metadata["class_names"],
+                    "splits": splits,
+                    "seconds": round(seconds, 3),
+                    "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+                },
+            )
+    for d in depths:
+        _log(f"wrote {todo[d][0]} ({time.perf_counter() - started:.1f} s)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        spec = model_spec(args.model)
+        weights = check_weights(spec, args.weights)
+        if not spec.blocks:
+            _log(f"nothing to cache: model {spec.name} declares no frozen backbone blocks")
+            return 0
+        depths = _depths(args, spec.blocks)
+    except ContractError as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    if not depths:
+        _log("nothing to cache")
+        return 0
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import tensorflow as tf
+
+    from trainer import feature_store, records, train
+
+    try:
+        metadata = records.read_metadata(args.data)
+        train.check_images(spec, metadata["image_shape"], args.data)
+        choice = train.resolve_precision(args.precision)
+        if weights not in ("imagenet", "none") and not tf.io.gfile.exists(weights):
+            raise ContractError(
+                f"--weights={weights}: no such file (expected a Keras weights file)"
+            )
+        weights_sha = feature_store.weights_fingerprint(weights)
+        todo = {}
+        for depth, values in sorted(depths.items()):
+            started = time.perf_counter()
+            path = feature_store.entry_dir(args.output, spec.name, depth)
+            keys = feature_store.expected_keys(
+                spec.name,
+                weights,
+                metadata["image_shape"],
+                choice.policy,
+                depth,
+                args.data,
+                weights_sha,
+            )
+            found, why = feature_store.lookup(path, keys)
+            if found is not None:
+                _log(
+                    f"reused {path} for trainable_blocks={','.join(map(str, values))} "
+                    f"({time.perf_counter() - started:.1f} s; computing it took "
+                    f"{found.get('seconds', 0):.1f} s)"
+                )
+            else:
+                _log(f"computing {path} for trainable_blocks={','.join(map(str, values))}: {why}")
+                todo[depth] = (path, keys)
+        if not todo:
+            return 0
+        counts = {s: int(metadata["splits"][s]["count"]) for s in feature_keys.SPLITS}
+        estimate = feature_keys.estimate_bytes(spec.name, metadata["image_shape"], counts, todo)
+        check_size(estimate, args.output, args.max_bytes)
+        _log(f"{choice.line}; about {estimate} bytes for {len(todo)} entry(ies)")
+        keras.mixed_precision.set_global_policy(choice.policy)
+        compute(args, spec, weights, metadata, todo)
+    except (records.DatasetError, ContractError) as err:
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
