@@ -524,7 +524,7 @@ def test_the_trainer_image_ships_only_the_trainer():
     code = [(src, dst) for src, dst in _copied("trainer") if dst.startswith("/app")]
     assert code == [("trainer/", "/app/trainer/")]
     graph = import_graph()
-    roots = ["trainer.task", "trainer.evaluate"]
+    roots = ["trainer.task", "trainer.evaluate", "trainer.features"]  # features: its own step
     roots += [spec.builder.partition(":")[0] for spec in MODELS.values()]
     reached, todo = set(roots), list(roots)
     while todo:

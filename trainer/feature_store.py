@@ -23,10 +23,12 @@ FEATURES = {
 }
 
 
-def weights_fingerprint(weights: str) -> str:
-    """`imagenet`/`none` by name; a weights file by the sha256 of its content."""
-    if weights in ("imagenet", "none"):
+def weights_fingerprint(weights: str, seed: int) -> str:
+    """`imagenet` by name, `none` by the seed of its random backbone, a file by its sha256."""
+    if weights == "imagenet":
         return weights
+    if weights == "none":
+        return f"none:seed={int(seed)}"
     return "sha256:" + records.file_digest(weights)["sha256"]
 
 
@@ -44,13 +46,14 @@ def expected_keys(
     policy: str,
     depth: int,
     data_dir: str,
+    seed: int,
     weights_sha: str | None = None,
 ) -> dict[str, Any]:
     """The keys an entry must hold to be used by a run with these settings."""
     return {
         "model": model,
         "weights": weights,
-        "weights_fingerprint": weights_sha or weights_fingerprint(weights),
+        "weights_fingerprint": weights_sha or weights_fingerprint(weights, seed),
         "image_shape": [int(d) for d in image_shape],
         "precision": policy,
         "frozen_depth": int(depth),

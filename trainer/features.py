@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trainer import feature_keys
-from trainer.contract import DEFAULT_PRECISION, PRECISIONS, ContractError
+from trainer.contract import DEFAULT_PRECISION, DEFAULT_SEED, PRECISIONS, ContractError
 from trainer.models import check_weights, model_spec
 
 PROG = "features"
@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--weights", default=None, help="imagenet, none or a weights file")
     p.add_argument("--precision", default=DEFAULT_PRECISION, help=f"one of {', '.join(PRECISIONS)}")
     p.add_argument("--trainable_blocks", required=True, help="comma-separated values, e.g. 0,2")
+    p.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="the run's seed (a random backbone's)"
+    )
     p.add_argument("--batch_size", type=int, default=DEFAULT_BATCH_SIZE, help="images per batch")
     p.add_argument("--max_bytes", type=int, default=0, help="size budget in bytes (0: the disk)")
     return p
@@ -112,11 +115,17 @@ def compute(
     started = time.perf_counter()
     depths = sorted(todo)
     dtype = keras.mixed_precision.global_policy().compute_dtype
+    keras.utils.set_random_seed(args.seed)  # as the trainer does: the same random backbone
     model = build_model(
         spec, {}, weights, metadata["image_shape"], len(metadata["class_names"]), dtype
     )
     prefix = frozen.prefix_model(model, spec, depths)
-    run = tf.function(lambda x: prefix(x, training=False), autograph=False)
+
+    @tf.function(autograph=False)
+    def run(images: tf.Tensor) -> list[tf.Tensor]:
+        found = prefix(images, training=False)
+        return list(found) if isinstance(found, list | tuple) else [found]
+
     scale = data.scale_fn(dtype)
     decode = records.decode_fn(metadata["image_shape"])
     with contextlib.ExitStack() as stack:
@@ -124,7 +133,9 @@ def compute(
         splits: dict[str, Any] = {}
         for split in feature_keys.SPLITS:
             count = int(metadata["splits"][split]["count"])
-            batches, seen, shards = math.ceil(count / args.batch_size), 0, []
+            shard_counts = [int(shard["count"]) for shard in metadata["splits"][split]["shards"]]
+            batches = sum(math.ceil(n / args.batch_size) for n in shard_counts)
+            seen, done, shards = 0, 0, []
             for shard in metadata["splits"][split]["shards"]:
                 source = f"{args.data.rstrip('/')}/{shard['file']}"
                 writers = {
@@ -143,10 +154,8 @@ def compute(
                             writers[d].write(feature_store.encode(row, int(label)))
                     written += int(labels.shape[0])
                     seen += int(labels.shape[0])
-                    _log(
-                        f"{split} batch {math.ceil(seen / args.batch_size)}/{batches} "
-                        f"({seen}/{count} images)"
-                    )
+                    done += 1
+                    _log(f"{split} batch {done}/{batches} ({seen}/{count} images)")
                 for writer in writers.values():
                     writer.close()
                 shards.append({"file": shard["file"], "count": written})
@@ -202,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ContractError(
                 f"--weights={weights}: no such file (expected a Keras weights file)"
             )
-        weights_sha = feature_store.weights_fingerprint(weights)
+        weights_sha = feature_store.weights_fingerprint(weights, args.seed)
         todo = {}
         for depth, values in sorted(depths.items()):
             started = time.perf_counter()
@@ -214,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 choice.policy,
                 depth,
                 args.data,
+                args.seed,
                 weights_sha,
             )
             found, why = feature_store.lookup(path, keys)
@@ -233,7 +243,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_size(estimate, args.output, args.max_bytes)
         _log(f"{choice.line}; about {estimate} bytes for {len(todo)} entry(ies)")
         keras.mixed_precision.set_global_policy(choice.policy)
-        compute(args, spec, weights, metadata, todo)
+        try:
+            compute(args, spec, weights, metadata, todo)
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
     except (records.DatasetError, ContractError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2

@@ -100,7 +100,7 @@ def find_entry(
     depth = feature_keys.frozen_depth(spec.blocks, trainable)
     path = feature_store.entry_dir(run.features, spec.name, depth)
     expected = feature_store.expected_keys(
-        spec.name, hparams.weights, metadata["image_shape"], policy, depth, run.data
+        spec.name, hparams.weights, metadata["image_shape"], policy, depth, run.data, run.seed
     )
     found, why = feature_store.lookup(path, expected)
     if found is None:
@@ -175,11 +175,14 @@ def cached_model(
     image_shape: Any,
     num_classes: int,
     dtype: str,
+    seed: int,
 ) -> Built:
     """Only what trains above the entry's depth (build it in the strategy's scope).
 
     A frozen backbone's trial builds the head alone, and the whole model (with its
-    pretrained weights) only when the export asks for its weights.
+    pretrained weights) only when the export asks for its weights: seeded with the run's
+    `seed` first, as the run and `python -m trainer.features` build it, so a random
+    backbone (`--weights none`) is the one the features came from.
     """
     if entry.depth < spec.blocks:
         model = build_model(
@@ -195,6 +198,7 @@ def cached_model(
     )
 
     def full_weights() -> list[np.ndarray]:
+        keras.utils.set_random_seed(seed)
         with tf.distribute.get_strategy().scope():  # the default strategy: plain variables
             model = build_model(
                 spec, hparams.model_params, hparams.weights, image_shape, num_classes, "float32"

@@ -191,7 +191,9 @@ def _train(
         if entry is None:
             built = stages.whole_model(spec, hparams, image_shape, num_classes, dtype)
         else:
-            built = stages.cached_model(spec, hparams, entry, image_shape, num_classes, dtype)
+            built = stages.cached_model(
+                spec, hparams, entry, image_shape, num_classes, dtype, run.seed
+            )
     steps_per_epoch = max(1, int(metadata["splits"]["train"]["count"]) // global_batch)
     loop = _Loop(hparams, run, strategy, cluster, global_batch, steps_per_epoch)
     history, start_epoch, first_step = loop.fit(built.model, batches, choice, rewrites, on_epoch)
