@@ -22,6 +22,7 @@ def features_job_spec(
     weights: str,
     batch_size: int,
     precision: str,
+    seed: int,
     study_spec_parameters: list,
     feature_cache: str,
     features_dir: str,
@@ -74,6 +75,7 @@ def features_job_spec(
         weights=weights,
         precision=precision,
         batch_size=batch_size,
+        seed=seed,
         trainable_blocks=plan.flag_value,
     )
     pools = worker_pools.trial_worker_pool_specs(

@@ -122,6 +122,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             weights=weights,
             batch_size=batch_size,
             precision=precision,
+            seed=seed,
             study_spec_parameters=study_spec_parameters,
             feature_cache=feature_cache,
             features_dir=features_dir,

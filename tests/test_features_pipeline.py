@@ -127,6 +127,7 @@ def _spec(model: str, parameters: tuple, cache: str = "auto", features_dir: str 
         weights="/w/resnet.weights.h5",
         batch_size=16.0,
         precision="float32",
+        seed=7.0,
         study_spec_parameters=SearchSpace(parameters=parameters).to_study_spec_parameters(),
         feature_cache=cache,
         features_dir=features_dir,
@@ -156,6 +157,7 @@ def test_the_features_job_runs_the_entrypoint_on_the_trial_machine():
         "--precision=float32",
         "--trainable_blocks=0,2",
         "--batch_size=16",
+        "--seed=7",  # a random backbone (`--weights none`) is the trials' own
     ]
     # Without a stable folder, the cache goes under the task's own job folder.
     assert _spec("resnet50", params)[2] == "/r/fjs/job_dir/features"
@@ -288,7 +290,7 @@ def test_the_vertex_features_job_is_a_custom_job_the_api_accepts():
         labels={"team": "a"},
     )
     job = strict_parse("CustomJob", payload, "features job")
-    assert job.job_spec.worker_pool_specs[0].container_spec.args[-2] == "--trainable_blocks=0"
+    assert "--trainable_blocks=0" in job.job_spec.worker_pool_specs[0].container_spec.args
     assert "network" not in payload["job_spec"] and "encryption_spec" not in payload
 
 

@@ -96,12 +96,13 @@ def features_args(
     weights: str,
     precision: str,
     batch_size: int,
+    seed: int,
     trainable_blocks: str,
 ) -> list[str]:
     """The features entrypoint's flags: the frozen prefixes of `trainable_blocks` (`0,2`).
 
-    Model, weights, precision and batch size are the trials' own, so the cache's keys
-    are the ones a trial looks for.
+    Model, weights, precision, batch size and seed (a random backbone's: `--weights none`)
+    are the trials' own, so the cache's keys are the ones a trial looks for.
     """
     return [
         flag("data", data),
@@ -111,6 +112,7 @@ def features_args(
         flag("precision", precision),
         flag("trainable_blocks", trainable_blocks),
         flag("batch_size", int(batch_size)),
+        flag("seed", int(seed)),
     ]
 
 
