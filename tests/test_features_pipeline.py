@@ -329,3 +329,20 @@ def test_the_features_step_feeds_the_trial_and_final_job_specs(tmp_path, target)
     parameters = spec["root"]["inputDefinitions"]["parameters"]
     assert parameters["feature_cache"]["defaultValue"] == "auto"
     assert parameters["features_dir"]["defaultValue"] == ""
+
+
+def test_the_same_data_prepared_again_keeps_its_fingerprint(tmp_path):
+    """A rerun prepares the dataset into a new folder: only `prepared_at` differs."""
+    from trainer.feature_store import dataset_fingerprint
+
+    meta = {"splits": {"train": {"shards": [{"file": "a", "sha256": "x"}]}}, "prepared_at": "t1"}
+    for name, prepared_at in (("one", "t1"), ("two", "t2")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "metadata.json").write_text(
+            json.dumps({**meta, "prepared_at": prepared_at})
+        )
+    (tmp_path / "other").mkdir()
+    other = {**meta, "splits": {"train": {"shards": [{"file": "a", "sha256": "y"}]}}}
+    (tmp_path / "other" / "metadata.json").write_text(json.dumps(other))
+    one, two, three = (dataset_fingerprint(str(tmp_path / n)) for n in ("one", "two", "other"))
+    assert one == two != three
