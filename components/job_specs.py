@@ -34,6 +34,7 @@ def trial_job_spec(
     shared_root: str,
     study: dsl.Output[dsl.Artifact],
     expect_gpus: bool = False,
+    features: dsl.Input[dsl.Artifact] | None = None,
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
 ):
@@ -42,16 +43,18 @@ def trial_job_spec(
     `expect_gpus` (cloud targets) tells the trainer to expect the pool's GPUs.
     The study's `base_output_directory` is `study_dir` when given (locally, a
     stable folder lets a rerun resume the study), else a unique folder under the
-    pipeline root reserved by the `study` artifact.
+    pipeline root reserved by the `study` artifact. The `features` step's
+    cache, when it computed one, is passed as `--features`.
     """
     from collections import namedtuple
 
     from pipelines.jobs import trainer_args, worker_pools
 
+    args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()))
     pools = worker_pools.trial_worker_pool_specs(
         image_uri=trainer_image,
         command=trainer_args.TRAINER_COMMAND,
-        args=trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals())),
+        args=args + trainer_args.features_flag(features),
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
         accelerator_count=int(accelerator_count),
@@ -81,6 +84,7 @@ def final_job_spec(
     shared_root: str,
     job_dir: dsl.Output[dsl.Artifact],
     expect_gpus: bool = False,
+    features: dsl.Input[dsl.Artifact] | None = None,
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "FinalJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
 ):
@@ -88,13 +92,15 @@ def final_job_spec(
 
     `job_dir` reserves a unique folder under the pipeline root (or under
     `shared_root`, a volume every pod mounts) for the job's outputs
-    (`AIP_MODEL_DIR` = `<base_output_directory>/model/`).
+    (`AIP_MODEL_DIR` = `<base_output_directory>/model/`). The `features` step's
+    cache, when it computed one, is passed as `--features`.
     """
     from collections import namedtuple
 
     from pipelines.jobs import trainer_args, worker_pools
 
     args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()))
+    args += trainer_args.features_flag(features)
     pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,
         command=trainer_args.TRAINER_COMMAND,

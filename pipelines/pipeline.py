@@ -1,7 +1,7 @@
 """The pipeline, written once: `build_pipeline(target, settings)`.
 
-prepare_dataset → build trial job spec → tune → select_best_trial →
-build final job spec → train_final → evaluate → (if it passes) register.
+prepare_dataset → features (a frozen backbone's outputs, once) → build trial job spec → tune →
+select_best_trial → build final job spec → train_final → evaluate → (if it passes) register.
 
 The targets differ in what executes the same payloads (`pipelines/wiring/`):
 `vertex` binds tune, train and register to an HPT job sent with GCPC's launcher,
@@ -16,6 +16,7 @@ from kfp import dsl
 
 from components import base
 from components.evaluate import evaluate_model
+from components.features import features_job_spec
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
@@ -85,6 +86,8 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         epochs: int = s.epochs,
         batch_size: int = s.batch_size,
         precision: str = s.precision,
+        feature_cache: str = s.feature_cache,
+        features_dir: str = "",
         workers: int = s.workers,
         trial_machine_type: str = s.trial_machine_type,
         trial_accelerator_type: str = s.trial_accelerator_type,
@@ -122,6 +125,23 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
         binding.mount_data(data, s)
         dataset = data.outputs["dataset"]
+        features_spec = op(features_job_spec)(
+            dataset=dataset,
+            trainer_image=trainer_image,
+            model=model,
+            weights=weights,
+            batch_size=batch_size,
+            precision=precision,
+            seed=seed,
+            study_spec_parameters=study_spec_parameters,
+            feature_cache=feature_cache,
+            features_dir=features_dir,
+            machine_type=trial_machine_type,
+            accelerator_type=trial_accelerator_type,
+            accelerator_count=trial_accelerator_count,
+            shared_root=shared_root,
+        ).set_display_name("Build features job spec")
+        features = binding.features(op, p, s, features_spec) if binding.features else None
         trial_spec = op(trial_job_spec)(
             dataset=dataset,
             trainer_image=trainer_image,
@@ -132,6 +152,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             study_dir=study_dir,
             shared_root=shared_root,
             expect_gpus=binding.expects_gpus,
+            features=features,
         ).set_display_name("Build trial job spec")
         metric = op(study_metric)(
             metric_tag=metric_tag, objectives=objectives, constraints=constraints
@@ -157,6 +178,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
             worker_count=workers,
             shared_root=shared_root,
             expect_gpus=binding.expects_gpus,
+            features=features,
         ).set_display_name("Build final job spec")
         trained, model_uri = binding.train_final(op, p, s, final_spec)
         evaluation = op(evaluate_model)(

@@ -20,9 +20,11 @@ from pipelines import images
 from pipelines.study import objectives as objective_rules
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
+    DEFAULT_FEATURE_CACHE,
     DEFAULT_METRIC_TAG,
     DEFAULT_MODEL,
     DEFAULT_PRECISION,
+    FEATURE_CACHE_CHOICES,
     METRIC_GOALS,
     MIN_IMAGE_SIZE,
     PRECISIONS,
@@ -95,6 +97,8 @@ class Settings:
     epochs: int = 10
     batch_size: int = 32
     precision: str = DEFAULT_PRECISION  # the trainer's --precision; auto: resolved per machine
+    # auto: a features step caches the frozen backbone's outputs for trials that freeze it; off
+    feature_cache: str = DEFAULT_FEATURE_CACHE
     workers: int = 1  # the final job's workers besides the chief (replicas: 1 + workers)
     eval_threshold: float | None = None  # test_accuracy needed to register the model
     # Machines (locally, accelerator_count = logical CPU devices per replica)
@@ -274,6 +278,11 @@ def _check(s: Settings) -> None:
     need(s.epochs >= 1, "epochs", "an integer >= 1")
     need(s.batch_size >= 1, "batch_size", "an integer >= 1")
     need(s.precision in PRECISIONS, "precision", f"one of {', '.join(PRECISIONS)}")
+    need(
+        s.feature_cache in FEATURE_CACHE_CHOICES,
+        "feature_cache",
+        f"one of {', '.join(FEATURE_CACHE_CHOICES)}",
+    )
     need(s.workers >= 0, "workers", "an integer >= 0 (workers besides the chief)")
     need(s.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
     need(s.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
@@ -387,6 +396,8 @@ def _coerce(name: str, raw: Any) -> Any:
     if name in ("objectives", "constraints"):
         return objective_rules.split_items(raw)
     base = next((t for t in typing.get_args(hint) if t is not type(None)), hint)
+    if name == "feature_cache" and raw is False:
+        return "off"  # YAML 1.1 reads an unquoted `off` as false
     try:
         if base is bool:
             if isinstance(raw, bool):

@@ -54,6 +54,7 @@ REFUSED = [
     ({"epochs": 0}, "epochs=0: expected an integer >= 1"),
     ({"batch_size": 0}, "batch_size=0: expected an integer >= 1"),
     ({"precision": "float16"}, "precision='float16': expected one of"),
+    ({"feature_cache": "on"}, "feature_cache='on': expected one of auto, off"),
     ({"workers": -1}, "workers=-1: expected an integer >= 0 (workers besides the chief)"),
     ({"trial_accelerator_count": -1}, "trial_accelerator_count=-1: expected an integer >= 0"),
     ({"final_accelerator_count": -1}, "final_accelerator_count=-1: expected an integer >= 0"),

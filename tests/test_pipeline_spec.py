@@ -370,12 +370,14 @@ def test_unknown_target_is_refused():
 READS_OUTSIDE_STATE = {
     "local": {
         "comp-prepare-dataset",
+        "comp-features-locally",
         "comp-tune-locally",
         "comp-train-locally",
         "comp-register-locally",
     },
     "vertex": {
         "comp-prepare-dataset",
+        "comp-features-on-vertex",
         "comp-tune-on-vertex",
         "comp-fetch-trials",
         "comp-custom-training-job",
@@ -386,6 +388,7 @@ READS_OUTSIDE_STATE = {
     },
     "kubeflow": {
         "comp-prepare-dataset",
+        "comp-features-on-kubeflow",
         "comp-tune-on-katib",
         "comp-train-with-tfjob",
         "comp-register-on-kubeflow",
@@ -419,6 +422,7 @@ def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
     # What stays cacheable is pure: a function of its inputs only.
     assert {name for name, on in caching.items() if on} <= {
         "comp-trial-job-spec",
+        "comp-features-job-spec",
         "comp-study-metric",
         "comp-final-job-spec",
         "comp-select-best-trial",
@@ -462,7 +466,12 @@ def test_kubeflow_mounts_the_data_pvc_on_every_step_that_touches_the_data(tmp_pa
         ]
         or any(m.get("mountPath") == "/mnt/hpt" for m in config.get("pvcMount", []))
     }
-    assert {"exec-prepare-dataset", "exec-evaluate-model", "exec-train-with-tfjob"} <= mounted
+    assert {
+        "exec-prepare-dataset",
+        "exec-evaluate-model",
+        "exec-train-with-tfjob",
+        "exec-features-on-kubeflow",
+    } <= mounted
     tune = spec["root"]["dag"]["tasks"]["tune-on-katib"]["inputs"]["parameters"]
     assert tune["data_pvc"]["runtimeValue"]["constant"] == "hpt-data"  # trial pods mount it
 

@@ -42,10 +42,10 @@ def test_every_file_named_for_a_target_is_in_its_parts(target):
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_each_step_a_target_binds_has_a_component_named_for_it(target):
-    """`<step>_<target>.py` for tune, train_final and register (Vertex's GCPC ops aside)."""
+    """`<step>_<target>.py` for features, tune, train_final, register (Vertex's GCPC ops aside)."""
     components = {p for p in parts(target) if p.startswith("components/")}
     steps = {p.removeprefix("components/").removesuffix(f"_{target}.py") for p in components}
-    assert steps == {"tune", "train_final", "register"}
+    assert steps == {"features", "tune", "train_final", "register"}
 
 
 def test_a_component_named_for_a_target_but_unlisted_is_caught(tmp_path, monkeypatch):

@@ -138,6 +138,11 @@ RUN_FLAGS = (
     "expected_gpus",
     "features",  # a feature cache folder (`trainer.feature_keys`); "" = off
 )
+# The `feature_cache` setting: `auto` caches a frozen backbone's outputs once per study where
+# trials freeze a prefix (`trainer.feature_keys`: the entrypoint, the flag, the entries); `off`
+# trains every trial from images.
+FEATURE_CACHE_CHOICES = ("auto", "off")
+DEFAULT_FEATURE_CACHE = "auto"
 # The trainer flags a run fixes for every trial and the final job alike (not tuned), each with
 # its kind: the one list the payloads are built from (`pipelines/jobs/trainer_args.py`), which
 # the settings, the pipeline's parameters and the job-spec components are checked against.

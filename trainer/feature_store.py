@@ -8,6 +8,7 @@ readers here shard and shuffle the features as `trainer.data` does the images.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import posixpath
 from collections.abc import Callable, Iterator, Sequence
@@ -32,11 +33,20 @@ def weights_fingerprint(weights: str, seed: int) -> str:
     return "sha256:" + records.file_digest(weights)["sha256"]
 
 
+PREPARED_AT = "prepared_at"  # when, not what: the same data prepared again is the same dataset
+
+
 def dataset_fingerprint(data_dir: str) -> str:
-    """The sha256 of the dataset's metadata.json (which lists every shard's sha256)."""
-    return (
-        "sha256:" + records.file_digest(posixpath.join(data_dir, records.METADATA_FILE))["sha256"]
-    )
+    """The sha256 of the dataset's metadata.json (every shard's sha256) less `prepared_at`.
+
+    Every run prepares the dataset afresh into its own folder: with the time of preparation
+    in the key, a rerun on the same data could never reuse a cache.
+    """
+    with tf.io.gfile.GFile(posixpath.join(data_dir, records.METADATA_FILE)) as f:
+        metadata = json.load(f)
+    metadata.pop(PREPARED_AT, None)
+    canonical = json.dumps(metadata, sort_keys=True, separators=(",", ":")).encode()
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
 
 def expected_keys(

@@ -106,6 +106,11 @@ def run(
         None,
         help="auto (default: bf16 where native on the machine) | float32 | mixed_bfloat16.",
     ),
+    feature_cache: str = typer.Option(
+        None,
+        help="auto (default: compute a pretrained backbone's frozen part once per study, for "
+        "trials that freeze it) | off (every trial trains from images).",
+    ),
     workers: int = typer.Option(
         None, help="Final-job workers besides the chief (local default 1)."
     ),
@@ -166,6 +171,7 @@ def run(
         epochs=epochs,
         batch_size=batch_size,
         precision=precision,
+        feature_cache=feature_cache,
         workers=workers,
         trial_accelerator_count=trial_accelerators,
         search_space=str(search_space) if search_space else None,

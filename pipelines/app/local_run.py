@@ -263,4 +263,8 @@ def _run(
             pipeline_root=str(artifacts),
             raise_on_error=True,
         )
-        pipeline(study_dir=str(output / "study"), registry_dir=str(registry))
+        pipeline(
+            study_dir=str(output / "study"),
+            registry_dir=str(registry),
+            features_dir=str(output / "features"),  # keyed entries: a rerun reuses them
+        )

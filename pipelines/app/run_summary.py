@@ -24,7 +24,9 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     metrics = _artifact(tasks, "evaluate-model", "metrics")
     registered = _artifact(tasks, "register-locally", "registered")
     selection = _artifact(tasks, "select-best-trial", "summary").get("metadata", {})
+    features = _artifact(tasks, "features-locally", "features").get("metadata", {})
     return {
+        "features": _features_line(features),
         "best_trial_id": _parameter(tasks, "select-best-trial", "best_trial_id"),
         "best_parameters": _parameter(tasks, "select-best-trial", "best_parameters") or {},
         "best_metric": _parameter(tasks, "select-best-trial", "best_metric"),
@@ -52,6 +54,18 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _features_line(meta: dict[str, Any]) -> str:
+    """The features step in one cell: computed or reused, which depths, how long; or why not."""
+    if not meta:
+        return "-"
+    if meta.get("result") == "skipped":
+        return f"skipped: {meta.get('reason', '')}"
+    return (
+        f"{meta.get('result')} trainable_blocks {meta.get('trainable_blocks')} "
+        f"in {float(meta.get('seconds', 0)):.1f} s → {meta.get('features_dir')}"
+    )
+
+
 def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     """Print the summary tables; return the summary."""
     from rich.table import Table
@@ -63,6 +77,7 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     counted = s["trial_outcomes"] or s["trial_states"]  # outcomes: artifacts from issue 42 on
     states = ", ".join(f"{n} {state.lower()}" for state, n in counted.items())
     headline.add_row("trials", states or "-")
+    headline.add_row("features", s["features"])
     headline.add_row("best trial", f"{s['best_trial_id']} ({s['best_metric']:.4f})")
     if s["why"]:
         headline.add_row("  why", s["why"])

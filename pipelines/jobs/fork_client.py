@@ -43,8 +43,9 @@ TRAINER_MODULES = ("trainer.task",)  # what a study's or a job's own server serv
 # what TensorFlow imports but never uses out of TensorFlow's import (3.5 → 3.3 s here).
 # Preparation next (it adds little), so the preparation step is forked while evaluation's
 # scikit-learn (~0.6 s) is still being imported: the server preloads its modules in
-# order and serves each as soon as it is in.
-RUN_MODULES = (*TRAINER_MODULES, "dataprep.prepare", "trainer.evaluate")
+# order and serves each as soon as it is in. The features step's job (`trainer.features`,
+# TF-free until it runs) comes after preparation, which it follows.
+RUN_MODULES = (*TRAINER_MODULES, "dataprep.prepare", "trainer.features", "trainer.evaluate")
 READY_TIMEOUT = 300.0  # seconds for the server to import what it preloads
 assert ENV in REPLICA_VARIABLES  # a child sees the address; it must not count as a difference
 

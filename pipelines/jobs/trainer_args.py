@@ -6,8 +6,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainer.contract import FIXED_TRAINER_SETTINGS, flag
+from trainer.feature_keys import ENTRYPOINT, FEATURES_FLAG
 
 TRAINER_COMMAND = ["python", "-m", "trainer.task"]
+FEATURES_COMMAND = ["python", "-m", ENTRYPOINT]
 
 
 LOCATION_KEY = "location"  # artifact metadata: where its content really is, when not at its URI
@@ -84,3 +86,43 @@ def parameter_args(parameters: Mapping[str, Any]) -> list[str]:
     kfp.local turns numbers inside dicts into floats: integral values are written as ints.
     """
     return [flag(name, value) for name, value in sorted(parameters.items())]
+
+
+def features_args(
+    data: str,
+    output: str,
+    *,
+    model: str,
+    weights: str,
+    precision: str,
+    batch_size: int,
+    seed: int,
+    trainable_blocks: str,
+) -> list[str]:
+    """The features entrypoint's flags: the frozen prefixes of `trainable_blocks` (`0,2`).
+
+    Model, weights, precision, batch size and seed (a random backbone's: `--weights none`)
+    are the trials' own, so the cache's keys are the ones a trial looks for.
+    """
+    return [
+        flag("data", data),
+        flag("output", output),
+        flag("model", model),
+        flag("weights", weights),
+        flag("precision", precision),
+        flag("trainable_blocks", trainable_blocks),
+        flag("batch_size", int(batch_size)),
+        flag("seed", int(seed)),
+    ]
+
+
+FEATURES_DIR_KEY = "features_dir"  # the features artifact's metadata: the cache, "" for none
+
+
+def features_flag(features: Any) -> list[str]:
+    """`--features=<folder>` for a trial or the final job; nothing when no cache was computed.
+
+    `features` is the features step's artifact (or None): its `features_dir` metadata.
+    """
+    folder = str((getattr(features, "metadata", None) or {}).get(FEATURES_DIR_KEY) or "")
+    return [flag(FEATURES_FLAG, folder)] if folder else []

@@ -19,6 +19,8 @@ class Binding:
     * `train_final(op, p, settings, final_spec) -> (model artifact, model URI or None)`
     * `register(op, p, settings, *, model, model_uri, evaluation, trials, dataset,
       best_trial_id) -> registered model`
+    * `features(op, p, settings, features_spec) -> features artifact`: run the features
+      job spec's pools (nothing when they are empty: the plan caches nothing).
     * `mount_data(task, settings)`: what a step that reads or writes the dataset or the
       model needs to reach them (Kubeflow: the shared PVC); nothing elsewhere.
     * `expects_gpus`: a pool's GPU `accelerator_count` is real hardware, so the trainer is
@@ -36,6 +38,7 @@ class Binding:
     expects_gpus: bool = True
     hidden_parameters: frozenset[str] = frozenset()
     check_space: Callable[[Any], None] = lambda space: None
+    features: Callable[..., Any] | None = None
 
 
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:

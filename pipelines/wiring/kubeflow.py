@@ -18,6 +18,7 @@ from typing import Any
 
 from kfp import dsl
 
+from components.features_kubeflow import features_on_kubeflow
 from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
@@ -45,6 +46,21 @@ def _mount_data(task: Any, settings: Settings) -> Any:
 
         kubernetes.mount_pvc(task, pvc_name=settings.data_pvc, mount_path=settings.data_mount_path)
     return task
+
+
+def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> Any:
+    task = op(features_on_kubeflow)(
+        worker_pool_specs=spec.outputs["worker_pool_specs"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        features_dir=spec.outputs["features_dir"],
+        trainable_blocks=spec.outputs["trainable_blocks"],
+        reason=spec.outputs["reason"],
+        display_name=f"{settings.display_name}-features",
+        **_cluster(settings),
+    ).set_display_name("Features (frozen backbone, one-replica TFJob)")
+    task.set_caching_options(False)  # creates cluster objects; the cache is keyed by the trainer
+    _mount_data(task, settings)  # sees the cache folder on the claim (reused or computed)
+    return task.outputs["features"]
 
 
 def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
@@ -105,6 +121,7 @@ def _kubeflow_register(
 PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/wiring/kubeflow.py", "the binding; the data PVC mounted with kfp-kubernetes"),
     ("components/tune_kubeflow.py", "tune: a Katib Experiment, its Trials as the artifact"),
+    ("components/features_kubeflow.py", "features: a one-replica TFJob on the shared claim"),
     ("components/train_final_kubeflow.py", "train_final: a TFJob (Chief + Workers)"),
     ("components/register_kubeflow.py", "register: a KFP Model (+ Model Registry)"),
     ("pipelines/targets/kubeflow/__init__.py", "the run-time side's package"),
@@ -147,4 +164,5 @@ BINDING = Binding(
     register=_kubeflow_register,
     mount_data=_mount_data,
     check_space=_katib_space,
+    features=_kubeflow_features,
 )

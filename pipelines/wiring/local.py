@@ -10,6 +10,7 @@ writes a new version into the local registry folder.
 from collections.abc import Callable
 from typing import Any
 
+from components.features_local import features_locally
 from components.register_local import register_locally
 from components.train_final_local import train_locally
 from components.tune_local import tune_locally
@@ -27,6 +28,18 @@ def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: An
     ).set_display_name("Tune (local study)")
     task.set_caching_options(False)  # reads and resumes the study folder
     return task.outputs["trials"]
+
+
+def _local_features(op: Callable, p: Any, settings: Settings, spec: Any) -> Any:
+    task = op(features_locally)(
+        worker_pool_specs=spec.outputs["worker_pool_specs"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        features_dir=spec.outputs["features_dir"],
+        trainable_blocks=spec.outputs["trainable_blocks"],
+        reason=spec.outputs["reason"],
+    ).set_display_name("Features (frozen backbone, local)")
+    task.set_caching_options(False)  # reads and writes the cache folder (keyed by the trainer)
+    return task.outputs["features"]
 
 
 def _local_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
@@ -53,6 +66,7 @@ def _local_register(
 PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/wiring/local.py", "the binding: which components run tune, train_final, register"),
     ("components/tune_local.py", "tune: the study payload run here (Optuna)"),
+    ("components/features_local.py", "features: the frozen backbone's outputs, computed here"),
     ("components/train_final_local.py", "train_final: a process per replica, on loopback"),
     ("components/register_local.py", "register: a new version in the registry folder"),
     ("pipelines/targets/local/__init__.py", "the run-time side's package"),
@@ -76,5 +90,9 @@ PARTS: tuple[tuple[str, str], ...] = (
 )
 
 BINDING = Binding(
-    tune=_local_tune, train_final=_local_train, register=_local_register, expects_gpus=False
+    tune=_local_tune,
+    train_final=_local_train,
+    register=_local_register,
+    expects_gpus=False,
+    features=_local_features,
 )

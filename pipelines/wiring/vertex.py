@@ -19,6 +19,7 @@ from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
 from google_cloud_pipeline_components.v1.model import ModelUploadOp
 from kfp import dsl
 
+from components.features_vertex import features_on_vertex
 from components.register_vertex import find_parent_model
 from components.train_final_vertex import model_from_job
 from components.tune_vertex import fetch_trials, tune_on_vertex
@@ -67,6 +68,25 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
     )
     fetched.set_caching_options(False)  # asks Vertex for the job's trials
     return fetched.set_display_name("Fetch trials").outputs["trials"]
+
+
+def _vertex_features(op: Callable, p: Any, settings: Settings, spec: Any) -> Any:
+    task = op(features_on_vertex)(
+        worker_pool_specs=spec.outputs["worker_pool_specs"],
+        base_output_directory=spec.outputs["base_output_directory"],
+        features_dir=spec.outputs["features_dir"],
+        trainable_blocks=spec.outputs["trainable_blocks"],
+        reason=spec.outputs["reason"],
+        display_name=f"{settings.display_name}-features",
+        project=PROJECT_ID_PLACEHOLDER,
+        location=p.location,
+        service_account=p.service_account,
+        network=p.network,
+        encryption_spec_key_name=p.encryption_spec_key_name,
+        labels=p.labels,
+    ).set_display_name("Features (frozen backbone, Vertex custom job)")
+    task.set_caching_options(False)  # creates a Vertex job; the cache is keyed by the trainer
+    return task.outputs["features"]
 
 
 def _vertex_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
@@ -137,6 +157,11 @@ def _vertex_register(
 PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/wiring/vertex.py", "the binding; CustomTrainingJobOp and ModelUploadOp are GCPC's"),
     ("components/tune_vertex.py", "tune: the HPT job (GCPC's launcher), then its trials"),
+    ("components/features_vertex.py", "features: a custom job on the trial machine type"),
+    (
+        "pipelines/targets/vertex/features_job.py",
+        "the features custom job, sent with GCPC's launcher",
+    ),
     ("components/train_final_vertex.py", "train_final: the custom job's model as an artifact"),
     ("components/register_vertex.py", "register: the model a new upload becomes a version of"),
     ("pipelines/targets/vertex/__init__.py", "the run-time side's package"),
@@ -160,5 +185,6 @@ BINDING = Binding(
     tune=_vertex_tune,
     train_final=_vertex_train,
     register=_vertex_register,
+    features=_vertex_features,
     hidden_parameters=frozenset({"study_dir", "registry_dir", "shared_root"}),  # local/Kubeflow
 )

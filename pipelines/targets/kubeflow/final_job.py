@@ -65,6 +65,7 @@ def run_final_job(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     echo: Callable[[str], None] = print,
+    gpu_setting: str = "final_accelerator_count",
 ) -> dict[str, Any]:
     """Create (or reuse) the final TFJob and wait until it succeeds.
 
@@ -86,6 +87,7 @@ def run_final_job(
         clock: Monotonic clock (tests).
         sleep: Sleep (tests).
         echo: Where progress lines go.
+        gpu_setting: The setting a missing GPU is blamed on (the features job: the trials').
 
     Returns:
         The succeeded TFJob object.
@@ -120,7 +122,7 @@ def run_final_job(
         worker_pool_specs=worker_pool_specs,
         pvc_name=data_pvc or "",
         pvc_mount_path=data_mount_path,
-        gpu_setting="final_accelerator_count",
+        gpu_setting=gpu_setting,
         echo=echo,
     )
     # The chief's export must reach this step's pod (it describes the model next).

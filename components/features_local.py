@@ -1,0 +1,49 @@
+"""Local binding of the features step: the features job's pool as a process here."""
+
+from kfp import dsl
+
+from components.base import component
+
+
+@component
+def features_locally(
+    worker_pool_specs: list,
+    base_output_directory: str,
+    features_dir: str,
+    trainable_blocks: str,
+    reason: str,
+    features: dsl.Output[dsl.Artifact],
+):
+    """Run `python -m trainer.features` here (nothing when the plan caches nothing)."""
+    import os
+    import time
+
+    from pipelines.jobs import features_artifact
+
+    start = time.monotonic()
+    before = features_artifact.entries(features_dir)
+    if worker_pool_specs:  # the executor's imports only when there is a job to run
+        from pipelines.jobs import fork_client, local_job
+
+        commands = local_job.pool_commands(worker_pool_specs)
+        log = os.path.join(local_job.job_local_dir(base_output_directory), fork_client.LOG_FILE)
+        with fork_client.session(commands, log_path=log) as server:
+            local_job.run_custom_job(
+                worker_pool_specs=worker_pool_specs,
+                base_output_directory=base_output_directory,
+                fork_server=server,
+            )
+    result = (
+        features_artifact.outcome(before, features_artifact.entries(features_dir))
+        if worker_pool_specs
+        else features_artifact.SKIPPED
+    )
+    line = features_artifact.describe(
+        features,
+        features_dir=features_dir,
+        trainable_blocks=trainable_blocks,
+        reason=reason,
+        seconds=time.monotonic() - start,
+        result=result,
+    )
+    print(line)
