@@ -17,7 +17,10 @@ def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):
         cli.app, ["manifests", "--output", str(out), "--namespace", "team-a"]
     )
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(manifests.FILES)
+    # kubeflow_job_api: auto (the default): the TFJob, and the TrainJob with its runtime.
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [*manifests.FILES, manifests.RUNTIME_FILE, *manifests.TRAINJOB_FILES]
+    )
     (exp,) = yaml.safe_load_all((out / "experiment.yaml").read_text())
     katib_rules.check_experiment(exp)  # Katib's admission rules
     assert experiment.round_trip(exp)  # Katib's typed models and the kubernetes serializer

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.payloads import payload_items
+from pipelines.targets.kubeflow import job_api
 from pipelines.targets.kubeflow.kube import api_error_line
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 
@@ -26,7 +27,6 @@ KATIB_NAMESPACE = "kubeflow"  # Katib's DB NetworkPolicy also admits its own nam
 ISTIO_LABELS = ("istio-injection", "istio.io/rev")
 GPU_RESOURCE = "nvidia.com/gpu"
 RWX = "ReadWriteMany"
-TFJOB_API = ("kubeflow.org", "v1", "tfjobs")
 LOG_SCALE = "logUniform"
 Echo = Callable[[str], None]
 
@@ -48,31 +48,16 @@ def _read(call: Callable[[], Any], what: str, echo: Echo) -> Any:
         raise
 
 
-def check_tfjob_api(custom: Any, echo: Echo = print) -> None:
-    """The cluster serves `tfjobs.kubeflow.org/v1` (the Training Operator v1 is installed).
+def check_job_api(custom: Any, setting: str = "tfjob", echo: Echo = print) -> str:
+    """The final job's API (`kubeflow_job_api`) is served; returns `tfjob` or `trainjob`.
 
     Raises:
-        ClusterCheckError: It does not.
+        ClusterCheckError: It is not (`job_api.resolve`'s line, with the remedy).
     """
-    from kubernetes.client import ApiException
-
-    group, version, plural = TFJOB_API
     try:
-        found = custom.get_api_resources(group, version)
-        names = {r.name for r in (found.resources or [])}
-    except ApiException as err:
-        if err.status != 404:
-            raise ClusterCheckError(
-                f"API discovery of {group}/{version}: {api_error_line(err)}"
-            ) from None
-        names = set()
-    if plural not in names:
-        raise ClusterCheckError(
-            f"the cluster serves no TFJob API ({plural}.{group}/{version}): Kubeflow 1.11+ "
-            "installs Kubeflow Trainer v2, which has no TensorFlow runtime; install the Training "
-            "Operator v1 beside it (README, On Kubeflow) before running this pipeline"
-        )
-    echo(f"cluster: {plural}.{group}/{version} served")
+        return job_api.resolve(custom, setting, echo)
+    except job_api.JobApiError as err:
+        raise ClusterCheckError(str(err)) from None
 
 
 def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
@@ -213,23 +198,28 @@ def check_pods_can_run(
     pvc_name: str,
     pvc_mount_path: str,
     gpu_setting: str,
+    job_api_setting: str = "tfjob",
     echo: Echo = print,
-) -> None:
-    """What both steps check before they start pods (the TFJob API in the tune step too).
+) -> str:
+    """What both steps check before they start pods (the final job's API in the tune step too).
 
-    The namespace, the TFJob API, the claim, a data path every pod reads, the GPUs asked for.
+    The namespace, the final job's API, the claim, a data path every pod reads, the GPUs.
+
+    Returns:
+        The final job's API: `tfjob` or `trainjob` (`job_api.resolve`).
 
     Raises:
         ClusterCheckError: The first condition that fails, in one line with its remedy.
     """
     check_namespace(core, namespace, echo)
-    check_tfjob_api(custom, echo)
+    resolved = check_job_api(custom, job_api_setting, echo)
     if pvc_name:
         check_claim(core, namespace, pvc_name, echo)
     data = flag_value(worker_pool_specs, "data")
     if data is not None:
         check_shared_path(data, "--data", pvc_name, pvc_mount_path)
     check_gpus(core, gpu_count(worker_pool_specs), gpu_setting, echo)
+    return resolved
 
 
 def dropped_log_scales(sent: Mapping[str, Any], returned: Mapping[str, Any]) -> list[str]:

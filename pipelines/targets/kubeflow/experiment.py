@@ -41,6 +41,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 EXPERIMENTS = "experiments"
 TRIALS = "trials"
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # consts.LabelExperimentName, on every Trial
+# On every trial pod (our trial template's): the tune step lists them to fail fast (pod_watch).
+EXPERIMENT_POD_LABEL = "hpt-pipeline.dev/experiment"
 
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
 EARLY_STOPPING = "medianstop"
@@ -159,6 +161,7 @@ def build_experiment(
         pvc_name=pvc_name,
         pvc_mount_path=pvc_mount_path,
         base_output_directory=base_output_directory,
+        pod_labels={EXPERIMENT_POD_LABEL: name},
     )
     trial_parameters = [
         {"name": p.parameter_id, "reference": p.parameter_id, "description": f"--{p.parameter_id}"}
