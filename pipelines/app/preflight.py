@@ -40,6 +40,8 @@ def check_kubeflow_run(settings: Settings) -> None:
     * no data location the trial and replica pods can read: neither `data_pvc` nor a
       gs:// `pipeline_root` (TensorFlow 2.21 reads no s3:// alone, and KFP turns
       minio:// into a path that exists only in its own pods);
+    * `kubeflow_namespace: kubeflow` (the default): in a full install Kubeflow's own
+      namespace has no Katib collector label and, from 1.11, enforces PSS `restricted`;
     * image URIs still pointing at the placeholder registry (the pods' pulls fail);
     * `enable_caching=True` and a search space the trainer or the algorithm cannot
       take, as for Vertex (`check_cloud_run`).
@@ -52,6 +54,12 @@ def check_kubeflow_run(settings: Settings) -> None:
         raise SettingsError(
             "kubeflow_host is not set: pass --host URL (the Kubeflow Pipelines API, e.g. "
             f"http://localhost:8080 after a port-forward), or set {ENV_PREFIX}KUBEFLOW_HOST"
+        )
+    if settings.kubeflow_namespace == "kubeflow":
+        raise SettingsError(
+            "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
+            "install (no Katib metrics-collector label; PSS restricted from 1.11): pass "
+            f"--namespace with your profile namespace, or set {ENV_PREFIX}KUBEFLOW_NAMESPACE"
         )
     if not settings.data_pvc and not (settings.pipeline_root or "").startswith("gs://"):
         root = settings.pipeline_root or "unset (KFP's default, minio://mlpipeline)"

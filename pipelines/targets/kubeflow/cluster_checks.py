@@ -2,9 +2,9 @@
 
 A standard Kubeflow install (manifests v1.9-v1.11) can fail a run in ways only the cluster
 can tell; each is read here, before the Experiment or the TFJob is created, and refused in
-one line naming the remedy: no TFJob API (Kubeflow 1.11+), a Katib that drops `logUniform`
+one line naming the remedy: the final job's API not served (`job_api`), a Katib that drops `logUniform`
 (< 0.18, found by a server-side dry run or in the stored object), a data claim that is not
-ReadWriteMany, a namespace that is not a Kubeflow profile with Katib's collector label
+ReadWriteMany on a cluster of several nodes, a namespace that is not a Kubeflow profile with Katib's collector label
 (Istio injection is reported), GPUs no node has, and a data or output path only one pod sees
 (`check_shared_path`). What the account may not read (403) is said in one line and skipped:
 the checks are a help, not a new permission. Why each matters: ARCHITECTURE.md, "Kubeflow"
@@ -27,6 +27,7 @@ KATIB_NAMESPACE = "kubeflow"  # Katib's DB NetworkPolicy also admits its own nam
 ISTIO_LABELS = ("istio-injection", "istio.io/rev")
 GPU_RESOURCE = "nvidia.com/gpu"
 RWX = "ReadWriteMany"
+RWO = "ReadWriteOnce"  # enough where every pod runs on one node (kind, minikube, k3s)
 LOG_SCALE = "logUniform"
 Echo = Callable[[str], None]
 
@@ -92,11 +93,20 @@ def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
     )
 
 
+def _single_node(core: Any, echo: Echo) -> bool:
+    """Whether the cluster has one node (kind, minikube, k3s); False where nodes are unreadable."""
+    nodes = _read(core.list_node, "nodes", echo)
+    return nodes is not None and len(nodes.items or []) == 1
+
+
 def check_claim(core: Any, namespace: str, claim: str, echo: Echo = print) -> None:
-    """`data_pvc` exists in the namespace and is ReadWriteMany.
+    """`data_pvc` exists in the namespace and is ReadWriteMany (or ReadWriteOnce on one node).
+
+    Every pod of a one-node cluster mounts the claim from that node, so ReadWriteOnce works
+    there; elsewhere trials, replicas and steps mount it from several nodes at once.
 
     Raises:
-        ClusterCheckError: Missing, or without ReadWriteMany.
+        ClusterCheckError: Missing, or without ReadWriteMany on a cluster of several nodes.
     """
     from kubernetes.client import ApiException
 
@@ -115,11 +125,15 @@ def check_claim(core: Any, namespace: str, claim: str, echo: Echo = print) -> No
     if found is None:
         return
     modes = list((found.status and found.status.access_modes) or found.spec.access_modes or [])
+    if RWX not in modes and RWO in modes and _single_node(core, echo):
+        echo(f"{what}: {RWO} on a single-node cluster: accepted (every pod runs on that node)")
+        return
     if RWX not in modes:
         raise ClusterCheckError(
-            f"{what}: access modes {', '.join(modes) or 'none'}; parallel trials, the TFJob's "
+            f"{what}: access modes {', '.join(modes) or 'none'}; parallel trials, the final job's "
             f"replicas and the pipeline's steps mount it from several nodes at once: use a {RWX} "
-            "claim (an NFS, CephFS, EFS or Filestore StorageClass)"
+            f"claim (an NFS, CephFS, EFS or Filestore StorageClass); {RWO} is accepted on a "
+            "single-node cluster whose nodes this account may list"
         )
     echo(f"{what}: {RWX}")
 
