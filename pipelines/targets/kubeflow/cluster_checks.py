@@ -1,11 +1,12 @@
 """What the cluster must offer a Kubeflow step, checked through its API before anything starts.
 
 A standard Kubeflow install (manifests v1.9-v1.11) can fail a run in ways only the cluster
-can tell; each is read here, before the Experiment or the TFJob is created, and refused in
-one line naming the remedy: the final job's API not served (`job_api`), a Katib that drops `logUniform`
-(< 0.18, found by a server-side dry run or in the stored object), a data claim that is not
-ReadWriteMany on a cluster of several nodes, a namespace that is not a Kubeflow profile with Katib's collector label
-(Istio injection is reported), GPUs no node has, and a data or output path only one pod sees
+can tell; each is read here, before the Experiment or the final job is created, and refused
+in one line naming the remedy: the final job's API not served (`job_api`), a Katib that
+drops `logUniform` (< 0.18, found by a server-side dry run or in the stored object), a data
+claim that is not ReadWriteMany on a cluster of several nodes, a namespace that is not a
+Kubeflow profile with Katib's collector label (Istio injection is reported), GPUs no node
+has, and a data or output path only one pod sees
 (`check_shared_path`). What the account may not read (403) is said in one line and skipped:
 the checks are a help, not a new permission. Why each matters: ARCHITECTURE.md, "Kubeflow"
 (Checks) and "The cluster and KFP's API".
