@@ -25,6 +25,7 @@ def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):
     katib_rules.check_experiment(exp)  # Katib's admission rules
     assert experiment.round_trip(exp)  # Katib's typed models and the kubernetes serializer
     assert exp["metadata"]["namespace"] == "team-a"
+    assert exp["spec"]["resumePolicy"] == "Never"  # what a run without study_dir creates
     (job,) = yaml.safe_load_all((out / "tfjob.yaml").read_text())
     tfjob.validate_tfjob(job)
     assert tfjob.to_manifest(tfjob.from_manifest(job)) == job

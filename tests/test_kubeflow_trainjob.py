@@ -455,3 +455,53 @@ def test_compile_carries_the_job_api_choice_to_both_kubeflow_steps(tmp_path) -> 
     assert tasks["train-with-tfjob"]["taskInfo"]["name"] == (
         "Train final model (TrainJob: 1 + workers nodes)"
     )
+
+
+# --------------------------------------------------------------------------- before submission
+
+
+def test_submit_refuses_a_conditional_search_space_as_manifests_does() -> None:
+    from pipelines.app.preflight import check_cloud_run, check_kubeflow_run
+
+    images = {
+        "trainer_image": "registry.example.com/hpt/trainer:v1",
+        "components_image": "registry.example.com/hpt/components:v1",
+    }
+    ok = Settings(
+        kubeflow_host="http://kfp.example:8080",
+        kubeflow_namespace="team",
+        data_pvc="hpt-data",
+        **images,
+    )
+    check_kubeflow_run(ok)
+    conditional = Settings(**{**ok.__dict__, "search_space": "optimizer"})
+    with pytest.raises(SettingsError) as err:
+        check_kubeflow_run(conditional)
+    assert str(err.value) == (
+        "parameter 'optimizer': conditional parameters are not supported by Katib "
+        "(kubeflow target); flatten the search space"
+    )
+    with pytest.raises(Exception, match="conditional"):  # manifests refuses it the same way
+        manifests.build(conditional)
+    vertex = Settings(
+        project="hpt-demo-project", pipeline_root="gs://b/r", search_space="optimizer"
+    )
+    check_cloud_run(Settings(**{**vertex.__dict__, **images}))  # Vertex takes conditionals
+
+
+def test_an_integer_on_a_log_scale_is_said_to_stop_below_its_max_on_katib() -> None:
+    from pipelines.study.search_space import Metric, Parameter, SearchSpace
+    from pipelines.targets.kubeflow.experiment import integer_log_notes
+
+    space = SearchSpace(
+        parameters=(
+            Parameter("num_units", "integer", min=16, max=256, scale="log"),
+            Parameter("epochs", "integer", min=1, max=4),
+            Parameter("learning_rate", "double", min=0.001, max=0.1, scale="log"),
+        ),
+        metrics=(Metric("val_accuracy", "maximize"),),
+    )
+    assert integer_log_notes(space) == [
+        "parameter 'num_units': integer on a log scale; Katib 0.18+ samples it log-uniformly "
+        "and truncates, so it never proposes max=256 (Vertex does): give max 257 to include it"
+    ]

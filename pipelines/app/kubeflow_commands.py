@@ -289,6 +289,8 @@ def manifests_command(
         typer.echo(f"wrote {path}")
         if path.name == manifests.RUNTIME_FILE:
             typer.echo(f"install once (cluster admin): kubectl apply -f {path}")
+    for note in manifests.notes(settings):
+        typer.echo(note)
     label = ", ".join(f"{k}={v}" for k, v in manifests.NAMESPACE_LABEL.items())
     typer.echo(
         f"check: kubectl apply --dry-run=server -f {output} (use a Kubeflow profile "

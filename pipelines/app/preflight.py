@@ -73,7 +73,7 @@ def check_kubeflow_run(settings: Settings) -> None:
         "push the images to a registry the cluster pulls from and set {env} "
         "(or {name} in --config)",
     )
-    _check_caching_and_study(settings)
+    _check_caching_and_study(settings, kubeflow=True)
 
 
 def check_images(settings: Settings, hint: str) -> None:
@@ -93,7 +93,7 @@ def check_images(settings: Settings, hint: str) -> None:
             raise SettingsError(f"{name}={uri}: a placeholder; {fix}")
 
 
-def _check_caching_and_study(settings: Settings) -> None:
+def _check_caching_and_study(settings: Settings, *, kubeflow: bool = False) -> None:
     if settings.enable_caching:
         raise SettingsError(
             "enable_caching=True: it would cache every task, the model lookup and the trial "
@@ -101,6 +101,14 @@ def _check_caching_and_study(settings: Settings) -> None:
             "compiled caching applies) or pass --no-cache"
         )
     try:
-        study_space(settings)
+        space = study_space(settings)
     except SearchSpaceError as err:
         raise SettingsError(str(err)) from None
+    if kubeflow:
+        from pipelines.targets.kubeflow.experiment import check_space
+        from pipelines.targets.kubeflow.trial_template import KatibSpecError
+
+        try:
+            check_space(space)  # what `manifests` and Katib refuse, before anything is sent
+        except KatibSpecError as err:
+            raise SettingsError(str(err)) from None

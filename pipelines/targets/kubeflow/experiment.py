@@ -96,6 +96,32 @@ def _parameter(p: Parameter) -> dict[str, Any]:
     return {"name": p.parameter_id, "parameterType": TYPES[p.type], "feasibleSpace": space}
 
 
+def check_space(space: SearchSpace) -> None:
+    """The search space is one Katib takes (what `build_experiment` refuses, checked alone).
+
+    Raises:
+        KatibSpecError: A conditional parameter, or a scale Katib has no distribution for.
+    """
+    for p in space.all_parameters():
+        _parameter(p)
+
+
+def integer_log_notes(space: SearchSpace) -> list[str]:
+    """One line per integer parameter on a log scale: Katib >= 0.18 never proposes its max.
+
+    Katib samples it with `loguniform` and truncates to an integer, so values stop one below
+    `max` (Vertex includes `max`). Said, not shifted: the bound the user wrote stays the one
+    the trainer is told is allowed.
+    """
+    return [
+        f"parameter {p.parameter_id!r}: integer on a log scale; Katib 0.18+ samples it "
+        f"log-uniformly and truncates, so it never proposes max={int(p.max)} (Vertex does): "  # type: ignore[arg-type]
+        f"give max {int(p.max) + 1} to include it"  # type: ignore[arg-type]
+        for p in space.all_parameters()
+        if p.type == "integer" and p.scale == "log"
+    ]
+
+
 def _grid_size(space: SearchSpace) -> int:
     size = 1
     for p in space.parameters:

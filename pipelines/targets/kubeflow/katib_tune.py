@@ -241,6 +241,8 @@ def run_katib_study(
         resume_policy=katib.RESUME_POLICY if resumable else katib.PER_RUN_POLICY,
     )
     check_experiment(body)
+    for note in katib.integer_log_notes(from_study_spec(study_spec_parameters, study_spec_metrics)):
+        echo(note)
     api = api if api is not None else kube.custom_objects_api()
     core_api = core_api if core_api is not None else kube.core_v1_api()
     cluster_checks.check_pods_can_run(

@@ -81,6 +81,9 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         pvc_name=settings.data_pvc or "",
         pvc_mount_path=settings.data_mount_path if settings.data_pvc else "",
         early_stopping=settings.early_stopping,
+        # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
+        # submit, and then the Experiment is per run (`katib_tune`: resumable=bool(study_dir)).
+        resume_policy=experiment.PER_RUN_POLICY,
         **cluster,
     )
     katib_rules.check_experiment(exp)
@@ -119,6 +122,11 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         settings.kubeflow_namespace, settings.kubeflow_service_account
     )
     return files
+
+
+def notes(settings: Settings) -> list[str]:
+    """What the reader should know that no file says (`experiment.integer_log_notes`)."""
+    return experiment.integer_log_notes(study_space(settings))
 
 
 def write(settings: Settings, output: str | Path) -> list[Path]:
