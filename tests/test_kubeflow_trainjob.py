@@ -269,16 +269,19 @@ def test_manifests_with_trainjob_write_the_runtime_and_a_trainjob_per_release(tm
         ["manifests", "--output", str(out), "--namespace", "team", "--config", str(config)],
     )
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["experiment.yaml", "rbac.yaml", "trainingruntime.yaml", "trainjob.yaml",
-         "trainjob-v2.1.yaml"]
-    )  # fmt: skip
-    assert f"kubectl apply -f {out / 'trainingruntime.yaml'}" in result.output
-    (runtime,) = yaml.safe_load_all((out / "trainingruntime.yaml").read_text())
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.yaml")) == [
+        "experiment.yaml",
+        "rbac.yaml",
+        "trainjob/trainingruntime.yaml",
+        "trainjob/trainjob-v2.1.yaml",
+        "trainjob/trainjob.yaml",
+    ]
+    assert f"kubectl apply -f {out / 'trainjob' / 'trainingruntime.yaml'}" in result.output
+    (runtime,) = yaml.safe_load_all((out / "trainjob" / "trainingruntime.yaml").read_text())
     for release in RELEASES:
         validate(runtime, release, "clustertrainingruntimes")
-    (current,) = yaml.safe_load_all((out / "trainjob.yaml").read_text())
-    (older,) = yaml.safe_load_all((out / "trainjob-v2.1.yaml").read_text())
+    (current,) = yaml.safe_load_all((out / "trainjob" / "trainjob.yaml").read_text())
+    (older,) = yaml.safe_load_all((out / "trainjob" / "trainjob-v2.1.yaml").read_text())
     validate(current, "2.3", "trainjobs")
     validate(older, "2.1", "trainjobs")
     assert "runtimePatches" in current["spec"] and "podTemplateOverrides" in older["spec"]
@@ -288,10 +291,8 @@ def test_manifests_with_trainjob_write_the_runtime_and_a_trainjob_per_release(tm
 
 def test_manifests_with_auto_write_both_kinds() -> None:
     docs = manifests.build(Settings())
-    assert {"tfjob.yaml", "trainjob.yaml", "trainjob-v2.1.yaml", "trainingruntime.yaml"} <= set(
-        docs
-    )
-    assert "trainjob.yaml" not in manifests.build(Settings(kubeflow_job_api="tfjob"))
+    assert {"tfjob.yaml", manifests.RUNTIME_FILE, *manifests.TRAINJOB_FILES} <= set(docs)
+    assert set(manifests.build(Settings(kubeflow_job_api="tfjob"))) == set(manifests.FILES)
 
 
 # --------------------------------------------------------------------------- the run
@@ -369,7 +370,9 @@ def test_a_failed_trainjob_is_one_line_with_the_controllers_message() -> None:
 
 def test_a_missing_runtime_is_refused_before_the_trainjob_is_created() -> None:
     cluster = Cluster(tfjob_api=False, trainer="2.3", runtime_installed=False)
-    with pytest.raises(KubeflowJobError, match="not installed; apply the trainingruntime.yaml"):
+    with pytest.raises(
+        KubeflowJobError, match="not installed; apply the trainjob/trainingruntime.yaml"
+    ):
         run(cluster, [])
     assert not cluster.objects
 

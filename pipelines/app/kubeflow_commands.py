@@ -287,7 +287,7 @@ def manifests_command(
         fail(first_line(err))
     for path in written:
         typer.echo(f"wrote {path}")
-        if path.name == manifests.RUNTIME_FILE:
+        if path == Path(output) / manifests.RUNTIME_FILE:
             typer.echo(f"install once (cluster admin): kubectl apply -f {path}")
     for note in manifests.notes(settings):
         typer.echo(note)

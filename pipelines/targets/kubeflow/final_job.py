@@ -99,8 +99,8 @@ def check_runtime(custom: Any, echo: Callable[[str], None] = print) -> None:
             return
         if err.status == 404:
             raise KubeflowJobError(
-                f"{what}: not installed; apply the trainingruntime.yaml that `hpt-pipeline "
-                "manifests --target kubeflow` writes (cluster admin)"
+                f"{what}: not installed; apply the trainjob/trainingruntime.yaml that "
+                "`hpt-pipeline manifests --target kubeflow` writes (cluster admin)"
             ) from None
         raise KubeflowJobError(f"{what}: {kube.api_error_line(err)}") from None
     echo(f"{what}: installed")

@@ -25,7 +25,7 @@ SERVED_AS = {
 REMEDY = {
     TFJOB: "install the Training Operator v1 (kubeflow/training-operator v1.9)",
     TRAINJOB: "install Kubeflow Trainer v2.1+ (Kubeflow 1.11's default) and apply the "
-    "runtime `hpt-pipeline manifests` writes (trainingruntime.yaml)",
+    "runtime `hpt-pipeline manifests` writes (trainjob/trainingruntime.yaml)",
 }
 
 

@@ -1,9 +1,9 @@
 """What the kubeflow target creates, as YAML to review: the Katib Experiment, the final job, RBAC.
 
-The final job follows `kubeflow_job_api`: `tfjob.yaml` (a TFJob), or for a TrainJob the
-TensorFlow runtime to install once (`trainingruntime.yaml`, cluster admin) and an example
-TrainJob in each release's override field (`trainjob.yaml`: Trainer v2.2+ `runtimePatches`;
-`trainjob-v2.1.yaml`: `podTemplateOverrides`); `auto` writes both kinds.
+The final job follows `kubeflow_job_api`: `tfjob.yaml` (a TFJob), or for a TrainJob, in
+`trainjob/`, the TensorFlow runtime to install once (`trainingruntime.yaml`, cluster admin)
+and an example TrainJob in each release's override field (`trainjob.yaml`: Trainer v2.2+
+`runtimePatches`; `trainjob-v2.1.yaml`: `podTemplateOverrides`); `auto` writes both kinds.
 
 `hpt-pipeline manifests --target kubeflow --output DIR` writes them from the settings
 with the same builders the pipeline's steps use, so `kubectl apply --dry-run=server -f
@@ -26,11 +26,13 @@ from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob, tra
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
 FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")
+# In a folder of their own, so `kubectl apply --dry-run=server -f DIR` checks what every
+# cluster serves; the two examples differ in the override field, one per Trainer release.
 TRAINJOB_FILES = {  # file → the TrainJob override field its example uses
-    "trainjob.yaml": trainjob.PATCHES,
-    "trainjob-v2.1.yaml": trainjob.V21_OVERRIDES,
+    "trainjob/trainjob.yaml": trainjob.PATCHES,
+    "trainjob/trainjob-v2.1.yaml": trainjob.V21_OVERRIDES,
 }
-RUNTIME_FILE = "trainingruntime.yaml"
+RUNTIME_FILE = "trainjob/trainingruntime.yaml"
 NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
 
 
@@ -136,6 +138,7 @@ def write(settings: Settings, output: str | Path) -> list[Path]:
     written = []
     for name, docs in build(settings).items():
         path = folder / name
+        path.parent.mkdir(exist_ok=True)
         path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         written.append(path)
     return written
