@@ -12,8 +12,15 @@ from pipelines.settings import Settings, SettingsError
 
 @contextlib.contextmanager
 def compiled_template(template: Path | None, settings: Settings, target: str) -> Iterator[Path]:
-    """`template`, or `target` compiled from `settings` into a temporary file."""
+    """`template` (made for `target`, else refused), or `target` compiled from `settings`.
+
+    Raises:
+        SettingsError: `template` was compiled for another target (`templates.check_target`).
+    """
     if template is not None:
+        from pipelines.templates import check_target
+
+        check_target(template, target)
         yield template
         return
     from pipelines.compiler import compile_pipeline
