@@ -508,3 +508,46 @@ def test_an_integer_on_a_log_scale_is_said_to_stop_below_its_max_on_katib() -> N
         "parameter 'num_units': integer on a log scale; Katib 0.18+ samples it log-uniformly "
         "and truncates, so it never proposes max=256 (Vertex does): give max 257 to include it"
     ]
+
+
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_every_pod_runs_as_uid_1000_and_a_gpu_less_pod_sees_no_gpu(gpus: int) -> None:
+    docs = manifests.build(
+        Settings(
+            kubeflow_namespace="team",
+            trial_accelerator_count=gpus,
+            final_accelerator_count=gpus,
+            workers=1,
+        )
+    )
+    (exp,) = docs["experiment.yaml"]
+    (tf,) = docs["tfjob.yaml"]
+    (runtime,) = docs[manifests.RUNTIME_FILE]
+    (job,) = docs["trainjob/trainjob.yaml"]
+    pods = [exp["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]]
+    pods += [r["template"]["spec"] for r in tf["spec"]["tfReplicaSpecs"].values()]
+    pods += [
+        runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+            "spec"
+        ]
+    ]
+    for pod in pods:
+        assert pod["securityContext"] == {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "runAsGroup": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+        for container in pod["containers"]:
+            assert container["securityContext"] == {
+                "allowPrivilegeEscalation": False,
+                "capabilities": {"drop": ["ALL"]},
+            }
+    envs = [
+        {e["name"]: e["value"] for e in pod["containers"][0].get("env") or []} for pod in pods[:3]
+    ]
+    envs.append({e["name"]: e["value"] for e in job["spec"]["trainer"]["env"]})
+    assert len(envs) == 4  # trial, chief, worker; the TrainJob's (its runtime's node takes it)
+    for env in envs:
+        assert env.get("NVIDIA_VISIBLE_DEVICES") == (None if gpus else "void")
