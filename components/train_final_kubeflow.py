@@ -1,6 +1,8 @@
-"""Kubeflow binding of the final training step: a TFJob (Chief + Workers), its model an artifact.
+"""Kubeflow binding of the final training step: a TFJob or a TrainJob, its model an artifact.
 
-The Training Operator sets `TF_CONFIG` in each replica, which the trainer reads;
+`job_api` (`kubeflow_job_api`: tfjob, trainjob, auto) picks the Training Operator's TFJob
+(Chief + Workers; the operator sets `TF_CONFIG`) or Trainer v2's TrainJob (1 + workers
+nodes; the trainer forms `TF_CONFIG` from the node's index). The trainer reads it;
 the chief exports to `<base_output_directory>/model/` (`AIP_MODEL_DIR`, set in
 the replicas as Vertex sets it), where `model` then points. With a PVC
 (`data_pvc`), this component's pod must mount it too, at `data_mount_path`, to
@@ -25,8 +27,10 @@ def train_with_tfjob(
     memory: str,
     timeout_s: int,
     model: dsl.Output[dsl.Model],
+    job_api: str = "tfjob",
+    pending_grace_s: int = 600,
 ) -> str:
-    """Create (or reuse) the TFJob, wait for it, describe the chief's export; return where it is."""
+    """Create (or reuse) the job, wait for it, describe the chief's export; return where it is."""
     from pipelines.jobs import model_artifact
     from pipelines.jobs.trainer_args import artifact_location
     from pipelines.targets.kubeflow import final_job
@@ -42,6 +46,8 @@ def train_with_tfjob(
         data_pvc=data_pvc,
         data_mount_path=data_mount_path,
         timeout_s=timeout_s,
+        job_api_setting=job_api,
+        pending_grace_s=pending_grace_s,
     )
     meta = job["metadata"]
     model_artifact.describe(model, base_output_directory, job=f"{meta['namespace']}/{meta['name']}")

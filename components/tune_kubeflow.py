@@ -34,6 +34,8 @@ def tune_on_katib(
     timeout_s: int,
     trials: dsl.Output[dsl.Artifact],
     study_dir: str = "",
+    job_api: str = "tfjob",
+    pending_grace_s: int = 600,
 ):
     """Run the study on Katib and write its trials (source `katib`).
 
@@ -64,6 +66,8 @@ def tune_on_katib(
         early_stopping=early_stopping,
         resumable=bool(study_dir),
         timeout_s=timeout_s,
+        job_api_setting=job_api,
+        pending_grace_s=pending_grace_s,
     )
     meta = done["metadata"]
     trials_artifact.write(

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
+from pipelines.templates import TARGET_MARK
 
 _SDK_VERSION = re.compile(r"^sdkVersion: .*$", re.MULTILINE)
 
@@ -16,6 +17,7 @@ def compile_pipeline(target: str, settings: Settings, output_path: str | Path) -
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(build_pipeline(target, settings), str(output))
+    output.write_text(f"{TARGET_MARK}{target}\n{output.read_text()}")  # `submit` checks it
     return str(output)
 
 

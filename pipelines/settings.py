@@ -136,6 +136,8 @@ class Settings:
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
     kubeflow_timeout_s: int = 24 * 3600  # how long the tune and train steps wait for Katib/TFJob
+    kubeflow_job_api: str = "auto"  # final job: tfjob | trainjob | auto (what the cluster serves)
+    kubeflow_pending_grace_s: int = 600  # a trial/replica pod Pending longer stops the step
     # Kubeflow Pipelines API credentials (one at most; never shown in messages or repr)
     kubeflow_token: str | None = dataclasses.field(default=None, repr=False)  # bearer token
     kubeflow_token_file: str | None = None  # a token file re-read per request (projected SA token)
@@ -162,6 +164,11 @@ class Settings:
             object.__setattr__(self, "serving_image", images.serving_image_uri(self.region))
         _check(self)
 
+
+# The final job's Kubernetes API on the kubeflow target: the Training Operator v1's TFJob, or
+# Kubeflow Trainer v2's TrainJob (Kubeflow 1.11+); auto takes what the cluster serves (TFJob
+# first). pipelines/targets/kubeflow/job_api.py resolves it.
+KUBEFLOW_JOB_APIS = ("auto", "tfjob", "trainjob")
 
 LOCAL_RUN_DEFAULTS = dict(
     image_size=32,
@@ -313,6 +320,12 @@ def _check(s: Settings) -> None:
     )
     need(s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
     need(s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")
+    need(s.kubeflow_job_api in KUBEFLOW_JOB_APIS, "kubeflow_job_api", " | ".join(KUBEFLOW_JOB_APIS))
+    need(
+        s.kubeflow_pending_grace_s >= 30,
+        "kubeflow_pending_grace_s",
+        "an integer >= 30 (seconds)",
+    )
     need(
         s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
         "model_registry_url",

@@ -47,6 +47,40 @@ def read_template(path: str | Path) -> dict[str, Any]:
     return spec
 
 
+# The first line `compile` writes: the target the spec was compiled for (a YAML comment, so
+# every reader of the spec ignores it; `normalize_spec` drops it from golden files).
+TARGET_MARK = "# hpt-pipeline target: "
+# A spec without the mark (compiled before it existed) is known by its tune step.
+_TUNE_TASKS = {"tune-locally": "local", "tune-on-vertex": "vertex", "tune-on-katib": "kubeflow"}
+
+
+def recorded_target(path: str | Path) -> str | None:
+    """The target a compiled file was made for: its mark, else its tune step; None: unknown."""
+    text = Path(path).read_text()
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(TARGET_MARK):
+            return line[len(TARGET_MARK) :].strip()
+    tasks = read_template(path)["root"].get("dag", {}).get("tasks", {})
+    found = {_TUNE_TASKS[t] for t in tasks if t in _TUNE_TASKS}
+    return found.pop() if len(found) == 1 else None
+
+
+def check_target(path: str | Path, target: str) -> None:
+    """Refuse a compiled file made for another target (its steps would call the wrong APIs).
+
+    Raises:
+        SettingsError: Naming the file, its target and the command that makes the right one.
+    """
+    found = recorded_target(path)
+    if found is not None and found != target:
+        raise SettingsError(
+            f"--template={path}: compiled for --target {found}, not {target}; compile it with "
+            f"`hpt-pipeline compile --target {target}` (or leave --template out)"
+        )
+
+
 def declared_parameters(spec: Mapping[str, Any]) -> dict[str, str]:
     """Pipeline parameter name → KFP parameter type (`NUMBER_INTEGER`, `STRING`, …)."""
     params = spec["root"].get("inputDefinitions", {}).get("parameters", {})

@@ -8,15 +8,19 @@ own models. Each answer is what a standard Kubeflow install's API server says, f
 condition the test sets up: a profile namespace or not, a TFJob API or not (Kubeflow
 1.11), Katib 0.17 (its defaulting webhook drops `distribution`) or 0.18+ (it defaults it
 to `uniform`), the data claim's access modes, the nodes' GPUs, 403s, and a Katib
-controller that restarts a patched Experiment only after some polls.
+controller that restarts a patched Experiment only after some polls; Kubeflow Trainer v2
+(`trainer="2.1"` or `"2.3"`: its API, its OpenAPI document from the release's CRD in
+tests/crds, the TensorFlow runtime installed or not) and the step's pods (`pods`).
 """
 
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client
@@ -34,6 +38,23 @@ TFJOB_RESOURCE = {
     "kind": "TFJob",
     "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
 }
+
+TRAINJOB_RESOURCE = {
+    "name": "trainjobs",
+    "singularName": "trainjob",
+    "namespaced": True,
+    "kind": "TrainJob",
+    "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+}
+CRDS = Path(__file__).parent / "crds"
+
+
+def trainer_crd(release: str, what: str = "trainjobs") -> dict[str, Any]:
+    """A Kubeflow Trainer release's CRD as shipped (`release`: 2.1 or 2.3)."""
+    import yaml
+
+    path = CRDS / f"trainer-v{release}.0-{what}.yaml.gz"
+    return yaml.safe_load(gzip.decompress(path.read_bytes()))  # type: ignore[no-any-return]
 
 
 class Answer:
@@ -70,6 +91,9 @@ class Cluster:
         gpus: list[int] | None = None,
         forbidden: tuple[str, ...] = (),
         restart_after: int = 2,
+        trainer: str | None = None,
+        runtime_installed: bool = True,
+        pods: list[dict[str, Any]] | None = None,
     ) -> None:
         self.namespace = namespace
         self.labels = PROFILE_LABELS if labels is None else labels
@@ -78,6 +102,9 @@ class Cluster:
         self.gpus = [0, 0] if gpus is None else gpus
         self.forbidden = forbidden
         self.restart_after = restart_after  # polls after a patch before Katib restarts it
+        self.trainer, self.runtime_installed = trainer, runtime_installed
+        self.pods = pods or []  # what every pod listing answers
+        self.deleted: list[tuple[str, str]] = []
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}  # (plural, name) -> object
         self.statuses: list[dict[str, Any]] = []  # what the controller writes, poll by poll
         self.trials: list[dict[str, Any]] = []
@@ -101,9 +128,18 @@ class Cluster:
 
     def routes(self) -> list[tuple[str, tuple[str, Callable[..., Any]]]]:
         ns = r"/api/v1/namespaces/([^/]+)"
-        custom = r"/apis/kubeflow.org/(v1|v1beta1)/namespaces/([^/]+)/([a-z]+)"
+        custom = (
+            r"/apis/(?:kubeflow\.org|trainer\.kubeflow\.org)/(v1|v1beta1|v1alpha1)"
+            r"/namespaces/([^/]+)/([a-z]+)"
+        )
+        trainer = r"/apis/trainer\.kubeflow\.org/v1alpha1"
         return [
             (ns, ("GET", self.namespace_object)),
+            (ns + r"/pods", ("GET", self.pod_list)),
+            (trainer, ("GET", self.trainer_discovery)),
+            (r"/openapi/v3" + trainer, ("GET", self.openapi)),
+            (trainer + r"/clustertrainingruntimes/([^/]+)", ("GET", self.runtime)),
+            (custom + r"/([^/]+)", ("DELETE", self.delete)),
             (ns + r"/persistentvolumeclaims/([^/]+)", ("GET", self.claim)),
             (r"/api/v1/nodes", ("GET", self.nodes)),
             (r"/apis/kubeflow.org/v1", ("GET", self.discovery)),
@@ -162,7 +198,39 @@ class Cluster:
             "resources": [TFJOB_RESOURCE],
         }
 
+    def pod_list(self, namespace: str, *, query: Any, **_: Any) -> dict[str, Any]:
+        self._allowed("pods")
+        return {"apiVersion": "v1", "kind": "PodList", "items": self.pods}
+
+    # ----------------------------------------------------------------- Trainer v2
+    def trainer_discovery(self, **_: Any) -> dict[str, Any]:
+        if not self.trainer:
+            raise refusal(404, "NotFound", "the server could not find the requested resource")
+        return {
+            "kind": "APIResourceList",
+            "groupVersion": "trainer.kubeflow.org/v1alpha1",
+            "resources": [TRAINJOB_RESOURCE],
+        }
+
+    def openapi(self, **_: Any) -> dict[str, Any]:
+        if not self.trainer:
+            raise refusal(404, "NotFound", "the server could not find the requested resource")
+        schema = trainer_crd(self.trainer)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        name = "com.github.kubeflow.trainer.v2.pkg.apis.trainer.v1alpha1.TrainJob"
+        return {"openapi": "3.0.0", "components": {"schemas": {name: schema}}}
+
+    def runtime(self, name: str, **_: Any) -> dict[str, Any]:
+        self._allowed("clustertrainingruntimes")
+        if not self.runtime_installed:
+            raise refusal(404, "NotFound", f'clustertrainingruntimes "{name}" not found')
+        return {"kind": "ClusterTrainingRuntime", "metadata": {"name": name}}
+
     # ----------------------------------------------------------------- custom objects
+    def delete(self, version: str, namespace: str, plural: str, name: str, **_: Any) -> Any:
+        self.deleted.append((plural, name))
+        self.objects.pop((plural, name), None)
+        return {"kind": "Status", "status": "Success"}
+
     def admit(self, body: dict[str, Any]) -> dict[str, Any]:
         """Katib's defaulting webhook: 0.17 drops `distribution`, 0.18+ defaults it."""
         out = copy.deepcopy(body)

@@ -24,6 +24,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from pipelines import images
+from pipelines.targets.kubeflow.kube import RUN_AS_UID
 from tests.conftest import use_temp_folder
 from tests.image_layout import (
     component_modules,
@@ -303,6 +304,8 @@ def test_user_is_chosen_and_dependencies_come_before_code(name):
         )
     else:
         assert users[-1].args not in ("root", "0", "0:0")
+    # Both images have the account Kubeflow pods run as (`kube.RUN_AS_UID`).
+    assert any(i.cmd == "RUN" and f"--uid {RUN_AS_UID} " in i.args for i in ins)
     last_user = max(k for k, c in enumerate(cmds) if c == "USER")
     if "ENTRYPOINT" in cmds:
         assert last_user < cmds.index("ENTRYPOINT")

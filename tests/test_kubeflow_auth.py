@@ -181,6 +181,7 @@ def test_a_dry_run_with_no_readable_data_location_is_refused(
     monkeypatch.setenv("HPT_COMPONENTS_IMAGE", IMAGES["components"])
     out = tmp_path / "run.json"
     base = ["submit", "--target=kubeflow", f"--host={HOST}", "--dry-run", f"--output={out}"]
+    base.append("--namespace=team-a")  # `kubeflow` itself is refused first
     for root in ([], ["--pipeline-root=minio://mlpipeline/hpt"], ["--pipeline-root=s3://b/hpt"]):
         result = invoke(*base, *root)
         one_line_error(result, "and no data_pvc: the Katib trials and the TFJob could not read")

@@ -4,6 +4,7 @@ conversion, and one-line errors before anything is sent."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -509,14 +510,24 @@ def test_api_refusals_and_unreachable_hosts_are_one_line(
 def test_preflight_for_kubeflow() -> None:
     ok = Settings(
         kubeflow_host=HOST,
+        kubeflow_namespace="team-a",
         trainer_image=IMAGES["trainer"],
         components_image=IMAGES["components"],
         data_pvc="hpt-data",
     )
     check_kubeflow_run(ok)
+    with pytest.raises(SettingsError) as err:  # the default namespace, refused before anything
+        check_kubeflow_run(dataclasses.replace(ok, kubeflow_namespace="kubeflow"))
+    assert str(err.value).startswith("kubeflow_namespace=kubeflow: Kubeflow's own namespace")
+    assert "pass --namespace with your profile namespace" in str(err.value)
     with pytest.raises(SettingsError, match="kubeflow_host is not set: pass --host URL"):
         check_kubeflow_run(Settings(trainer_image=IMAGES["trainer"]))
     with pytest.raises(SettingsError, match="components_image=.*your-project.*a placeholder"):
         check_kubeflow_run(
-            Settings(kubeflow_host=HOST, trainer_image=IMAGES["trainer"], data_pvc="hpt-data")
+            Settings(
+                kubeflow_host=HOST,
+                kubeflow_namespace="team-a",
+                trainer_image=IMAGES["trainer"],
+                data_pvc="hpt-data",
+            )
         )

@@ -130,6 +130,22 @@ def test_a_data_claim_that_is_not_read_write_many_is_refused(modes: list[str]) -
     assert "use a ReadWriteMany claim" in text
 
 
+def test_a_read_write_once_claim_on_a_single_node_cluster_is_accepted() -> None:
+    cluster, lines = ready(Cluster(claims={"hpt-data": ["ReadWriteOnce"]}, gpus=[1])), []
+    tune(cluster, lines)
+    assert "data_pvc=hpt-data: ReadWriteOnce on a single-node cluster: accepted" in lines[2]
+    assert created(cluster)  # the Experiment ran
+
+
+@pytest.mark.parametrize(
+    ("modes", "forbidden"), [(["ReadWriteOncePod"], ()), (["ReadWriteOnce"], ("nodes",))]
+)
+def test_one_node_accepts_no_other_mode_and_unreadable_nodes_accept_none(modes, forbidden) -> None:
+    cluster = Cluster(claims={"hpt-data": modes}, gpus=[1], forbidden=forbidden)
+    text = refused(cluster, f"access modes {modes[0]}; parallel")
+    assert "ReadWriteOnce is accepted on a single-node cluster whose nodes" in text
+
+
 def test_a_missing_data_claim_is_refused() -> None:
     refused(Cluster(claims={}), "no PersistentVolumeClaim hpt-data in namespace team; create it")
 

@@ -17,11 +17,16 @@ def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):
         cli.app, ["manifests", "--output", str(out), "--namespace", "team-a"]
     )
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == sorted(manifests.FILES)
+    # kubeflow_job_api: auto (the default): the TFJob, and the TrainJob with its runtime in a
+    # folder of their own (a dry run of the top folder checks what every cluster serves).
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*.yaml")) == sorted(
+        [*manifests.FILES, manifests.RUNTIME_FILE, *manifests.TRAINJOB_FILES]
+    )
     (exp,) = yaml.safe_load_all((out / "experiment.yaml").read_text())
     katib_rules.check_experiment(exp)  # Katib's admission rules
     assert experiment.round_trip(exp)  # Katib's typed models and the kubernetes serializer
     assert exp["metadata"]["namespace"] == "team-a"
+    assert exp["spec"]["resumePolicy"] == "Never"  # what a run without study_dir creates
     (job,) = yaml.safe_load_all((out / "tfjob.yaml").read_text())
     tfjob.validate_tfjob(job)
     assert tfjob.to_manifest(tfjob.from_manifest(job)) == job

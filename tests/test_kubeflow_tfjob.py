@@ -109,7 +109,8 @@ def test_a_chief_alone_without_gpus_pvc_or_account_has_no_such_fields() -> None:
     assert tfjob.replica_counts(manifest) == {"Chief": 1}
     assert manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] == 60
     pod = manifest["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
-    assert set(pod) == {"containers"}
+    assert set(pod) == {"containers", "securityContext"}
+    assert pod["securityContext"]["runAsUser"] == 1000  # the components' uid, not root
     (container,) = pod["containers"]
     assert container["resources"]["limits"] == {"cpu": "4", "memory": "16Gi"}
     assert "volumeMounts" not in container
@@ -280,6 +281,7 @@ def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
         ("kubeflow.org", "experiments"): sorted([*full, "patch"]),  # a rerun raises the counts
         ("kubeflow.org", "trials"): full,
         ("kubeflow.org", "tfjobs"): full,
+        ("trainer.kubeflow.org", "trainjobs"): full,  # kubeflow_job_api: trainjob
         ("", "pods"): ["get", "list", "watch"],
         ("", "pods/log"): ["get", "list", "watch"],
         ("", "namespaces"): ["get"],  # the profile labels check

@@ -3,6 +3,12 @@
 Vertex sets both variables for TensorFlow jobs: `CLUSTER_SPEC` names pools
 `workerpool0..3`, `TF_CONFIG` uses `chief`/`worker`/`ps`/`evaluator`. When only
 `CLUSTER_SPEC` is present, it is translated, so TensorFlow's resolver works.
+
+Kubeflow Trainer v2 (a `TrainJob`) sets neither: its pods are one indexed Job of a
+JobSet, each with `JOB_COMPLETION_INDEX` and a stable host name. The TrainJob the
+pipeline builds adds `HPT_NUM_NODES` and `HPT_NODE_ADDRESS` (a `{index}` pattern, e.g.
+`job-node-0-{index}.job:2222`), from which `TF_CONFIG` is formed: all nodes are
+`worker`s, worker 0 is the chief (TensorFlow's rule) and the only one to export.
 """
 
 from __future__ import annotations
@@ -14,6 +20,11 @@ from typing import Any
 
 # Vertex worker pool index → TF_CONFIG task type.
 POOL_TASK_TYPES = ("chief", "worker", "ps", "evaluator")
+
+# A TrainJob node's place: the node count and an address pattern with `{index}` (module doc).
+NUM_NODES_ENV = "HPT_NUM_NODES"
+NODE_ADDRESS_ENV = "HPT_NODE_ADDRESS"
+INDEX_ENV = "JOB_COMPLETION_INDEX"  # set by Kubernetes in every pod of an Indexed Job
 
 # The variable the local executors set to emulate `accelerator_count` devices on a CPU host.
 LOGICAL_DEVICES_ENV = "HPT_LOGICAL_DEVICES"
@@ -68,8 +79,41 @@ def tf_config_from_cluster_spec(cluster_spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def tf_config_from_indexed_job(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+    """`TF_CONFIG` for a TrainJob node from `HPT_NUM_NODES`, `HPT_NODE_ADDRESS`, the job index.
+
+    Returns:
+        {} for a one-node job (it trains alone, as the chief).
+
+    Raises:
+        ValueError: A variable missing or malformed, named with what is expected.
+    """
+    raw_count = environ.get(NUM_NODES_ENV, "")
+    try:
+        count = int(raw_count)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise ValueError(f"{NUM_NODES_ENV}={raw_count!r}: expected an integer >= 1")
+    pattern = environ.get(NODE_ADDRESS_ENV, "")
+    if "{index}" not in pattern:
+        raise ValueError(f"{NODE_ADDRESS_ENV}={pattern!r}: expected host:port with {{index}}")
+    raw_index = environ.get(INDEX_ENV, "")
+    if not raw_index.isdigit() or int(raw_index) >= count:
+        raise ValueError(
+            f"{INDEX_ENV}={raw_index!r}: expected an integer from 0 to {count - 1} "
+            "(an Indexed Job's pod sets it)"
+        )
+    if count == 1:
+        return {}
+    workers = [pattern.replace("{index}", str(i)) for i in range(count)]
+    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": int(raw_index)}}
+
+
 def resolve(environ: dict[str, str] | None = None) -> ClusterInfo:
     """Find this process's cluster, filling `TF_CONFIG` from `CLUSTER_SPEC` if needed.
+
+    Without either, a TrainJob node's variables (`HPT_NODE_ADDRESS`, module doc) give it.
 
     Args:
         environ: Environment to read and (for TF_CONFIG) update; defaults to os.environ.
@@ -79,6 +123,10 @@ def resolve(environ: dict[str, str] | None = None) -> ClusterInfo:
     if not raw and env.get("CLUSTER_SPEC"):
         config = tf_config_from_cluster_spec(json.loads(env["CLUSTER_SPEC"]))
         env["TF_CONFIG"] = json.dumps(config)
+    elif not raw and env.get(NODE_ADDRESS_ENV):
+        config = tf_config_from_indexed_job(env)
+        if config:
+            env["TF_CONFIG"] = json.dumps(config)
     else:
         config = json.loads(raw) if raw else {}
     task = config.get("task", {})

@@ -17,6 +17,10 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
     A `continue_from` is compiled in (the earlier trials are a parameter default): with a
     `template` it is refused rather than dropped; compiled now, what the target does with
     the earlier trials is said in lines on stderr.
+
+    Raises:
+        SettingsError: `template` was compiled for another target (`templates.check_target`),
+            or comes with a `continue_from`.
     """
     if template is not None:
         if settings.continue_from:
@@ -24,6 +28,9 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
                 f"continue_from={settings.continue_from}: the earlier trials are compiled into "
                 f"the pipeline; compile --template {template} with it, or leave out --template"
             )
+        from pipelines.templates import check_target
+
+        check_target(template, target)
         yield template
         return
     import typer

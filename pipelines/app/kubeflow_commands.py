@@ -271,7 +271,7 @@ def manifests_command(
     namespace: str = typer.Option(None, "--namespace", help="Where the objects are created."),
     config: Path = typer.Option(None, "--config", help="YAML settings file."),
 ) -> None:
-    """Write the Katib Experiment, an example TFJob and the RBAC as YAML, for review.
+    """Write the Katib Experiment, an example final job (TFJob / TrainJob + runtime), the RBAC.
 
     Check them against the cluster with `kubectl apply --dry-run=server -f DIR`.
     """
@@ -287,6 +287,10 @@ def manifests_command(
         fail(first_line(err))
     for path in written:
         typer.echo(f"wrote {path}")
+        if path == Path(output) / manifests.RUNTIME_FILE:
+            typer.echo(f"install once (cluster admin): kubectl apply -f {path}")
+    for note in manifests.notes(settings):
+        typer.echo(note)
     label = ", ".join(f"{k}={v}" for k, v in manifests.NAMESPACE_LABEL.items())
     typer.echo(
         f"check: kubectl apply --dry-run=server -f {output} (use a Kubeflow profile "

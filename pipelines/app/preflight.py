@@ -41,6 +41,8 @@ def check_kubeflow_run(settings: Settings) -> None:
     * no data location the trial and replica pods can read: neither `data_pvc` nor a
       gs:// `pipeline_root` (TensorFlow 2.21 reads no s3:// alone, and KFP turns
       minio:// into a path that exists only in its own pods);
+    * `kubeflow_namespace: kubeflow` (the default): in a full install Kubeflow's own
+      namespace has no Katib collector label and, from 1.11, enforces PSS `restricted`;
     * image URIs still pointing at the placeholder registry (the pods' pulls fail);
     * `enable_caching=True` and a search space the trainer or the algorithm cannot
       take, as for Vertex (`check_cloud_run`).
@@ -54,6 +56,12 @@ def check_kubeflow_run(settings: Settings) -> None:
             "kubeflow_host is not set: pass --host URL (the Kubeflow Pipelines API, e.g. "
             f"http://localhost:8080 after a port-forward), or set {ENV_PREFIX}KUBEFLOW_HOST"
         )
+    if settings.kubeflow_namespace == "kubeflow":
+        raise SettingsError(
+            "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
+            "install (no Katib metrics-collector label; PSS restricted from 1.11): pass "
+            f"--namespace with your profile namespace, or set {ENV_PREFIX}KUBEFLOW_NAMESPACE"
+        )
     if not settings.data_pvc and not (settings.pipeline_root or "").startswith("gs://"):
         root = settings.pipeline_root or "unset (KFP's default, minio://mlpipeline)"
         raise SettingsError(
@@ -66,7 +74,7 @@ def check_kubeflow_run(settings: Settings) -> None:
         "push the images to a registry the cluster pulls from and set {env} "
         "(or {name} in --config)",
     )
-    _check_caching_and_study(settings)
+    _check_caching_and_study(settings, kubeflow=True)
 
 
 def check_images(settings: Settings, hint: str) -> None:
@@ -86,7 +94,7 @@ def check_images(settings: Settings, hint: str) -> None:
             raise SettingsError(f"{name}={uri}: a placeholder; {fix}")
 
 
-def _check_caching_and_study(settings: Settings) -> None:
+def _check_caching_and_study(settings: Settings, *, kubeflow: bool = False) -> None:
     if settings.enable_caching:
         raise SettingsError(
             "enable_caching=True: it would cache every task, the model lookup and the trial "
@@ -94,9 +102,17 @@ def _check_caching_and_study(settings: Settings) -> None:
             "compiled caching applies) or pass --no-cache"
         )
     try:
-        study_space(settings)
+        space = study_space(settings)
     except SearchSpaceError as err:
         raise SettingsError(str(err)) from None
+    if kubeflow:
+        from pipelines.targets.kubeflow.experiment import check_space
+        from pipelines.targets.kubeflow.trial_template import KatibSpecError
+
+        try:
+            check_space(space)  # what `manifests` and Katib refuse, before anything is sent
+        except KatibSpecError as err:
+            raise SettingsError(str(err)) from None
 
 
 def check_region(region: str) -> None:

@@ -70,6 +70,8 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         experiment_name="",  # derived from the study folder: a rerun resumes the Experiment
         early_stopping=p.early_stopping,
         study_dir=p.study_dir,  # given: a later run may resume the Experiment
+        job_api=settings.kubeflow_job_api,  # the final job's API, checked before the study
+        pending_grace_s=settings.kubeflow_pending_grace_s,
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects
@@ -77,12 +79,17 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
 
 
 def _kubeflow_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
+    job = {"tfjob": "TFJob: chief + workers", "trainjob": "TrainJob: 1 + workers nodes"}
     task = op(train_with_tfjob)(
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],
         display_name=p.final_display_name,
+        job_api=settings.kubeflow_job_api,  # auto: resolved against the cluster at run time
+        pending_grace_s=settings.kubeflow_pending_grace_s,
         **_cluster(settings),
-    ).set_display_name("Train final model (TFJob: chief + workers)")
+    ).set_display_name(
+        f"Train final model ({job.get(settings.kubeflow_job_api, 'TFJob or TrainJob')})"
+    )
     task.set_caching_options(False)  # a training job: never replayed
     _mount_data(task, settings)  # reads the chief's model card
     return task.outputs["model"], task.outputs["Output"]
@@ -132,7 +139,10 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/kubeflow/katib_trials.py", "Katib Trials as the trials artifact"),
     ("pipelines/targets/kubeflow/run_trials.py", "an earlier run's trials, for continue_from"),
     ("pipelines/targets/kubeflow/tfjob.py", "the final job as a TFJob"),
-    ("pipelines/targets/kubeflow/final_job.py", "create or reuse the TFJob, wait"),
+    ("pipelines/targets/kubeflow/trainjob.py", "the final job as a TrainJob; its TF runtime"),
+    ("pipelines/targets/kubeflow/job_api.py", "TFJob or TrainJob: what the cluster serves"),
+    ("pipelines/targets/kubeflow/pod_watch.py", "stop a step whose pods cannot run"),
+    ("pipelines/targets/kubeflow/final_job.py", "create or reuse the final job, wait"),
     ("pipelines/targets/kubeflow/waiting.py", "waiting on a custom object's conditions"),
     ("pipelines/targets/kubeflow/kube.py", "the Kubernetes API; deleted on SIGTERM"),
     ("pipelines/targets/kubeflow/cluster_checks.py", "what the cluster must offer a step"),
@@ -150,10 +160,10 @@ PARTS: tuple[tuple[str, str], ...] = (
 
 def _katib_space(space: Any) -> None:
     """Refuse at compile (and so at submit) a space Katib refuses: conditional parameters."""
-    from pipelines.targets.kubeflow.experiment import KatibSpecError, check_katib_space
+    from pipelines.targets.kubeflow.experiment import KatibSpecError, check_space
 
     try:
-        check_katib_space(space)
+        check_space(space)
     except KatibSpecError as err:
         raise SettingsError(f"search_space: {err}") from None
 

@@ -109,6 +109,9 @@ def fake_kubeflow() -> None:
             gpus = client.V1NodeStatus(allocatable={"nvidia.com/gpu": "8"})
             return client.V1NodeList(items=[client.V1Node(status=gpus)])
 
+        def list_namespaced_pod(self, namespace, label_selector=""):  # pods still starting
+            return client.V1PodList(items=[])
+
     config.load_incluster_config = lambda *a, **k: None
     client.CustomObjectsApi = CustomObjectsApi
     client.CoreV1Api = CoreV1Api

@@ -1,11 +1,12 @@
 """What the cluster must offer a Kubeflow step, checked through its API before anything starts.
 
 A standard Kubeflow install (manifests v1.9-v1.11) can fail a run in ways only the cluster
-can tell; each is read here, before the Experiment or the TFJob is created, and refused in
-one line naming the remedy: no TFJob API (Kubeflow 1.11+), a Katib that drops `logUniform`
-(< 0.18, found by a server-side dry run or in the stored object), a data claim that is not
-ReadWriteMany, a namespace that is not a Kubeflow profile with Katib's collector label
-(Istio injection is reported), GPUs no node has, and a data or output path only one pod sees
+can tell; each is read here, before the Experiment or the final job is created, and refused
+in one line naming the remedy: the final job's API not served (`job_api`), a Katib that
+drops `logUniform` (< 0.18, found by a server-side dry run or in the stored object), a data
+claim that is not ReadWriteMany on a cluster of several nodes, a namespace that is not a
+Kubeflow profile with Katib's collector label (Istio injection is reported), GPUs no node
+has, and a data or output path only one pod sees
 (`check_shared_path`). What the account may not read (403) is said in one line and skipped:
 the checks are a help, not a new permission. Why each matters: ARCHITECTURE.md, "Kubeflow"
 (Checks) and "The cluster and KFP's API".
@@ -17,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.payloads import payload_items
+from pipelines.targets.kubeflow import job_api
 from pipelines.targets.kubeflow.kube import api_error_line
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 
@@ -26,7 +28,7 @@ KATIB_NAMESPACE = "kubeflow"  # Katib's DB NetworkPolicy also admits its own nam
 ISTIO_LABELS = ("istio-injection", "istio.io/rev")
 GPU_RESOURCE = "nvidia.com/gpu"
 RWX = "ReadWriteMany"
-TFJOB_API = ("kubeflow.org", "v1", "tfjobs")
+RWO = "ReadWriteOnce"  # enough where every pod runs on one node (kind, minikube, k3s)
 LOG_SCALE = "logUniform"
 Echo = Callable[[str], None]
 
@@ -48,31 +50,16 @@ def _read(call: Callable[[], Any], what: str, echo: Echo) -> Any:
         raise
 
 
-def check_tfjob_api(custom: Any, echo: Echo = print) -> None:
-    """The cluster serves `tfjobs.kubeflow.org/v1` (the Training Operator v1 is installed).
+def check_job_api(custom: Any, setting: str = "tfjob", echo: Echo = print) -> str:
+    """The final job's API (`kubeflow_job_api`) is served; returns `tfjob` or `trainjob`.
 
     Raises:
-        ClusterCheckError: It does not.
+        ClusterCheckError: It is not (`job_api.resolve`'s line, with the remedy).
     """
-    from kubernetes.client import ApiException
-
-    group, version, plural = TFJOB_API
     try:
-        found = custom.get_api_resources(group, version)
-        names = {r.name for r in (found.resources or [])}
-    except ApiException as err:
-        if err.status != 404:
-            raise ClusterCheckError(
-                f"API discovery of {group}/{version}: {api_error_line(err)}"
-            ) from None
-        names = set()
-    if plural not in names:
-        raise ClusterCheckError(
-            f"the cluster serves no TFJob API ({plural}.{group}/{version}): Kubeflow 1.11+ "
-            "installs Kubeflow Trainer v2, which has no TensorFlow runtime; install the Training "
-            "Operator v1 beside it (README, On Kubeflow) before running this pipeline"
-        )
-    echo(f"cluster: {plural}.{group}/{version} served")
+        return job_api.resolve(custom, setting, echo)
+    except job_api.JobApiError as err:
+        raise ClusterCheckError(str(err)) from None
 
 
 def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
@@ -107,11 +94,20 @@ def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
     )
 
 
+def _single_node(core: Any, echo: Echo) -> bool:
+    """Whether the cluster has one node (kind, minikube, k3s); False where nodes are unreadable."""
+    nodes = _read(core.list_node, "nodes", echo)
+    return nodes is not None and len(nodes.items or []) == 1
+
+
 def check_claim(core: Any, namespace: str, claim: str, echo: Echo = print) -> None:
-    """`data_pvc` exists in the namespace and is ReadWriteMany.
+    """`data_pvc` exists in the namespace and is ReadWriteMany (or ReadWriteOnce on one node).
+
+    Every pod of a one-node cluster mounts the claim from that node, so ReadWriteOnce works
+    there; elsewhere trials, replicas and steps mount it from several nodes at once.
 
     Raises:
-        ClusterCheckError: Missing, or without ReadWriteMany.
+        ClusterCheckError: Missing, or without ReadWriteMany on a cluster of several nodes.
     """
     from kubernetes.client import ApiException
 
@@ -130,11 +126,15 @@ def check_claim(core: Any, namespace: str, claim: str, echo: Echo = print) -> No
     if found is None:
         return
     modes = list((found.status and found.status.access_modes) or found.spec.access_modes or [])
+    if RWX not in modes and RWO in modes and _single_node(core, echo):
+        echo(f"{what}: {RWO} on a single-node cluster: accepted (every pod runs on that node)")
+        return
     if RWX not in modes:
         raise ClusterCheckError(
-            f"{what}: access modes {', '.join(modes) or 'none'}; parallel trials, the TFJob's "
+            f"{what}: access modes {', '.join(modes) or 'none'}; parallel trials, the final job's "
             f"replicas and the pipeline's steps mount it from several nodes at once: use a {RWX} "
-            "claim (an NFS, CephFS, EFS or Filestore StorageClass)"
+            f"claim (an NFS, CephFS, EFS or Filestore StorageClass); {RWO} is accepted on a "
+            "single-node cluster whose nodes this account may list"
         )
     echo(f"{what}: {RWX}")
 
@@ -213,23 +213,28 @@ def check_pods_can_run(
     pvc_name: str,
     pvc_mount_path: str,
     gpu_setting: str,
+    job_api_setting: str = "tfjob",
     echo: Echo = print,
-) -> None:
-    """What both steps check before they start pods (the TFJob API in the tune step too).
+) -> str:
+    """What both steps check before they start pods (the final job's API in the tune step too).
 
-    The namespace, the TFJob API, the claim, a data path every pod reads, the GPUs asked for.
+    The namespace, the final job's API, the claim, a data path every pod reads, the GPUs.
+
+    Returns:
+        The final job's API: `tfjob` or `trainjob` (`job_api.resolve`).
 
     Raises:
         ClusterCheckError: The first condition that fails, in one line with its remedy.
     """
     check_namespace(core, namespace, echo)
-    check_tfjob_api(custom, echo)
+    resolved = check_job_api(custom, job_api_setting, echo)
     if pvc_name:
         check_claim(core, namespace, pvc_name, echo)
     data = flag_value(worker_pool_specs, "data")
     if data is not None:
         check_shared_path(data, "--data", pvc_name, pvc_mount_path)
     check_gpus(core, gpu_count(worker_pool_specs), gpu_setting, echo)
+    return resolved
 
 
 def dropped_log_scales(sent: Mapping[str, Any], returned: Mapping[str, Any]) -> list[str]:

@@ -41,6 +41,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 EXPERIMENTS = "experiments"
 TRIALS = "trials"
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # consts.LabelExperimentName, on every Trial
+# On every trial pod (our trial template's): the tune step lists them to fail fast (pod_watch).
+EXPERIMENT_POD_LABEL = "hpt-pipeline.dev/experiment"
 
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
 EARLY_STOPPING = "medianstop"
@@ -94,14 +96,30 @@ def _parameter(p: Parameter) -> dict[str, Any]:
     return {"name": p.parameter_id, "parameterType": TYPES[p.type], "feasibleSpace": space}
 
 
-def check_katib_space(space: SearchSpace) -> None:
-    """Refuse a space Katib cannot run (conditional parameters, reverse_log), in one line.
+def check_space(space: SearchSpace) -> None:
+    """The search space is one Katib takes (what `build_experiment` refuses, checked alone).
 
     Raises:
-        KatibSpecError: Naming the first such parameter.
+        KatibSpecError: A conditional parameter, or a scale Katib has no distribution for.
     """
-    for p in space.parameters:
+    for p in space.all_parameters():
         _parameter(p)
+
+
+def integer_log_notes(space: SearchSpace) -> list[str]:
+    """One line per integer parameter on a log scale: Katib >= 0.18 never proposes its max.
+
+    Katib samples it with `loguniform` and truncates to an integer, so values stop one below
+    `max` (Vertex includes `max`). Said, not shifted: the bound the user wrote stays the one
+    the trainer is told is allowed.
+    """
+    return [
+        f"parameter {p.parameter_id!r}: integer on a log scale; Katib 0.18+ samples it "
+        f"log-uniformly and truncates, so it never proposes max={int(p.max)} (Vertex does): "  # type: ignore[arg-type]
+        f"give max {int(p.max) + 1} to include it"  # type: ignore[arg-type]
+        for p in space.all_parameters()
+        if p.type == "integer" and p.scale == "log"
+    ]
 
 
 def _grid_size(space: SearchSpace) -> int:
@@ -169,6 +187,7 @@ def build_experiment(
         pvc_name=pvc_name,
         pvc_mount_path=pvc_mount_path,
         base_output_directory=base_output_directory,
+        pod_labels={EXPERIMENT_POD_LABEL: name},
     )
     trial_parameters = [
         {"name": p.parameter_id, "reference": p.parameter_id, "description": f"--{p.parameter_id}"}

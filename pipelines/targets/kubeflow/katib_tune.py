@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.study.spec_reader import from_study_spec
-from pipelines.targets.kubeflow import cluster_checks, kube
+from pipelines.targets.kubeflow import cluster_checks, kube, pod_watch
 from pipelines.targets.kubeflow import experiment as katib
 from pipelines.targets.kubeflow.katib_rules import check_experiment
 from pipelines.targets.kubeflow.katib_trials import metric_strategies, to_vertex_trials
@@ -165,6 +165,9 @@ def run_katib_study(
     resumable: bool = True,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     poll_s: float | None = None,
+    job_api_setting: str = "tfjob",
+    pending_grace_s: float = 600.0,
+    now: Callable[[], Any] | None = None,
     api: Any = None,
     core_api: Any = None,
     clock: Callable[[], float] = time.monotonic,
@@ -195,6 +198,9 @@ def run_katib_study(
         resumable: A later run may resume it (the user named the study folder): resume
             policy FromVolume; else Never (no PVC kept per run).
         timeout_s: Longest wait.
+        job_api_setting: `kubeflow_job_api`; the final job's API is checked before the study.
+        pending_grace_s: How long a trial pod may stay Pending (`pod_watch`).
+        now: Wall-clock UTC time for pod ages (tests; default: now).
         poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
         api: A `CustomObjectsApi`; default `kube.custom_objects_api()`.
         core_api: A `CoreV1Api` for the cluster checks; default `kube.core_v1_api()`.
@@ -235,6 +241,8 @@ def run_katib_study(
         resume_policy=katib.RESUME_POLICY if resumable else katib.PER_RUN_POLICY,
     )
     check_experiment(body)
+    for note in katib.integer_log_notes(from_study_spec(study_spec_parameters, study_spec_metrics)):
+        echo(note)
     api = api if api is not None else kube.custom_objects_api()
     core_api = core_api if core_api is not None else kube.core_v1_api()
     cluster_checks.check_pods_can_run(
@@ -245,6 +253,7 @@ def run_katib_study(
         pvc_name=pvc_name,
         pvc_mount_path=pvc_mount_path,
         gpu_setting="trial_accelerator_count",
+        job_api_setting=job_api_setting,  # the final job's API: refused before the study
         echo=echo,
     )
     admitted = cluster_checks.dry_run_experiment(api, body, **WHERE)
@@ -289,6 +298,15 @@ def run_katib_study(
                 sleep=sleep,
             )
             echo(f"Experiment {namespace}/{name}: restarted by Katib")
+        watch = pod_watch.watcher(
+            core_api,
+            namespace,
+            f"{katib.EXPERIMENT_POD_LABEL}={name}",
+            grace_s=pending_grace_s,
+            then=on_status,
+            echo=echo,
+            **({"now": now} if now is not None else {}),
+        )
         try:
             done = wait_for(
                 get,
@@ -296,8 +314,11 @@ def run_katib_study(
                 poll_s=poll,
                 clock=clock,
                 sleep=sleep,
-                on_status=on_status,
+                on_status=watch,
             )
+        except pod_watch.PodProblem as err:
+            kube.delete_custom_object(api, **WHERE, namespace=namespace, name=name, echo=echo)
+            raise pod_watch.PodProblem(f"{err}; Experiment {namespace}/{name} deleted") from None
         except KubeflowJobError as err:
             if created:
                 raise

@@ -20,6 +20,57 @@ CANCELLED_EXIT = 128 + signal.SIGTERM  # what a process killed by SIGTERM report
 # Kubeflow profile namespaces (and `kubeflow`) inject Istio's sidecar; a pod that must *finish*
 # (a trial's Job, a TFJob replica) opts out, or the sidecar keeps it Running for ever.
 NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
+# Every pod the target creates runs as this one non-root uid, the components image's user
+# (images/components/Dockerfile) and the trainer image's (images/trainer/Dockerfile): files on
+# a shared claim (NFS with root_squash) stay writable by every step, and PSS `restricted`
+# (Kubeflow 1.11's profile namespaces) admits the pods.
+RUN_AS_UID = 1000
+
+
+def pod_security_context() -> Any:
+    """A `V1PodSecurityContext`: the non-root uid/gid, files on claims group-owned by it."""
+    from kubernetes import client
+
+    return client.V1PodSecurityContext(
+        run_as_non_root=True,
+        run_as_user=RUN_AS_UID,
+        run_as_group=RUN_AS_UID,
+        fs_group=RUN_AS_UID,
+        seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+    )
+
+
+def container_security_context() -> Any:
+    """A container `V1SecurityContext` PSS `restricted` admits."""
+    from kubernetes import client
+
+    return client.V1SecurityContext(
+        allow_privilege_escalation=False, capabilities=client.V1Capabilities(drop=["ALL"])
+    )
+
+
+def pod_security() -> dict[str, Any]:
+    """`pod_security_context` as the API's JSON."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(pod_security_context())  # type: ignore[no-any-return]
+
+
+def container_security() -> dict[str, Any]:
+    """`container_security_context` as the API's JSON."""
+    from kubernetes.client import ApiClient
+
+    return ApiClient().sanitize_for_serialization(container_security_context())  # type: ignore[no-any-return]
+
+
+def gpu_env(limits: Mapping[str, str]) -> dict[str, str]:
+    """`NVIDIA_VISIBLE_DEVICES=void` for a container that asks for no GPU, else nothing.
+
+    The trainer image sets `all` (NVIDIA's CUDA images do; Vertex needs it): on a GPU node,
+    a pod that asked for none would see every GPU of the node. NVIDIA's device plugin sets
+    the variable for a pod that asks for GPUs, so those are left alone.
+    """
+    return {} if limits.get("nvidia.com/gpu") else {"NVIDIA_VISIBLE_DEVICES": "void"}
 
 
 def _load_config() -> Any:
@@ -94,6 +145,36 @@ def api_error_line(err: Any) -> str:
     return text.rstrip(": ")
 
 
+def delete_custom_object(
+    api: Any,
+    *,
+    group: str,
+    version: str,
+    plural: str,
+    namespace: str,
+    name: str,
+    echo: Callable[[str], None] = print,
+) -> bool:
+    """Delete the object, its dependents in the background; whether this call deleted it.
+
+    False when it was gone already (404, silent) or the API refused (said in one line).
+
+    How a step stops what it started (a cancelled run, a pod that cannot run): Katib's
+    Trials and a job's pods are owned by the object and garbage-collected with it.
+    """
+    from kubernetes.client import ApiException
+
+    try:
+        api.delete_namespaced_custom_object(
+            group, version, namespace, plural, name, propagation_policy="Background"
+        )
+    except ApiException as err:
+        if err.status != 404:
+            echo(f"{plural} {namespace}/{name} NOT deleted ({api_error_line(err)})")
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def deleted_on_sigterm(
     api: Any,
@@ -127,17 +208,9 @@ def deleted_on_sigterm(
         return
 
     def on_sigterm(_signum: int, _frame: Any) -> None:
-        from kubernetes.client import ApiException
-
-        where = f"{plural} {namespace}/{name}"
-        try:
-            api.delete_namespaced_custom_object(
-                group, version, namespace, plural, name, propagation_policy="Background"
-            )
-            echo(f"Cancelled: {where} deleted")
-        except ApiException as err:
-            if err.status != 404:
-                echo(f"Cancelled: {where} NOT deleted ({api_error_line(err)})")
+        where = dict(group=group, version=version, plural=plural, namespace=namespace, name=name)
+        if delete_custom_object(api, **where, echo=lambda line: echo(f"Cancelled: {line}")):
+            echo(f"Cancelled: {plural} {namespace}/{name} deleted")
         raise SystemExit(CANCELLED_EXIT)
 
     previous = signal.signal(signal.SIGTERM, on_sigterm)

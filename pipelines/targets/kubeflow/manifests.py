@@ -1,4 +1,9 @@
-"""What the kubeflow target creates, as YAML to review: the Katib Experiment, a TFJob, the RBAC.
+"""What the kubeflow target creates, as YAML to review: the Katib Experiment, the final job, RBAC.
+
+The final job follows `kubeflow_job_api`: `tfjob.yaml` (a TFJob), or for a TrainJob, in
+`trainjob/`, the TensorFlow runtime to install once (`trainingruntime.yaml`, cluster admin)
+and an example TrainJob in each release's override field (`trainjob.yaml`: Trainer v2.2+
+`runtimePatches`; `trainjob-v2.1.yaml`: `podTemplateOverrides`); `auto` writes both kinds.
 
 `hpt-pipeline manifests --target kubeflow --output DIR` writes them from the settings
 with the same builders the pipeline's steps use, so `kubectl apply --dry-run=server -f
@@ -17,10 +22,17 @@ import yaml
 from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
 from pipelines.settings_space import study_space
-from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob
+from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob, trainjob
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
 FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")
+# In a folder of their own, so `kubectl apply --dry-run=server -f DIR` checks what every
+# cluster serves; the two examples differ in the override field, one per Trainer release.
+TRAINJOB_FILES = {  # file → the TrainJob override field its example uses
+    "trainjob/trainjob.yaml": trainjob.PATCHES,
+    "trainjob/trainjob-v2.1.yaml": trainjob.V21_OVERRIDES,
+}
+RUNTIME_FILE = "trainjob/trainingruntime.yaml"
 NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
 
 
@@ -71,28 +83,52 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         pvc_name=settings.data_pvc or "",
         pvc_mount_path=settings.data_mount_path if settings.data_pvc else "",
         early_stopping=settings.early_stopping,
+        # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
+        # submit, and then the Experiment is per run (`katib_tune`: resumable=bool(study_dir)).
+        resume_policy=experiment.PER_RUN_POLICY,
         **cluster,
     )
     katib_rules.check_experiment(exp)
     chief = _pool(settings, 1, settings.final_accelerator_count, settings.final_accelerator_type)
     pools = [chief] + ([{**chief, "replica_count": settings.workers}] if settings.workers else [])
     final_dir = f"{_root(settings)}/example/final"
-    job = tfjob.to_manifest(
-        tfjob.build_tfjob(
-            tfjob.tfjob_name(f"{settings.display_name}-final", final_dir),
-            settings.kubeflow_namespace,
-            pools,
-            final_dir,
-            cpu=settings.kubeflow_cpu,
-            memory=settings.kubeflow_memory,
-            service_account=settings.kubeflow_service_account,
-            data_pvc=settings.data_pvc,
-            data_mount_path=settings.data_mount_path,
-        )
+    name = tfjob.tfjob_name(f"{settings.display_name}-final", final_dir)
+    pod = dict(
+        cpu=settings.kubeflow_cpu,
+        memory=settings.kubeflow_memory,
+        service_account=settings.kubeflow_service_account,
+        data_pvc=settings.data_pvc,
+        data_mount_path=settings.data_mount_path,
     )
-    tfjob.validate_tfjob(job)
-    access = rbac.manifests(settings.kubeflow_namespace, settings.kubeflow_service_account)
-    return {"experiment.yaml": [exp], "tfjob.yaml": [job], "rbac.yaml": access}
+    files: dict[str, list[dict[str, Any]]] = {"experiment.yaml": [exp]}
+    if settings.kubeflow_job_api in ("tfjob", "auto"):
+        job = tfjob.to_manifest(
+            tfjob.build_tfjob(name, settings.kubeflow_namespace, pools, final_dir, **pod)  # type: ignore[arg-type]
+        )
+        tfjob.validate_tfjob(job)
+        files["tfjob.yaml"] = [job]
+    if settings.kubeflow_job_api in ("trainjob", "auto"):
+        files[RUNTIME_FILE] = [trainjob.runtime_manifest()]
+        for file, field in TRAINJOB_FILES.items():
+            files[file] = [
+                trainjob.build_trainjob(
+                    name,
+                    settings.kubeflow_namespace,
+                    pools,
+                    final_dir,
+                    override_field=field,
+                    **pod,  # type: ignore[arg-type]
+                )
+            ]
+    files["rbac.yaml"] = rbac.manifests(
+        settings.kubeflow_namespace, settings.kubeflow_service_account
+    )
+    return files
+
+
+def notes(settings: Settings) -> list[str]:
+    """What the reader should know that no file says (`experiment.integer_log_notes`)."""
+    return experiment.integer_log_notes(study_space(settings))
 
 
 def write(settings: Settings, output: str | Path) -> list[Path]:
@@ -102,6 +138,7 @@ def write(settings: Settings, output: str | Path) -> list[Path]:
     written = []
     for name, docs in build(settings).items():
         path = folder / name
+        path.parent.mkdir(exist_ok=True)
         path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
         written.append(path)
     return written

@@ -1,7 +1,7 @@
 """The RBAC the pipeline's service account needs in the namespace it works in.
 
 The tune and train components run as the KFP run's service account and create,
-watch and delete Katib Experiments (reading their Trials) and TFJobs, and read
+watch and delete Katib Experiments (reading their Trials), TFJobs and TrainJobs, and read
 the pods and logs of trials and replicas for progress and errors; their cluster
 checks read the namespace, the data claim and (optionally) the nodes. `manifests`
 returns a `Role` and a `RoleBinding` (rbac.authorization.k8s.io/v1), and a
@@ -37,6 +37,7 @@ def rules() -> list[dict[str, Any]]:
         {"apiGroups": ["kubeflow.org"], "resources": ["experiments"], "verbs": EXPERIMENT_VERBS},
         {"apiGroups": ["kubeflow.org"], "resources": ["trials"], "verbs": JOB_VERBS},
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": JOB_VERBS},
         {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": READ_VERBS},
         # The steps' cluster checks: the namespace's own labels (a RoleBinding grants its own
         # namespace object) and the data claim's access modes.

@@ -20,7 +20,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.jobs.replica_env import output_dirs
-from pipelines.targets.kubeflow.kube import NO_SIDECAR
+from pipelines.targets.kubeflow.kube import (
+    NO_SIDECAR,
+    container_security_context,
+    gpu_env,
+    pod_security_context,
+)
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -92,6 +97,8 @@ def _replica_spec(
     container = pool["container_spec"]
     env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
     env.update(output_dirs(base_output_directory))  # where Vertex would put them
+    resources = _resources(pool.get("machine_spec") or {}, cpu, memory)
+    env.update(gpu_env(resources.limits))
     mounts, volumes = None, None
     if data_pvc:
         mounts = [k8s.V1VolumeMount(name=DATA_VOLUME, mount_path=data_mount_path)]
@@ -104,10 +111,12 @@ def _replica_spec(
         args=[str(a) for a in container.get("args") or []] or None,
         env=[k8s.V1EnvVar(name=k, value=v) for k, v in env.items()],
         ports=[k8s.V1ContainerPort(name=PORT_NAME, container_port=DEFAULT_PORT)],
-        resources=_resources(pool.get("machine_spec") or {}, cpu, memory),
+        resources=resources,
         volume_mounts=mounts,
+        security_context=container_security_context(),
     )
     pod = k8s.V1PodSpec(
+        security_context=pod_security_context(),
         containers=[main],
         service_account_name=service_account or None,
         volumes=volumes,

@@ -21,7 +21,12 @@ from typing import Any
 
 from pipelines.payloads import payload_items
 from pipelines.study.search_space import SearchSpace
-from pipelines.targets.kubeflow.kube import NO_SIDECAR
+from pipelines.targets.kubeflow.kube import (
+    NO_SIDECAR,
+    container_security_context,
+    gpu_env,
+    pod_security_context,
+)
 from trainer.contract import format_value
 
 METRICS_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default path
@@ -77,10 +82,13 @@ def trial_job(
     pvc_name: str = "",
     pvc_mount_path: str = "",
     base_output_directory: str = "",
+    pod_labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The trial's `batch/v1` Job: the trial pool's container with `--<id>=${trialParameters.<id>}`.
 
-    Built with the `kubernetes` client models and serialized by its `ApiClient`.
+    Built with the `kubernetes` client models and serialized by its `ApiClient`. Its pods
+    carry `pod_labels` (the tune step finds them by its experiment label), run as the
+    pipeline's non-root uid, and see no GPU when they ask for none.
     """
     from kubernetes import client
 
@@ -119,6 +127,8 @@ def trial_job(
             ("AIP_TENSORBOARD_LOG_DIR", "logs"),
         ):
             env.append(client.V1EnvVar(name=key, value=f"{root}/{leaf}/"))
+    resources = _resources(pools[0].get("machine_spec") or {}, cpu, memory)
+    env += [client.V1EnvVar(name=k, value=v) for k, v in gpu_env(resources["limits"]).items()]
     mounts, volumes = None, None
     if pvc_name:
         if not pvc_mount_path.startswith("/"):
@@ -138,10 +148,9 @@ def trial_job(
         command=command,
         args=args,
         env=env,
-        resources=client.V1ResourceRequirements(
-            **_resources(pools[0].get("machine_spec") or {}, cpu, memory)
-        ),
+        resources=client.V1ResourceRequirements(**resources),
         volume_mounts=mounts,
+        security_context=container_security_context(),
     )
     job = client.V1Job(
         api_version="batch/v1",
@@ -149,8 +158,11 @@ def trial_job(
         spec=client.V1JobSpec(
             backoff_limit=0,  # a failed trial is failed, as on Vertex
             template=client.V1PodTemplateSpec(
-                metadata=client.V1ObjectMeta(annotations=dict(NO_SIDECAR)),
+                metadata=client.V1ObjectMeta(
+                    annotations=dict(NO_SIDECAR), labels=dict(pod_labels or {}) or None
+                ),
                 spec=client.V1PodSpec(
+                    security_context=pod_security_context(),
                     containers=[container],
                     restart_policy="Never",
                     service_account_name=service_account or None,

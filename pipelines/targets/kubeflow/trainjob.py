@@ -1,0 +1,230 @@
+"""The final job as a Kubeflow Trainer v2 `TrainJob`, and the TensorFlow runtime it refers to.
+
+Trainer v2 ships no TensorFlow runtime and its PlainML plugin sets no `TF_CONFIG`, so the
+pipeline brings both halves: `runtime_manifest` is a `ClusterTrainingRuntime` (or a
+namespaced `TrainingRuntime`) whose JobSet has one replicated job `node` (Indexed pods with
+stable host names `<trainjob>-node-0-<i>.<trainjob>`, published before they are ready, so
+the workers find each other while they start), and `build_trainjob` sets `numNodes` = 1 +
+workers and, in the env, the node count and address pattern from which the trainer forms
+`TF_CONFIG` (`trainer.cluster`: worker 0 is the chief and exports). The claim, the service
+account and the Istio opt-out go through the TrainJob's override field, which changed name:
+`podTemplateOverrides` in Trainer v2.1, `runtimePatches` from v2.2 (`override_field`
+reads which one the cluster's API has). The job waits on `Complete` / `Failed`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.jobs.replica_env import output_dirs
+from pipelines.payloads import payload_items
+from pipelines.targets.kubeflow.kube import NO_SIDECAR, container_security, gpu_env, pod_security
+from pipelines.targets.kubeflow.tfjob import GPU_RESOURCE, TFJobError, tfjob_name
+from trainer.cluster import NODE_ADDRESS_ENV, NUM_NODES_ENV
+
+GROUP = "trainer.kubeflow.org"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "TrainJob"
+PLURAL = "trainjobs"
+CLUSTER_RUNTIME, RUNTIME = "ClusterTrainingRuntime", "TrainingRuntime"
+RUNTIME_PLURALS = {CLUSTER_RUNTIME: "clustertrainingruntimes", RUNTIME: "trainingruntimes"}
+RUNTIME_NAME = "hpt-tensorflow-distributed"
+NODE = "node"  # the replicated job and container Trainer v2 fills (constants.Node)
+ANCESTOR = {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}
+PORT = 2222  # MultiWorkerMirroredStrategy's collective port in TF_CONFIG
+PATCH_MANAGER = "hpt-pipeline"  # runtimePatches entries are keyed by their manager
+V21_OVERRIDES, PATCHES = "podTemplateOverrides", "runtimePatches"
+OVERRIDE_FIELDS = (V21_OVERRIDES, PATCHES)
+SUCCEEDED, FAILED = ("Complete",), ("Failed",)
+DATA_VOLUME = "hpt-data"
+trainjob_name = tfjob_name  # the same stable DNS-1035 name rule (a retried task reuses the job)
+
+
+def runtime_manifest(*, name: str = RUNTIME_NAME, namespace: str | None = None) -> dict[str, Any]:
+    """The TensorFlow runtime: a ClusterTrainingRuntime, or a TrainingRuntime in `namespace`.
+
+    One replicated job `node` (one Indexed Job whose pods Trainer v2 counts from the
+    TrainJob's `numNodes`), headless-service addresses published before readiness, pods
+    that fail as a whole at the first failure (`backoffLimit: 0`, `restartPolicy: Never`),
+    run as the pipeline's non-root uid and opt out of Istio's sidecar.
+    """
+    kind = RUNTIME if namespace else CLUSTER_RUNTIME
+    metadata: dict[str, Any] = {
+        "name": name,
+        "labels": {"trainer.kubeflow.org/framework": "tensorflow"},
+    }
+    if namespace:
+        metadata["namespace"] = namespace
+    container = {
+        "name": NODE,
+        "ports": [{"name": "tf-port", "containerPort": PORT}],
+        "securityContext": container_security(),
+    }
+    pod = {
+        "metadata": {"annotations": dict(NO_SIDECAR)},
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": pod_security(),
+            "containers": [container],
+        },
+    }
+    job = {"metadata": {"labels": dict(ANCESTOR)}, "spec": {"backoffLimit": 0, "template": pod}}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "metadata": metadata,
+        "spec": {
+            "mlPolicy": {"numNodes": 1},
+            "template": {
+                "spec": {
+                    "network": {"publishNotReadyAddresses": True},
+                    "replicatedJobs": [{"name": NODE, "replicas": 1, "template": job}],
+                }
+            },
+        },
+    }
+
+
+def _one_node_container(worker_pool_specs: Sequence[Mapping[str, Any] | str]) -> tuple[dict, int]:
+    """(the pools' shared container spec and machine, number of nodes); TFJobError otherwise."""
+    pools = payload_items(worker_pool_specs)
+    if not pools:
+        raise TFJobError("worker_pool_specs: empty, expected pool 0 (the chief)")
+    if len(pools) > 2:
+        raise TFJobError(
+            f"worker_pool_specs: {len(pools)} pools, a TrainJob here has one node pool "
+            "(chief and workers alike; no parameter servers or evaluator)"
+        )
+    first = pools[0]
+    if not (first.get("container_spec") or {}).get("image_uri"):
+        raise TFJobError("worker_pool_specs[0]: needs container_spec.image_uri (a container image)")
+    if int(first.get("replica_count", 1)) != 1:
+        raise TFJobError(
+            f"worker_pool_specs[0]: replica_count={first['replica_count']}, pool 0 is the "
+            "chief (1 replica)"
+        )
+    workers = int(pools[1].get("replica_count", 0)) if len(pools) == 2 else 0
+    if workers and (
+        pools[1].get("container_spec") != first.get("container_spec")
+        or pools[1].get("machine_spec") != first.get("machine_spec")
+    ):
+        raise TFJobError(
+            "worker_pool_specs[1]: differs from pool 0 in container or machine; a TrainJob's "
+            "nodes share one template (use kubeflow_job_api: tfjob for distinct pools)"
+        )
+    return dict(first), 1 + workers
+
+
+def _pod_override(
+    service_account: str | None, data_pvc: str | None, data_mount_path: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(pod metadata, pod spec) the override field carries."""
+    spec: dict[str, Any] = {}
+    if service_account:
+        spec["serviceAccountName"] = service_account
+    if data_pvc:
+        spec["volumes"] = [{"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": data_pvc}}]
+        mount = {"name": DATA_VOLUME, "mountPath": data_mount_path}
+        spec["containers"] = [{"name": NODE, "volumeMounts": [mount]}]
+    return {"annotations": dict(NO_SIDECAR)}, spec
+
+
+def _override(field: str, metadata: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """The override entry in `field`'s shape (Trainer v2.1 or v2.2+)."""
+    if field == V21_OVERRIDES:
+        return [{"targetJobs": [{"name": NODE}], "metadata": metadata, "spec": spec}]
+    if field == PATCHES:
+        pod = {"metadata": metadata, "spec": spec}
+        job = {"name": NODE, "template": {"spec": {"template": pod}}}
+        runtime = {"template": {"spec": {"replicatedJobs": [job]}}}
+        return [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": runtime}]
+    raise TFJobError(f"override field {field!r}: expected one of {', '.join(OVERRIDE_FIELDS)}")
+
+
+def build_trainjob(
+    name: str,
+    namespace: str,
+    worker_pool_specs: Sequence[Mapping[str, Any] | str],
+    base_output_directory: str,
+    *,
+    cpu: str,
+    memory: str,
+    override_field: str,
+    service_account: str | None = None,
+    data_pvc: str | None = None,
+    data_mount_path: str = "/mnt/hpt",
+    runtime: str = RUNTIME_NAME,
+    runtime_kind: str = CLUSTER_RUNTIME,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The final job's `worker_pool_specs` as a TrainJob (the JSON the API takes).
+
+    Args:
+        name: The TrainJob's name (a DNS-1035 label: `trainjob_name`).
+        namespace: Where it is created.
+        worker_pool_specs: Pool 0 the chief (one replica), pool 1 the workers, alike.
+        base_output_directory: Output folder; `AIP_MODEL_DIR` etc. under it, as on Vertex.
+        cpu: CPU request and limit of each node.
+        memory: Memory request and limit of each node.
+        override_field: `podTemplateOverrides` (Trainer v2.1) or `runtimePatches` (v2.2+).
+        service_account: The pods' service account (None: the namespace's default).
+        data_pvc: A PersistentVolumeClaim mounted in every node at `data_mount_path`.
+        data_mount_path: Where `data_pvc` is mounted.
+        runtime: The training runtime's name (`runtime_manifest`).
+        runtime_kind: ClusterTrainingRuntime or TrainingRuntime.
+        labels: Extra metadata labels.
+
+    Raises:
+        TFJobError: Pools that make no TrainJob, or an unknown override field (one line).
+    """
+    pool, nodes = _one_node_container(worker_pool_specs)
+    container = pool["container_spec"]
+    env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
+    env.update(output_dirs(base_output_directory))
+    env[NUM_NODES_ENV] = str(nodes)
+    env[NODE_ADDRESS_ENV] = f"{name}-{NODE}-0-{{index}}.{name}:{PORT}"  # JobSet host names
+    machine = pool.get("machine_spec") or {}
+    amounts = {"cpu": cpu, "memory": memory}
+    gpus = int(float(machine.get("accelerator_count") or 0))
+    if gpus > 0 and machine.get("accelerator_type"):
+        amounts[GPU_RESOURCE] = str(gpus)
+    env.update(gpu_env(amounts))
+    trainer: dict[str, Any] = {"image": container["image_uri"], "numNodes": nodes}
+    if container.get("command"):
+        trainer["command"] = [str(c) for c in container["command"]]
+    if container.get("args"):
+        trainer["args"] = [str(a) for a in container["args"]]
+    trainer["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    trainer["resourcesPerNode"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    metadata, spec = _pod_override(service_account, data_pvc, data_mount_path)
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/part-of": "hpt-pipeline", **(labels or {})},
+        },
+        "spec": {
+            "runtimeRef": {"apiGroup": GROUP, "kind": runtime_kind, "name": runtime},
+            "trainer": trainer,
+            override_field: _override(override_field, metadata, spec),
+        },
+    }
+
+
+def override_field(openapi_document: Mapping[str, Any] | str) -> str | None:
+    """The override field the served TrainJob schema has (None: neither, not a TrainJob API).
+
+    Args:
+        openapi_document: The API server's `/openapi/v3/apis/trainer.kubeflow.org/v1alpha1`
+            document (or its text); any authenticated account may read it.
+    """
+    text = openapi_document if isinstance(openapi_document, str) else json.dumps(openapi_document)
+    for field in (PATCHES, V21_OVERRIDES):  # v2.2+ first: a later release might keep both
+        if f'"{field}"' in text:
+            return field
+    return None
