@@ -1,8 +1,9 @@
-"""Kubeflow binding of the features step: a one-replica TFJob (the chief) on the shared claim.
+"""Kubeflow binding of the features step: a one-replica job (the chief) on the shared claim.
 
 The same job builder and wait as the final job (`pipelines/targets/kubeflow/final_job.py`),
 with the features job's single pool: one pod on the trial machine's resources, the data
-PVC mounted, writing the cache beside the dataset.
+PVC mounted, writing the cache beside the dataset. `job_api` is the final job's choice
+(`kubeflow_job_api`), so a cluster serving only Trainer v2 runs it as a TrainJob.
 """
 
 from kfp import dsl
@@ -26,6 +27,8 @@ def features_on_kubeflow(
     memory: str,
     timeout_s: int,
     features: dsl.Output[dsl.Artifact],
+    job_api: str = "tfjob",
+    pending_grace_s: int = 600,
 ):
     """Run `python -m trainer.features` in a pod (nothing when the plan caches nothing)."""
     import time
@@ -49,6 +52,8 @@ def features_on_kubeflow(
             data_mount_path=data_mount_path,
             timeout_s=timeout_s,
             gpu_setting="trial_accelerator_count",
+            job_api_setting=job_api,
+            pending_grace_s=pending_grace_s,
         )
         result = features_artifact.outcome(before, features_artifact.entries(features_dir))
     print(

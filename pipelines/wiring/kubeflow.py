@@ -56,8 +56,10 @@ def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> A
         trainable_blocks=spec.outputs["trainable_blocks"],
         reason=spec.outputs["reason"],
         display_name=f"{settings.display_name}-features",
+        job_api=settings.kubeflow_job_api,  # as the final job: what the cluster serves
+        pending_grace_s=settings.kubeflow_pending_grace_s,
         **_cluster(settings),
-    ).set_display_name("Features (frozen backbone, one-replica TFJob)")
+    ).set_display_name("Features (frozen backbone, one-replica job)")
     task.set_caching_options(False)  # creates cluster objects; the cache is keyed by the trainer
     _mount_data(task, settings)  # sees the cache folder on the claim (reused or computed)
     return task.outputs["features"]
