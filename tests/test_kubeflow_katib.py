@@ -1135,6 +1135,9 @@ def test_the_real_trainer_through_the_katib_trial_template(
         .read_text()
         .splitlines()
     ]
+    costs = [r for r in reported if "latency_ms" in r or "model_size_mb" in r]
+    assert [r["global_step"] for r in costs] == ["2", "2"]  # measured once, with the last step
+    reported = [r for r in reported if "val_accuracy" in r]
     assert [r["global_step"] for r in reported] == ["1", "2"]
     assert all(isinstance(r["val_accuracy"], str) for r in reported)  # what Katib takes
     best = max(float(r["val_accuracy"]) for r in reported)
