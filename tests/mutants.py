@@ -262,8 +262,8 @@ MUTANTS = [
     m(
         "reported metric is the training one",
         "trainer/task.py",
-        "metric_value=metrics[run.metric_tag],  # the tag is the history's key",
-        'metric_value=metrics[run.metric_tag.replace("val_", "train_")],',
+        "report_tags(epoch, {run.metric_tag: metrics[run.metric_tag]})",
+        'report_tags(epoch, {run.metric_tag: metrics[run.metric_tag.replace("val_", "train_")]})',
         B + "trainer.py::test_every_epoch_reports_the_validation_loss_not_the_training_loss",
         "test_every_epoch_reports_the_validation_loss",
     ),
@@ -386,8 +386,8 @@ MUTANTS = [
     m(
         "every replica exports the model",
         "trainer/task.py",
-        "if result.is_chief and run.model_dir:",
-        "if run.model_dir:",
+        "if result.is_chief and (run.model_dir or tuning):",
+        "if run.model_dir or tuning:",
         "tests/test_trainer.py::test_two_process_multi_worker_only_chief_exports",
         "test_two_process_multi_worker_only_chief_exports",
         timeout=400.0,
@@ -598,6 +598,31 @@ MUTANTS = [
         'need(s.kubeflow_timeout_s >= 0, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
         B + "settings.py",
         "test_each_bad_setting_is_refused",
+    ),
+    # --- cost metrics and the model as a search parameter (issue 40) ---
+    m(
+        "the cost is reported at step 0, not with the last epoch",
+        "trainer/task.py",
+        'report_tags(int(result.history[-1]["epoch"]), costs)',
+        "report_tags(0, costs)",
+        "tests/test_cost_metrics.py::test_a_trial_reports_its_cost_and_a_team_builders_metric_with_its_last_step",
+        "test_a_trial_reports_its_cost",
+    ),
+    m(
+        "every metric counts as measured once",
+        "pipelines/study/trials.py",
+        "return {k: values[0] for k, values in seen.items() if len(values) == 1}",
+        "return {k: values[0] for k, values in seen.items()}",
+        "tests/test_cost_metrics.py",
+        "test_a_metric_reported_every_step_is_not_measured_once",
+    ),
+    m(
+        "every model gets every model's own parameters",
+        "pipelines/study/model_choice.py",
+        "+ tuple(dataclasses.replace(c, parent_values=()) for c in choice.active_children(m)),",
+        "+ tuple(dataclasses.replace(c, parent_values=()) for c in choice.conditional),",
+        "tests/test_model_choice.py",
+        "test_the_backbones_preset_loads_each_model_with_its_own_parameters",
     ),
 ]
 

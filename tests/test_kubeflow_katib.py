@@ -1148,6 +1148,8 @@ def test_the_real_trainer_through_the_katib_trial_template(
         .read_text()
         .splitlines()
     ]
+    costs = [r for r in reported if "latency_ms" in r or "model_size_mb" in r]
+    assert [r["global_step"] for r in costs] == ["2", "2"]  # measured once, with the last step
     accuracy = [r for r in reported if "val_accuracy" in r]
     assert [r["global_step"] for r in accuracy] == ["1", "2"]
     # Every validation metric, each epoch: a study may take any of them as an objective.
