@@ -9,6 +9,7 @@ from typing import Any
 from pipelines.models import KnownModel, describe_model
 from pipelines.settings import Settings, SettingsError
 from pipelines.study import objectives as objective_rules
+from pipelines.study.model_choice import models_of
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import (
     SearchSpace,
@@ -55,10 +56,13 @@ def fitting_presets(known: KnownModel) -> list[str]:
     fit = []
     for name in preset_names():
         try:
-            load_search_space(name, known.spec.all_hyperparameters(), open_ended=not known.checked)
+            space = load_search_space(
+                name, known.spec.all_hyperparameters(), open_ended=not known.checked
+            )
         except SearchSpaceError:
             continue
-        fit.append(name)
+        if not models_of(space):  # a model choice does not fit a model: it replaces it
+            fit.append(name)
     return fit
 
 

@@ -21,7 +21,8 @@ Control flags:
     --ledger=PATH       on success append one JSON line: trial, task, params, env
     --starts=PATH       on start append one line: the trial id (every run, failed ones too)
     --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
-    --size_tag=T        also report tag T = num_units / 100 every epoch (a cost objective)
+    --cost              after the last epoch report model_size_mb and latency_ms with its
+                        step, as the trainer reports its cost (a function of num_units)
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ CONTROL_FLAGS = {
     "epochs",
     "sleep",
     "metric_tag",
-    "size_tag",
     "decay_after",
     "fail_at",
     "hang_at",
@@ -51,6 +51,7 @@ CONTROL_FLAGS = {
     "tmp_file",
     "starts",
     "falling",
+    "cost",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -156,13 +157,13 @@ def main(argv: list[str]) -> int:
                 metric_value=value,
                 global_step=epoch,
             )
-            if control.get("size_tag"):
-                reporter.report_hyperparameter_tuning_metric(
-                    hyperparameter_metric_tag=str(control["size_tag"]),
-                    metric_value=float(params.get("num_units", 1)) / 100,
-                    global_step=epoch,
-                )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
+    if control.get("cost") and reporter is not None and task == "chief":
+        units = float(params.get("num_units", 128))
+        for tag, value in (("model_size_mb", units / 100), ("latency_ms", 1 + units / 64)):
+            reporter.report_hyperparameter_tuning_metric(
+                hyperparameter_metric_tag=tag, metric_value=value, global_step=epoch
+            )
     if control.get("ledger"):
         record = {
             "trial": trial,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.settings import Settings, SettingsError
+from pipelines.study import model_choice
 from pipelines.study import search_space as ss
 from pipelines.study.search_space import SearchSpaceError
 from trainer import contract
@@ -109,8 +110,36 @@ def test_every_value_of_every_preset_passes_the_flags_of_each_model_it_fits(
                 assert float(value) == pytest.approx(float(text))
 
 
+# Presets whose `model` is a search parameter (`backbones`): each model with its own values.
+CHOICE_MODELS = [
+    (preset, model)
+    for preset in ss.preset_names()
+    for model in model_choice.models_of(ss.load_search_space(preset, open_ended=True))
+]
+
+
+@pytest.mark.parametrize("preset, model", CHOICE_MODELS, ids=[f"{p}-{m}" for p, m in CHOICE_MODELS])
+def test_every_value_a_model_choice_proposes_to_a_model_passes_its_flags(preset, model, data_dir):
+    """A trial of `model` gets the shared parameters and that model's own, and --model last."""
+    space = model_choice.per_model(ss.load_search_space(preset))[model]
+    for p in space.all_parameters():
+        for text in proposed_texts(p):
+            hparams, _ = parse_args(
+                [
+                    "--data",
+                    data_dir,
+                    "--model=cnn",
+                    f"--{p.parameter_id}={text}",
+                    f"--model={model}",
+                ]
+            )
+            assert hparams.model == model
+            value = hparams.hyperparameters()[p.parameter_id]
+            assert value == text if p.type == "categorical" else float(value) == float(text)
+
+
 def test_every_preset_fits_some_model_and_every_model_has_a_preset():
-    fitted = {preset for preset, _ in PRESET_MODELS}
+    fitted = {preset for preset, _ in PRESET_MODELS} | {preset for preset, _ in CHOICE_MODELS}
     assert fitted == set(ss.preset_names())
     assert all(spec.presets for spec in MODELS.values())
 
@@ -141,7 +170,10 @@ def test_a_space_from_yaml_passes_the_trainer_flags_at_every_bound(tmp_path, dat
             "--metric_tag=accuracy: say val_accuracy (the validation accuracy this tag always "
             "meant)",
         ),
-        ("--metric_tag=auc", "--metric_tag=auc: expected one of val_accuracy, val_loss"),
+        (
+            "--metric_tag=auc",
+            "--metric_tag=auc: expected one of val_accuracy, val_loss, model_size_mb, latency_ms",
+        ),
     ],
 )
 def test_the_trainer_refuses_values_outside_the_contract_in_one_line(flag, expected, data_dir):

@@ -130,3 +130,48 @@ def test_a_metric_reported_every_step_is_not_measured_once():
     steps = [dict(m.metrics) for m in _measurements()]
     assert trials_lib.measured_once(steps) == {"latency_ms": 4.0, "model_size_mb": 0.5}
     assert trials_lib.measured_once(list(itertools.repeat({"a": 1.0}, 2))) == {}
+
+
+TEAM_BUILDER = """
+import keras
+
+
+def build(image_shape, num_classes, *, width: int = 8):
+    inputs = keras.Input(shape=tuple(image_shape))
+    x = keras.layers.Flatten()(keras.layers.Conv2D(width, 3)(inputs))
+    return keras.Model(inputs, keras.layers.Dense(num_classes)(x))
+
+
+build.hpt_metrics = lambda model: {"params_k": model.count_params() / 1000}
+"""
+
+
+@pytest.mark.slow
+def test_a_trial_reports_its_cost_and_a_team_builders_metric_with_its_last_step(
+    synthetic_data, tmp_path
+):
+    import json
+
+    from tests.conftest import ROOT, run_trainer
+
+    (tmp_path / "teamcost.py").write_text(TEAM_BUILDER)
+    metrics_file = tmp_path / "hypertune" / "output.metrics"
+    result = run_trainer(
+        [f"--data={synthetic_data}", "--model=teamcost:build", "--epochs=2", "--batch_size=16"],
+        CLOUD_ML_HP_METRIC_FILE=str(metrics_file),
+        CLOUD_ML_TRIAL_ID="9",
+        PYTHONPATH=f"{tmp_path}:{ROOT}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    reports = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    tags = {
+        k: r["global_step"]
+        for r in reports
+        for k in r
+        if k not in ("timestamp", "trial", "global_step", "checkpoint_path")
+    }
+    # No --model_dir: nothing is exported, the cost is measured all the same.
+    assert tags == {"val_accuracy": "2", "model_size_mb": "2", "latency_ms": "2", "params_k": "2"}
+    (params_k,) = [float(r["params_k"]) for r in reports if "params_k" in r]
+    (size,) = [float(r["model_size_mb"]) for r in reports if "model_size_mb" in r]
+    assert size == pytest.approx(params_k * 1000 * 4 / 1e6)  # float32 variables

@@ -152,6 +152,26 @@ def test_measurement_selection(tmp_path, selection, step):
     assert trials[0]["finalMeasurement"]["stepCount"] == step
 
 
+def test_the_final_measurement_carries_the_cost_reported_once_with_the_last_step(tmp_path):
+    """BEST_MEASUREMENT picks epoch 2; the cost, reported with epoch 4, is in it all the same."""
+    (trial,) = study(
+        tmp_path,
+        "--epochs=4",
+        "--decay_after=2",
+        "--cost",
+        max_trial_count=1,
+        parallel_trial_count=1,
+        study_spec_measurement_selection_type="BEST_MEASUREMENT",
+    )
+    units = tl.trial_parameters(trial)["num_units"]
+    assert trial["finalMeasurement"]["stepCount"] == "2"
+    assert tl.final_metric(trial, "model_size_mb") == pytest.approx(units / 100)
+    assert tl.final_metric(trial, "latency_ms") == pytest.approx(1 + units / 64)
+    last = trial["measurements"][-1]
+    assert last["stepCount"] == "4" and "latency_ms" in tl.measurement_metrics(last)
+    tl.validate_trial(trial)
+
+
 # --- the search -----------------------------------------------------------------------------------
 
 

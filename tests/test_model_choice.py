@@ -4,6 +4,7 @@ define-by-run proposals, the study's image size and weights, and Katib's refusal
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -275,3 +276,17 @@ def test_kubeflow_refuses_the_conditional_model_choice_in_one_line(command, monk
     assert result.exit_code == 2, result.output
     assert result.output.strip().splitlines() == [KATIB_REFUSAL]
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("weights", "expected"), [(None, ""), ("none", "none")])
+def test_unset_weights_stay_unset_in_a_model_choice_payload(weights, expected, tmp_path):
+    """Each model then takes its own default; the fixed cnn's `none` would starve the others."""
+    import yaml
+
+    from pipelines.compiler import compile_pipeline
+
+    settings = _settings(tmp_path, weights=weights)
+    spec = yaml.safe_load(
+        Path(compile_pipeline("local", settings, str(tmp_path / "p.yaml"))).read_text()
+    )
+    assert spec["root"]["inputDefinitions"]["parameters"]["weights"]["defaultValue"] == expected

@@ -79,3 +79,46 @@ def test_fetch_trials_converts_vertex_protos_to_the_trials_schema(monkeypatch):
     assert trials.trial_state(got[1]) == trials.TrialState.INFEASIBLE
     for trial in got:
         trials.validate_trial(trial)
+
+
+def test_a_fetched_vertex_trial_keeps_the_cost_reported_at_another_step(monkeypatch):
+    """BEST_MEASUREMENT chose epoch 2; the cost came with epoch 3 only: it joins the final one."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform.compat.types import hyperparameter_tuning_job as gca_job
+    from google.cloud.aiplatform.compat.types import study as gca_study
+
+    def measurement(step, **metrics):
+        return gca_study.Measurement(
+            step_count=step,
+            metrics=[
+                gca_study.Measurement.Metric(metric_id=k, value=v) for k, v in metrics.items()
+            ],
+        )
+
+    proto = gca_job.HyperparameterTuningJob(
+        name="projects/p/locations/us-central1/hyperparameterTuningJobs/43",
+        trials=[
+            gca_study.Trial(
+                id="1",
+                state=gca_study.Trial.State.SUCCEEDED,
+                final_measurement=measurement(2, val_accuracy=0.9),
+                measurements=[
+                    measurement(1, val_accuracy=0.5),
+                    measurement(2, val_accuracy=0.9),
+                    measurement(3, val_accuracy=0.8, latency_ms=4.0, model_size_mb=0.5),
+                ],
+            )
+        ],
+    )
+    monkeypatch.setattr(
+        aiplatform.HyperparameterTuningJob, "_get_gca_resource", lambda self, *a, **kw: proto
+    )
+    (got,) = vertex_trials.fetch_trials(proto.name, credentials=AnonymousCredentials())
+    assert got["finalMeasurement"]["stepCount"] == "2"
+    assert trials.measurement_metrics(got["finalMeasurement"]) == {
+        "val_accuracy": 0.9,
+        "latency_ms": 4.0,
+        "model_size_mb": 0.5,
+    }
+    trials.validate_trial(got)

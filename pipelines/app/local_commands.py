@@ -175,12 +175,16 @@ def run(
 
     from pipelines import ownership
     from pipelines.app import interrupts, local_run, run_summary
+    from pipelines.settings_space import study_space
+    from pipelines.study.model_choice import models_of
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
+    choice = models_of(study_space(settings))  # a model choice: each trial's own model
+    model = f"{'|'.join(choice)} (searched)" if choice else settings.model
 
     def announce() -> None:  # once the output is this run's: a refusal stays one line
         console.print(
-            f"[bold]hpt-pipeline run[/]: model={settings.model} source={settings.source} "
+            f"[bold]hpt-pipeline run[/]: model={model} source={settings.source} "
             f"image_size={settings.image_size} trials={settings.max_trials} "
             f"(parallel {settings.parallel_trials}) epochs={settings.epochs} "
             f"final job=1 chief + {settings.workers} worker(s) → {settings.output}"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from typing import Any
 
-from pipelines.study.search_space import Parameter, SearchSpace, SearchSpaceError
 from trainer.contract import TRAINER_HYPERPARAMETERS, Hyperparameter
 from trainer.models import MODELS
 from trainer.models.custom import REFERENCE
@@ -24,11 +24,19 @@ MODEL_PARAMETER = "model"
 ModelFlags = Callable[[str], tuple[Mapping[str, Hyperparameter], bool]]
 
 
-def model_parameter(space: SearchSpace) -> Parameter | None:
-    """The space's `model` parameter, None when it has none.
+class ModelChoiceError(ValueError):
+    """A model choice the trainer cannot take; one line (`search_space` re-raises it as its own).
+
+    This module works on `search_space`'s types without importing it (that module imports
+    this one to check a space with a `model` parameter).
+    """
+
+
+def model_parameter(space: Any) -> Any:
+    """The `SearchSpace`'s `model` parameter, None when it has none.
 
     Raises:
-        SearchSpaceError: `model` is conditional, or not categorical, or names no model.
+        ModelChoiceError: `model` is conditional, or not categorical, or names no model.
     """
     found = [p for p in space.all_parameters() if p.parameter_id == MODEL_PARAMETER]
     if not found:
@@ -36,21 +44,21 @@ def model_parameter(space: SearchSpace) -> Parameter | None:
     choice = found[0]
     name = f"parameter {MODEL_PARAMETER!r}"
     if choice not in space.parameters:
-        raise SearchSpaceError(f"{name}: a model choice is a top-level parameter, not conditional")
+        raise ModelChoiceError(f"{name}: a model choice is a top-level parameter, not conditional")
     if choice.type != "categorical":
-        raise SearchSpaceError(
+        raise ModelChoiceError(
             f"{name}: a {choice.type}, expected categorical (values: model names)"
         )
     for value in choice.values:
         if value not in MODELS and not REFERENCE.match(str(value)):
-            raise SearchSpaceError(
+            raise ModelChoiceError(
                 f"{name}: value {value!r} is not a model (expected one of "
                 f"{', '.join(MODELS)} or package.module:function)"
             )
     return choice
 
 
-def models_of(space: SearchSpace) -> tuple[str, ...]:
+def models_of(space: Any) -> tuple[str, ...]:
     """The models the space chooses among (empty: no `model` parameter)."""
     choice = model_parameter(space)
     return tuple(str(v) for v in choice.values) if choice else ()
@@ -63,33 +71,38 @@ def builtin_flags(model: str) -> tuple[Mapping[str, Hyperparameter], bool]:
     return TRAINER_HYPERPARAMETERS, False
 
 
-def per_model(space: SearchSpace) -> dict[str, SearchSpace]:
-    """For each model in the choice, the parameters a trial of that model gets (no `model`)."""
+def per_model(space: Any) -> dict[str, Any]:
+    """For each model in the choice, the `SearchSpace` a trial of that model gets (no `model`)."""
     choice = model_parameter(space)
     assert choice is not None
     shared = tuple(p for p in space.parameters if p is not choice)
     return {
-        str(m): SearchSpace(
-            shared
+        str(m): dataclasses.replace(
+            space,
+            parameters=shared
             + tuple(dataclasses.replace(c, parent_values=()) for c in choice.active_children(m)),
-            space.metrics,
         )
         for m in choice.values
     }
 
 
-def check_per_model(space: SearchSpace, model_flags: ModelFlags | None = None) -> None:
+def check_per_model(
+    space: Any, check: Callable[..., None], model_flags: ModelFlags | None = None
+) -> None:
     """Every model in the choice must take every value the study can propose to it.
 
-    Raises:
-        SearchSpaceError: `model <name>: <what the trainer refuses>`, in one line.
-    """
-    from pipelines.study.search_space import check_against_trainer
+    Args:
+        space: A `SearchSpace` with a `model` parameter.
+        check: `search_space.check_against_trainer`, applied to each model's space.
+        model_flags: Each model's flags (default: the registered models').
 
+    Raises:
+        ModelChoiceError: `model <name>: <what the trainer refuses>`, in one line.
+    """
     flags_of = model_flags or builtin_flags
     for model, sub in per_model(space).items():
         flags, known = flags_of(model)
         try:
-            check_against_trainer(sub, flags, open_ended=not known)
-        except SearchSpaceError as err:
-            raise SearchSpaceError(f"model {model}: {err}") from None
+            check(sub, flags, open_ended=not known)
+        except ValueError as err:
+            raise ModelChoiceError(f"model {model}: {err}") from None

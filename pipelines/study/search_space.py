@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipelines.study import model_choice
 from trainer.contract import DEFAULT_METRIC_TAG, GOALS, Hyperparameter
 from trainer.models import model_spec
 
@@ -411,11 +412,12 @@ def check_against_trainer(
     Raises:
         SearchSpaceError: Naming the parameter and what the trainer expects.
     """
-    from pipelines.study import model_choice  # it builds on this module
-
-    if model_choice.model_parameter(space) is not None:
-        model_choice.check_per_model(space, model_flags)
-        return
+    try:
+        if model_choice.model_parameter(space) is not None:
+            model_choice.check_per_model(space, check_against_trainer, model_flags)
+            return
+    except model_choice.ModelChoiceError as err:
+        raise SearchSpaceError(str(err)) from None
     for p in space.all_parameters():
         name = f"parameter {p.parameter_id!r}"
         spec = hyperparameters.get(p.parameter_id)
