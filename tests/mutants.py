@@ -370,8 +370,8 @@ MUTANTS = [
     m(
         "every replica exports the model",
         "trainer/task.py",
-        "if result.is_chief and run.model_dir:",
-        "if run.model_dir:",
+        "if result.is_chief and (run.model_dir or tuning):",
+        "if run.model_dir or tuning:",
         "tests/test_trainer.py::test_two_process_multi_worker_only_chief_exports",
         "test_two_process_multi_worker_only_chief_exports",
         timeout=400.0,
