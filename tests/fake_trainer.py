@@ -25,7 +25,6 @@ Control flags:
     --fail_say=TEXT     the line printed (on stderr) before failing
     --resume            checkpoint each epoch in $AIP_CHECKPOINT_DIR and resume after the last
                         one; past the last epoch, report it again (as `trainer.train` does)
-    --size_tag=T        also report tag T = num_units / 100 every epoch (a cost objective)
     --cost              after the last epoch report model_size_mb and latency_ms with its
                         step, as the trainer reports its cost (a function of num_units)
 """
@@ -44,7 +43,6 @@ CONTROL_FLAGS = {
     "epochs",
     "sleep",
     "metric_tag",
-    "size_tag",
     "decay_after",
     "fail_at",
     "hang_at",
@@ -177,12 +175,6 @@ def main(argv: list[str]) -> int:
                 metric_value=value,
                 global_step=epoch,
             )
-            if control.get("size_tag"):
-                reporter.report_hyperparameter_tuning_metric(
-                    hyperparameter_metric_tag=str(control["size_tag"]),
-                    metric_value=float(params.get("num_units", 1)) / 100,
-                    global_step=epoch,
-                )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
         if control.get("resume"):
             os.makedirs(os.path.dirname(checkpoint), exist_ok=True)

@@ -262,8 +262,8 @@ MUTANTS = [
     m(
         "reported metric is the training one",
         "trainer/task.py",
-        "report_tags(epoch, {run.metric_tag: metrics[run.metric_tag]})",
-        'report_tags(epoch, {run.metric_tag: metrics[run.metric_tag.replace("val_", "train_")]})',
+        "report_tags(epoch, {tag: metrics[tag] for tag in tags})  # the tag is the history's key",
+        'report_tags(epoch, {tag: metrics[tag.replace("val_", "train_")] for tag in tags})',
         B + "trainer.py::test_every_epoch_reports_the_validation_loss_not_the_training_loss",
         "test_every_epoch_reports_the_validation_loss",
     ),
@@ -311,7 +311,7 @@ MUTANTS = [
     m(
         "loss threshold read as a lower bound",
         "pipelines/study/selection.py",
-        'met = value >= threshold if goal == "maximize" else value <= threshold',
+        'met = value >= threshold if primary.goal == "maximize" else value <= threshold',
         "met = value >= threshold",
         B + "threshold.py",
         "test_a_study_below_the_trial_threshold_stops_before_the_final_training[val_loss",

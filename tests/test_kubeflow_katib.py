@@ -1150,10 +1150,10 @@ def test_the_real_trainer_through_the_katib_trial_template(
     ]
     costs = [r for r in reported if "latency_ms" in r or "model_size_mb" in r]
     assert [r["global_step"] for r in costs] == ["2", "2"]  # measured once, with the last step
-    accuracy = [r for r in reported if "val_accuracy" in r]
-    assert [r["global_step"] for r in accuracy] == ["1", "2"]
     # Every validation metric, each epoch: a study may take any of them as an objective.
     assert [r["global_step"] for r in reported if "val_loss" in r] == ["1", "2"]
+    accuracy = [r for r in reported if "val_accuracy" in r]
+    assert [r["global_step"] for r in accuracy] == ["1", "2"]
     assert all(isinstance(r["val_accuracy"], str) for r in accuracy)  # what Katib takes
     best = max(float(r["val_accuracy"]) for r in accuracy)
     assert trials_lib.final_metric(converted, "val_accuracy") == best
