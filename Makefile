@@ -37,7 +37,7 @@ golden: $(STAMP) ## Regenerate the golden compiled specs (tests/golden) after an
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_pipeline_spec.py -k golden
 
 mutants: $(STAMP) ## Plant known bugs one at a time in a copy and check the tests catch each (minutes)
-	$(PY) tests/mutants.py $(ARGS)
+	$(PY) tests/mutants.py --preflight $(ARGS)
 
 each-file: $(STAMP) ## Run each test file by itself: none may pass only thanks to another's imports
 	nice -n 10 $(PY) tests/run_each_file.py $(FILES)

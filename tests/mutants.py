@@ -1,12 +1,14 @@
 """Planted one-line bugs, each in a temporary copy of the project, against the tests for it.
 
-Run `make mutants` (or `.venv/bin/python tests/mutants.py [-k NAME ...] [--list]`). For each
-mutant: the project's files (tracked, and untracked ones git does not ignore) are copied
-to a temporary folder, the mutant's lines are replaced there, and the test files named
-for it run with this checkout's interpreter, from the copy (cwd and `PYTHONPATH`), with
-`-x -q`. It is *killed* when a test fails, *for the right reason* when the failing test
-is the one named in `expect`. A mutant whose line is not found (the code moved on) is
-reported as `missing`: fix its line here. Not collected by pytest (no `test_` prefix).
+Run `make mutants` (or `.venv/bin/python tests/mutants.py [-k NAME ...] [--list]
+[--preflight]`). For each mutant: the project's files (tracked, and untracked ones git does
+not ignore) are copied to a temporary folder, the mutant's lines are replaced there, and the
+test files named for it run with this checkout's interpreter, from the copy (cwd, `PWD` and
+`PYTHONPATH`), with `-x -q`. It is *killed* when a test fails, *for the right reason* when
+the failing test is the one named in `expect`. A mutant whose line is not found (the code
+moved on) is reported as `missing`: fix its line here. `--preflight` first runs each named
+test file alone in an unmutated copy: one that fails there would report false kills. Not
+collected by pytest (no `test_` prefix).
 """
 
 from __future__ import annotations
@@ -719,12 +721,37 @@ def run_mutant(mutant: Mutant, files: list[str]) -> tuple[str, str, float]:
     return outcome, f"{failed[0]}\n{'':23}{why[:150]}", seconds
 
 
+def preflight(chosen: list[Mutant], files: list[str]) -> bool:
+    """Whether each test file the mutants name passes alone in an unmutated copy.
+
+    A file that fails there (or passes only after another file ran) would report false kills.
+    """
+    if str(ROOT) not in sys.path:  # run as a script: tests/ is on the path, not the root
+        sys.path.insert(0, str(ROOT))
+    from tests.run_each_file import run_alone
+
+    tests = list(dict.fromkeys(t.split("::")[0] for x in chosen for t in x.tests))
+    with tempfile.TemporaryDirectory(prefix="mutant-preflight-") as folder:
+        copy = Path(folder) / "project"
+        copy_project(copy, files)
+        check_copy_runs(copy)
+        failing = [t for t in tests if run_alone(copy, t)[0] not in (0, 5)]
+    for test in failing:
+        print(f"preflight: {test} fails alone, unmutated: fix it before trusting its kills")
+    return not failing
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "-k", action="append", default=[], help="only mutants whose name contains this (repeatable)"
     )
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument(
+        "--preflight",
+        action="store_true",
+        help="first run each chosen test file alone in an unmutated copy (all must pass)",
+    )
     args = parser.parse_args(argv)
     chosen = [x for x in MUTANTS if not args.k or any(k in x.name for k in args.k)]
     if args.list:
@@ -732,6 +759,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{x.name}  [{x.path}]  {x.edits[0][0]!r} -> {x.edits[0][1]!r}  ({x.expect})")
         return 0
     files = project_files()
+    if args.preflight and not preflight(chosen, files):
+        return 2
     results = []
     for x in chosen:
         outcome, detail, seconds = run_mutant(x, files)

@@ -10,6 +10,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from pipelines.app import schedule_actions
 from pipelines.app.cloud_commands import schedule_app, submit
 from tests.test_vertex_client import (
     KMS_KEY,
@@ -23,6 +24,9 @@ from tests.test_vertex_client import (
     find_secrets,
 )
 
+# `schedule list/pause/resume/delete` register on `schedule_app` when schedule_actions is
+# imported (as the CLI does): imported here, so this file does not rely on another's.
+assert schedule_actions.schedule_app is schedule_app
 app = typer.Typer()
 app.command("submit")(submit)
 app.add_typer(schedule_app, name="schedule")

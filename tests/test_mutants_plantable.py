@@ -34,3 +34,27 @@ def test_every_module_mutmut_covers_exists_with_its_test_files():
         assert (ROOT / module).exists(), module
         assert tests and all((ROOT / t).is_file() for t in tests), (module, tests)
     assert all(covering(m) for m in DEFAULT)
+
+
+def test_a_test_file_that_passes_only_after_another_is_reported_failing_alone(tmp_path):
+    """`tests/run_each_file.py`: the second file relies on the first having imported json."""
+    from tests.run_each_file import main
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text(
+        "import sys\nimport json\n\ndef test_a():\n    sys.modules['shared'] = json\n"
+    )
+    (tmp_path / "tests" / "test_b.py").write_text(
+        "import sys\n\ndef test_b():\n    assert 'shared' in sys.modules\n"
+    )
+    import io
+    from contextlib import redirect_stdout
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main(["--root", str(tmp_path)])
+    lines = out.getvalue().splitlines()
+    assert code == 1
+    assert lines[0].startswith("ok ") and "tests/test_a.py" in lines[0]
+    assert any(line.startswith("FAILED") and "tests/test_b.py" in line for line in lines)
+    assert lines[-1] == "1/2 test files pass alone"

@@ -203,6 +203,10 @@ def test_a_setting_gone_from_the_current_run_is_a_difference():
     assert study_identity.differences({"epochs": 10, "gone": 1}, {"epochs": 10}) == [
         "gone: 1 → '(unset)'"
     ]
+    # A recorded identity without the dataset's fingerprint (no setting of that name).
+    assert study_identity.differences({"epochs": 10}, {"epochs": 10, "dataset": "sample"}) == [
+        "dataset: '(unset)' → 'sample'"
+    ]
 
 
 def test_a_resume_counts_failed_trials_as_kept_and_says_nothing_of_none_interrupted(tmp_path):

@@ -199,6 +199,8 @@ def test_on_cloud_targets_every_replica_is_told_how_many_gpus_it_must_see():
     (on_tpu,) = wp.trial_worker_pool_specs(**CONTAINER, **tpu, expect_gpus=True)
     assert local["container_spec"]["args"] == on_tpu["container_spec"]["args"] == CONTAINER["args"]
     assert len(wp.training_worker_pool_specs(**CONTAINER)) == 1  # no workers by default
+    (local_chief,) = wp.training_worker_pool_specs(**CONTAINER, **GPUS)
+    assert local_chief["container_spec"]["args"] == CONTAINER["args"]
 
 
 def test_builder_and_validation_messages_name_the_value_and_the_pool():
@@ -222,6 +224,10 @@ def test_builder_and_validation_messages_name_the_value_and_the_pool():
     )
     assert refusal(wp.validate_worker_pool_specs, [_pool(), _pool(replicaCount=1)]) == (
         "worker_pool_specs[1]: key 'replicaCount' is camelCase, expected snake_case"
+    )
+    as_json = json.dumps(_pool(replicaCount=1))  # a pool as the compiled spec may carry it
+    assert refusal(wp.validate_worker_pool_specs, [as_json]) == (
+        "worker_pool_specs[0]: key 'replicaCount' is camelCase, expected snake_case"
     )
     bogus = refusal(wp.validate_worker_pool_specs, [_pool(), _pool(bogus=1)])
     assert bogus.startswith("worker_pool_specs[1]")
