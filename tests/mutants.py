@@ -363,6 +363,22 @@ MUTANTS = [
         "tests/test_features.py",
         "test_features_over_the_budget_are_refused_in_one_line",
     ),
+    m(
+        "cached features shuffled in another order than the images",
+        "trainer/feature_store.py",
+        "d.shuffle(data.SHUFFLE_BUFFER, seed=seed + context.input_pipeline_id)",
+        "d.shuffle(data.SHUFFLE_BUFFER, seed=seed + 1 + context.input_pipeline_id)",
+        "tests/test_feature_training.py",
+        "test_a_cached_trial_trains_as_from_images_and_exports_the_whole_model",
+    ),
+    m(
+        "the export of a frozen-backbone trial keeps the untrained head",
+        "trainer/stages.py",
+        "model.get_layer(name).set_weights(head.get_layer(name).get_weights())",
+        "model.get_layer(name).get_weights()",
+        "tests/test_feature_training.py",
+        "test_a_cached_trial_trains_as_from_images_and_exports_the_whole_model",
+    ),
 ]
 
 
