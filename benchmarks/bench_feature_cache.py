@@ -91,6 +91,7 @@ def run_unit(args: Any) -> dict[str, Any]:
         assert features.main([*argv, f"--trainable_blocks={values}"]) == 0
         cache_seconds = time.perf_counter() - started
     accuracies = []
+    split = {"train": 0.0, "export": 0.0, "epochs": 0.0}  # summed over trials
     for index, (tb, lr) in enumerate(study):
         model_dir = str(out / f"trial{index}")
         if args.side == "seeds":
@@ -104,8 +105,10 @@ def run_unit(args: Any) -> dict[str, Any]:
             **common_h,
         )
         run = RunConfig(data=data, features=cache if args.side == "auto" else "")
+        trial_started = time.perf_counter()
         result = train.train(hparams, run)
         metadata = result.metadata
+        exported = time.perf_counter()
         export.export_model(
             result.weights,
             model_dir=model_dir,
@@ -115,12 +118,16 @@ def run_unit(args: Any) -> dict[str, Any]:
             card={},
         )
         accuracies.append(result.history[-1]["val_accuracy"])
+        split["train"] += exported - trial_started
+        split["export"] += time.perf_counter() - exported
+        split["epochs"] += sum(h.get("seconds", 0.0) for h in result.history)
         keras.backend.clear_session()
     return {
         "seconds": time.perf_counter() - started,
         "features_seconds": cache_seconds,
         "val_accuracies": accuracies,
         "best_val_accuracy": max(accuracies),
+        "breakdown_seconds": split,
     }
 
 
