@@ -28,12 +28,10 @@ def features_on_kubeflow(
     features: dsl.Output[dsl.Artifact],
 ):
     """Run `python -m trainer.features` in a pod (nothing when the plan caches nothing)."""
-    import time
-
     from pipelines.jobs import features_artifact
     from pipelines.targets.kubeflow import final_job
 
-    start = time.monotonic()
+    start = features_artifact.clock()
     before = features_artifact.entries(features_dir)
     result = features_artifact.SKIPPED
     if worker_pool_specs:
@@ -57,7 +55,7 @@ def features_on_kubeflow(
             features_dir=features_dir,
             trainable_blocks=trainable_blocks,
             reason=reason,
-            seconds=time.monotonic() - start,
+            seconds=features_artifact.clock() - start,
             result=result,
         )
     )

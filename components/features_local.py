@@ -15,11 +15,9 @@ def features_locally(
     features: dsl.Output[dsl.Artifact],
 ):
     """Run `python -m trainer.features` here (nothing when the plan caches nothing)."""
-    import time
-
     from pipelines.jobs import features_artifact
 
-    start = time.monotonic()
+    start = features_artifact.clock()
     before = features_artifact.entries(features_dir)
     if worker_pool_specs:  # the executor's imports only when there is a job to run
         from pipelines.jobs import fork_client, local_job
@@ -41,7 +39,7 @@ def features_locally(
         features_dir=features_dir,
         trainable_blocks=trainable_blocks,
         reason=reason,
-        seconds=time.monotonic() - start,
+        seconds=features_artifact.clock() - start,
         result=result,
     )
     print(line)

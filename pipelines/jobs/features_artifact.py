@@ -9,12 +9,18 @@ is seen from a local folder itself: an entry that appeared or was rewritten mean
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from pipelines.jobs.trainer_args import FEATURES_DIR_KEY, LOCATION_KEY
 
 COMPUTED, REUSED, SKIPPED = "computed", "reused", "skipped"
 DONE = "done"  # a cache in object storage: the job's own log says whether it reused it
+
+
+def clock() -> float:
+    """Seconds on a monotonic clock: the step's duration is the difference of two readings."""
+    return time.monotonic()
 
 
 def entries(folder: str) -> dict[str, int]:
