@@ -23,17 +23,24 @@ def clock() -> float:
     return time.monotonic()
 
 
-def entries(folder: str) -> dict[str, int]:
-    """The cache folder's entries and their modification times (empty for gs:// or none)."""
-    if not folder or "://" in folder or not os.path.isdir(folder):
+def entries(folder: str) -> dict[str, int] | None:
+    """The cache folder's entries and their modification times (None: not a local folder)."""
+    if not folder or "://" in folder:
+        return None
+    if not os.path.isdir(folder):
         return {}
     return {  # a hidden entry is one being written (renamed into place when complete)
         e.name: e.stat().st_mtime_ns for e in os.scandir(folder) if not e.name.startswith(".")
     }
 
 
-def outcome(before: dict[str, int], after: dict[str, int]) -> str:
-    """`computed` when an entry appeared or was rewritten between the snapshots, else `reused`."""
+def outcome(before: dict[str, int] | None, after: dict[str, int] | None) -> str:
+    """`computed` when an entry appeared or was rewritten between the snapshots, else `reused`.
+
+    `done` for a folder this process cannot list (object storage): the job's log says which.
+    """
+    if before is None or after is None:
+        return DONE
     return COMPUTED if any(before.get(name) != mtime for name, mtime in after.items()) else REUSED
 
 
