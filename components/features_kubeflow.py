@@ -31,12 +31,10 @@ def features_on_kubeflow(
     pending_grace_s: int = 600,
 ):
     """Run `python -m trainer.features` in a pod (nothing when the plan caches nothing)."""
-    import time
-
     from pipelines.jobs import features_artifact
     from pipelines.targets.kubeflow import final_job
 
-    start = time.monotonic()
+    start = features_artifact.clock()
     before = features_artifact.entries(features_dir)
     result = features_artifact.SKIPPED
     if worker_pool_specs:
@@ -62,7 +60,7 @@ def features_on_kubeflow(
             features_dir=features_dir,
             trainable_blocks=trainable_blocks,
             reason=reason,
-            seconds=time.monotonic() - start,
+            seconds=features_artifact.clock() - start,
             result=result,
         )
     )

@@ -15,24 +15,20 @@ def features_locally(
     features: dsl.Output[dsl.Artifact],
 ):
     """Run `python -m trainer.features` here (nothing when the plan caches nothing)."""
-    import os
-    import time
-
     from pipelines.jobs import features_artifact
 
-    start = time.monotonic()
+    start = features_artifact.clock()
     before = features_artifact.entries(features_dir)
     if worker_pool_specs:  # the executor's imports only when there is a job to run
         from pipelines.jobs import fork_client, local_job
 
-        commands = local_job.pool_commands(worker_pool_specs)
-        log = os.path.join(local_job.job_local_dir(base_output_directory), fork_client.LOG_FILE)
-        with fork_client.session(commands, log_path=log) as server:
-            local_job.run_custom_job(
-                worker_pool_specs=worker_pool_specs,
-                base_output_directory=base_output_directory,
-                fork_server=server,
-            )
+        # Forked from the run's preloaded process (it serves trainer.features), as the
+        # preparation and evaluation steps are; started afresh outside a run.
+        local_job.run_custom_job(
+            worker_pool_specs=worker_pool_specs,
+            base_output_directory=base_output_directory,
+            fork_server=fork_client.shared_server(),
+        )
     result = (
         features_artifact.outcome(before, features_artifact.entries(features_dir))
         if worker_pool_specs
@@ -43,7 +39,7 @@ def features_locally(
         features_dir=features_dir,
         trainable_blocks=trainable_blocks,
         reason=reason,
-        seconds=time.monotonic() - start,
+        seconds=features_artifact.clock() - start,
         result=result,
     )
     print(line)

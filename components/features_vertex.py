@@ -23,13 +23,11 @@ def features_on_vertex(
     features: dsl.Output[dsl.Artifact],
 ):
     """Run `python -m trainer.features` as a Vertex custom job (nothing when the plan is empty)."""
-    import time
-
     from pipelines.jobs import features_artifact
     from pipelines.payloads import strict_parse
     from pipelines.targets.vertex import features_job
 
-    start = time.monotonic()
+    start = features_artifact.clock()
     result = features_artifact.SKIPPED
     if worker_pool_specs:
         payload = features_job.custom_job_payload(
@@ -55,7 +53,7 @@ def features_on_vertex(
             features_dir=features_dir,
             trainable_blocks=trainable_blocks,
             reason=reason,
-            seconds=time.monotonic() - start,
+            seconds=features_artifact.clock() - start,
             result=result,
         )
     )

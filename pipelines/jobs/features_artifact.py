@@ -9,6 +9,7 @@ is seen from a local folder itself: an entry that appeared or was rewritten mean
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from pipelines.jobs.trainer_args import FEATURES_DIR_KEY, LOCATION_KEY
@@ -17,17 +18,29 @@ COMPUTED, REUSED, SKIPPED = "computed", "reused", "skipped"
 DONE = "done"  # a cache in object storage: the job's own log says whether it reused it
 
 
-def entries(folder: str) -> dict[str, int]:
-    """The cache folder's entries and their modification times (empty for gs:// or none)."""
-    if not folder or "://" in folder or not os.path.isdir(folder):
+def clock() -> float:
+    """Seconds on a monotonic clock: the step's duration is the difference of two readings."""
+    return time.monotonic()
+
+
+def entries(folder: str) -> dict[str, int] | None:
+    """The cache folder's entries and their modification times (None: not a local folder)."""
+    if not folder or "://" in folder:
+        return None
+    if not os.path.isdir(folder):
         return {}
     return {  # a hidden entry is one being written (renamed into place when complete)
         e.name: e.stat().st_mtime_ns for e in os.scandir(folder) if not e.name.startswith(".")
     }
 
 
-def outcome(before: dict[str, int], after: dict[str, int]) -> str:
-    """`computed` when an entry appeared or was rewritten between the snapshots, else `reused`."""
+def outcome(before: dict[str, int] | None, after: dict[str, int] | None) -> str:
+    """`computed` when an entry appeared or was rewritten between the snapshots, else `reused`.
+
+    `done` for a folder this process cannot list (object storage): the job's log says which.
+    """
+    if before is None or after is None:
+        return DONE
     return COMPUTED if any(before.get(name) != mtime for name, mtime in after.items()) else REUSED
 
 

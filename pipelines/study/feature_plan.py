@@ -73,9 +73,7 @@ def plan_features(
     `spec` is None for a model the pipeline does not know by name (a team's builder).
     """
     if feature_cache == "off":
-        return FeaturePlan(
-            (), "feature cache off (feature_cache=off): every trial trains from images"
-        )
+        return FeaturePlan((), "feature_cache=off: every trial trains from images")
     if spec is None or spec.blocks <= 0:
         name = spec.name if spec else "a team's builder"
         return FeaturePlan((), f"nothing to cache: {name} declares no frozen backbone blocks")
