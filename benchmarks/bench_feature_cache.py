@@ -14,7 +14,7 @@ trials have it) to its last export:
   blocks frozen as the trial says.
 
 Sides alternate within each round (the order rotates), so drift and the other helpers'
-load hit all of them; ratios are of medians over rounds. `--flops` also measures
+load hit all of them; ratios are of medians over rounds. It then measures
 ResNet50's training step (whole network) in float32 and mixed_bfloat16 against this
 CPU's peak (see `peak_flops`).
 """
