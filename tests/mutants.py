@@ -330,6 +330,55 @@ MUTANTS = [
         B + "settings.py",
         "test_each_bad_setting_is_refused",
     ),
+    # --- the frozen backbone's feature cache (issue 39) ---
+    m(
+        "a trial whose whole network trains is cached",
+        "trainer/feature_keys.py",
+        "return blocks > 0 and 0 <= int(trainable_blocks) < blocks",
+        "return blocks > 0 and 0 <= int(trainable_blocks) <= blocks",
+        "tests/test_features.py",
+        "test_cacheable_values_leave_out_the_whole_network_and_models_without_blocks",
+    ),
+    m(
+        "an entry with other keys is reused",
+        "trainer/feature_store.py",
+        "differ = feature_keys.mismatches(expected, metadata)",
+        "differ: list[str] = []",
+        "tests/test_features.py",
+        "test_a_changed_weights_file_or_precision_recomputes",
+    ),
+    m(
+        "the cut is one block too low",
+        "trainer/frozen.py",
+        "frozen = set(order[:depth])",
+        "frozen = set(order[: depth - 1])",
+        "tests/test_features.py",
+        "test_the_cut_at_every_depth_is_exact_and_its_shape_is_the_tables",
+    ),
+    m(
+        "the budget is ignored",
+        "trainer/features.py",
+        "if max_bytes and estimate > max_bytes:",
+        "if max_bytes and estimate < max_bytes:",
+        "tests/test_features.py",
+        "test_features_over_the_budget_are_refused_in_one_line",
+    ),
+    m(
+        "cached features shuffled in another order than the images",
+        "trainer/feature_store.py",
+        "d.shuffle(data.SHUFFLE_BUFFER, seed=seed + context.input_pipeline_id)",
+        "d.shuffle(data.SHUFFLE_BUFFER, seed=seed + 1 + context.input_pipeline_id)",
+        "tests/test_feature_training.py",
+        "test_a_cached_trial_trains_as_from_images_and_exports_the_whole_model",
+    ),
+    m(
+        "the export of a frozen-backbone trial keeps the untrained head",
+        "trainer/stages.py",
+        "model.get_layer(name).set_weights(head.get_layer(name).get_weights())",
+        "model.get_layer(name).get_weights()",
+        "tests/test_feature_training.py",
+        "test_a_cached_trial_trains_as_from_images_and_exports_the_whole_model",
+    ),
 ]
 
 
