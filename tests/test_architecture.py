@@ -113,6 +113,7 @@ ROOMS: list[tuple[str, tuple[str, ...]]] = [
         "config",
         (
             "pipelines.settings",
+            "pipelines.settings_cloud",
             "pipelines.settings_space",
             "pipelines.schedules",
             "pipelines.templates",

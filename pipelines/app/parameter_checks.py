@@ -15,13 +15,8 @@ from typing import Any
 
 from pipelines.jobs.machines import MachineError, check_machine
 from pipelines.models import describe_model
-from pipelines.settings import (
-    FIELDS,
-    MAX_DISPLAY_NAME,
-    Settings,
-    SettingsError,
-    load_settings,
-)
+from pipelines.settings import FIELDS, Settings, SettingsError, load_settings
+from pipelines.settings_cloud import MAX_DISPLAY_NAME
 from pipelines.study.options import check_algorithm
 from pipelines.study.search_space import Metric, SearchSpace, SearchSpaceError
 from pipelines.study.search_space import check_against_trainer as check_space

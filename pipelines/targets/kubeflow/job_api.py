@@ -1,6 +1,6 @@
 """Which Kubernetes API runs the final job: the Training Operator's TFJob or Trainer v2's TrainJob.
 
-`kubeflow_job_api` (`pipelines.settings.KUBEFLOW_JOB_APIS`) names it; `auto` takes what the
+`kubeflow_job_api` (`pipelines.settings_cloud.KUBEFLOW_JOB_APIS`) names it; `auto` takes what the
 cluster serves, read through API discovery before anything is created: the TFJob where the
 Training Operator v1 is installed (it sets `TF_CONFIG` itself), else the TrainJob (Kubeflow
 1.11+ installs only Trainer v2). Neither served is one line naming both remedies. Both
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pipelines.settings import KUBEFLOW_JOB_APIS
+from pipelines.settings_cloud import KUBEFLOW_JOB_APIS
 from pipelines.targets.kubeflow.kube import api_error_line
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 
