@@ -327,10 +327,10 @@ MUTANTS = [
         "test_a_study_below_the_trial_threshold_stops_before_the_final_training",
     ),
     m(
-        "local median rule defaults drift from Katib's",
-        "pipelines/study/optuna_study.py",
-        "min_trials: int = 3",
-        "min_trials: int = 1",
+        "Katib's median rule drifts from the local one",
+        "pipelines/targets/kubeflow/experiment.py",
+        '"min_trials_required": str(MEDIAN_STOP_MIN_TRIALS),',
+        '"min_trials_required": "1",',
         B + "study.py",
         "test_local_early_stopping_defaults_are_katibs_medianstop_settings",
     ),
@@ -595,7 +595,7 @@ MUTANTS = [
     ),
     m(
         "a kubeflow timeout below a minute is accepted",
-        "pipelines/settings.py",
+        "pipelines/settings_cloud.py",
         'need(s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
         'need(s.kubeflow_timeout_s >= 0, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
         B + "settings.py",

@@ -212,8 +212,16 @@ def test_a_resumed_study_keeps_its_objectives_but_may_change_its_constraints(tmp
     def settings(**values):
         return Settings(**{**LOCAL_RUN_DEFAULTS, "output": str(tmp_path / "out"), **values})
 
+    from pipelines.study import trials as tl
+    from pipelines.study.trials import TrialState
+
+    def one_trial_done(output):  # a study that finished no trial is set aside, not refused
+        done = [tl.make_trial("1", {}, state=TrialState.SUCCEEDED)]
+        tl.write_trials(str(output / "study" / tl.TRIALS_FILE), done)
+
     out = tmp_path / "out"
     study_identity.check_and_record(settings(), out)  # one objective: recorded as before
+    one_trial_done(out)
     assert "objectives" not in study_identity.identity(settings())
     with pytest.raises(
         SettingsError, match=r"objectives: '\(unset\)' → \['val_accuracy', 'val_loss'"
@@ -221,7 +229,8 @@ def test_a_resumed_study_keeps_its_objectives_but_may_change_its_constraints(tmp
         study_identity.check_and_record(settings(objectives=("val_accuracy", "val_loss")), out)
     two = tmp_path / "two"
     study_identity.check_and_record(settings(objectives=("val_accuracy", "val_loss")), two)
-    study_identity.check_and_record(
+    one_trial_done(two)
+    assert "reused" in study_identity.check_and_record(
         settings(objectives=("val_accuracy", "val_loss"), constraints=("val_loss<=0.3",)), two
     )
 

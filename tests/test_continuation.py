@@ -186,8 +186,8 @@ def test_the_select_component_chooses_over_the_continued_trials(tmp_path):
     floats = json.loads(as_kfp)  # numbers inside a list parameter arrive as floats
     got = select_best_trial.python_func(
         trials=trials_in,
-        metric_tag="val_accuracy",
-        goal="maximize",
+        study_spec_metrics=SPACE.to_study_spec_metrics(),  # val_accuracy, maximised
+        constraints=[],
         threshold=0.0,
         use_threshold=False,
         continued_trials=floats,

@@ -528,6 +528,7 @@ def test_the_trainer_image_ships_only_the_trainer():
     assert code == [("trainer/", "/app/trainer/")]
     graph = import_graph()
     roots = ["trainer.task", "trainer.evaluate", "trainer.features"]  # features: its own step
+    roots += ["trainer.weights_probe"]  # `--weights` checked before a run, in its own process
     roots += [spec.builder.partition(":")[0] for spec in MODELS.values()]
     reached, todo = set(roots), list(roots)
     while todo:

@@ -481,7 +481,7 @@ def test_submit_refuses_a_conditional_search_space_as_manifests_does() -> None:
     with pytest.raises(SettingsError) as err:
         check_kubeflow_run(conditional)
     assert str(err.value) == (
-        "parameter 'optimizer': conditional parameters are not supported by Katib "
+        "search_space: parameter 'optimizer': conditional parameters are not supported by Katib "
         "(kubeflow target); flatten the search space"
     )
     with pytest.raises(Exception, match="conditional"):  # manifests refuses it the same way

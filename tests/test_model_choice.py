@@ -261,7 +261,13 @@ KATIB_REFUSAL = (
     "command",
     [
         ["compile", "--target=kubeflow", "--output={out}"],
-        ["submit", "--target=kubeflow", "--host=http://kfp.example.com:8080", "--dry-run"],
+        [
+            "submit",
+            "--target=kubeflow",
+            "--host=http://kfp.example.com:8080",
+            "--namespace=team-a",  # the `kubeflow` namespace is refused first
+            "--dry-run",
+        ],
     ],
 )
 def test_kubeflow_refuses_the_conditional_model_choice_in_one_line(command, monkeypatch, tmp_path):

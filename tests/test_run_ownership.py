@@ -138,6 +138,7 @@ def test_an_image_rewritten_in_place_at_the_same_size_is_another_study(tmp_path)
     os.utime(image, ns=(1_000_000_000, 1_000_000_000))
     source = str(tmp_path / "images")
     study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+    one_trial_done(tmp_path)
     image.write_bytes(b"y")  # same name, same size, new content (and a new mtime)
     os.utime(image, ns=(2_000_000_000, 2_000_000_000))
     with pytest.raises(SettingsError, match=r"dataset: '1 files, sha256 \w+' → '1 files, sha"):
@@ -147,6 +148,7 @@ def test_an_image_rewritten_in_place_at_the_same_size_is_another_study(tmp_path)
 def test_another_model_over_the_same_search_space_is_another_study(tmp_path):
     first = settings(tmp_path, model="resnet50", image_size=32, search_space="optimizer")
     study_identity.check_and_record(first, tmp_path / "out")
+    one_trial_done(tmp_path)
     other = settings(tmp_path, model="mobilenet_v3_small", image_size=32, search_space="optimizer")
     with pytest.raises(SettingsError) as refused:
         study_identity.check_and_record(other, tmp_path / "out")
@@ -162,6 +164,7 @@ def test_an_image_moved_to_another_class_is_another_study(tmp_path):
     os.utime(image, ns=(1_000_000_000, 1_000_000_000))
     source = str(tmp_path / "images")
     study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
+    one_trial_done(tmp_path)
     os.rename(image, tmp_path / "images" / "dogs" / "1.png")
     with pytest.raises(SettingsError, match=r"dataset: '1 files, sha256 \w+' → '1 files, sha"):
         study_identity.check_and_record(settings(tmp_path, source=source), tmp_path / "out")
@@ -171,6 +174,7 @@ def test_a_search_space_file_edited_in_place_is_another_study(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("parameters:\n  - {id: learning_rate, type: double, min: 0.001, max: 0.1}\n")
     study_identity.check_and_record(settings(tmp_path, search_space=str(space)), tmp_path / "out")
+    one_trial_done(tmp_path)
     space.write_text("parameters:\n  - {id: learning_rate, type: double, min: 0.001, max: 0.2}\n")
     with pytest.raises(SettingsError, match="search_space_content: '"):
         study_identity.check_and_record(
@@ -180,6 +184,7 @@ def test_a_search_space_file_edited_in_place_is_another_study(tmp_path):
 
 def test_the_refusal_lists_every_difference_and_the_two_ways_out(tmp_path):
     study_identity.check_and_record(settings(tmp_path), tmp_path / "out")
+    one_trial_done(tmp_path)
     with pytest.raises(SettingsError) as refused:
         study_identity.check_and_record(settings(tmp_path, epochs=3, seed=7), tmp_path / "out")
     assert str(refused.value) == (

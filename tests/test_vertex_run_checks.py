@@ -82,8 +82,9 @@ def test_each_refusal_names_what_vertex_takes_instead():
         "its GPUs (expected 2 x NVIDIA_TESLA_A100)"
     )
     assert refusal("a3-unknown-1g", None, 0) == (
-        "final_machine_type=a3-unknown-1g with 0 x no accelerator: a3-unknown-1g comes with "
-        f"its GPUs (expected a machine type listed at {machines.SOURCE})"
+        "final_machine_type=a3-unknown-1g: not a machine type of its family (expected one of "
+        "a3-highgpu-1g, a3-highgpu-2g, a3-highgpu-4g, a3-highgpu-8g, a3-megagpu-8g, "
+        "a3-ultragpu-8g)"
     )
     assert refusal("n1-standard-64", "NVIDIA_TESLA_T4", 2) == (
         "final_machine_type=n1-standard-64 with 2 x NVIDIA_TESLA_T4: Vertex refuses this "

@@ -174,6 +174,10 @@ TRAINER = "trainer"  # the trainer's name in its own messages (`trainer: error: 
 EXIT_SETUP_ERROR = 2
 GOALS = ("maximize", "minimize")
 DEFAULT_METRIC_TAG = "val_accuracy"
+# Where cloudml-hypertune writes (its env variable, and its default path when unset): the
+# trainer reports there, the Katib trial template sets it, the local study reads it.
+METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
 # Tags once accepted for the validation metric, refused now with the spelling to use: beside
 # train_accuracy and test_accuracy a bare `accuracy` could be read as any of the three.
 RETIRED_METRIC_TAGS: Mapping[str, str] = {"accuracy": "val_accuracy", "loss": "val_loss"}

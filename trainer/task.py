@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from trainer.config import ConfigError, HParams, RunConfig, env_default
 from trainer.contract import (
+    DEFAULT_METRIC_FILE,
     DEFAULT_METRIC_TAG,
     DEFAULT_MODEL,
     DEFAULT_PRECISION,
@@ -25,6 +26,7 @@ from trainer.contract import (
     DISTRIBUTIONS,
     DIVERGED_METRIC_VALUE,
     EXIT_SETUP_ERROR,
+    METRIC_FILE_ENV,
     METRIC_GOALS,
     METRIC_TAGS,
     OPTIMIZER_ONLY,
@@ -37,8 +39,6 @@ from trainer.feature_keys import FEATURES_FLAG
 from trainer.models import MODELS, ModelSpec, check_weights, model_spec
 
 PROG = TRAINER
-METRIC_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
-DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -105,14 +105,10 @@ def _check_caching_and_study(settings: Settings, *, kubeflow: bool = False) -> N
         space = study_space(settings)
     except SearchSpaceError as err:
         raise SettingsError(str(err)) from None
-    if kubeflow:
-        from pipelines.targets.kubeflow.experiment import check_space
-        from pipelines.targets.kubeflow.trial_template import KatibSpecError
+    if kubeflow:  # what `manifests` and Katib refuse, before anything is sent (as compile)
+        from pipelines.wiring import binding_for
 
-        try:
-            check_space(space)  # what `manifests` and Katib refuse, before anything is sent
-        except KatibSpecError as err:
-            raise SettingsError(str(err)) from None
+        binding_for("kubeflow").check_space(space)
 
 
 def check_region(region: str) -> None:

@@ -7,6 +7,10 @@ from pipelines.study.search_space import SearchSpace, SearchSpaceError
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 # study_spec.measurement_selection_type: which measurement is the trial's final one.
 MEASUREMENT_SELECTIONS = ("BEST_MEASUREMENT", "LAST_MEASUREMENT")
+# The median stopping rule, on every target (Optuna's MedianPruner, Katib's medianstop):
+# completed trials needed before any trial is stopped, and the first step judged.
+MEDIAN_STOP_MIN_TRIALS = 3
+MEDIAN_STOP_START_STEP = 1
 
 
 def check_algorithm(space: SearchSpace, algorithm: str) -> None:

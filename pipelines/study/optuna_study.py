@@ -13,6 +13,7 @@ from typing import Any
 
 from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
+from pipelines.study.options import MEDIAN_STOP_MIN_TRIALS, MEDIAN_STOP_START_STEP
 from pipelines.study.sampler import distribution, grid_points, make_sampler, suggest, to_internal
 from pipelines.study.search_space import Parameter, SearchSpace, SearchSpaceError
 from pipelines.study.trials import TrialState
@@ -29,8 +30,8 @@ class EarlyStopping:
         warmup_steps: Steps (epochs) below this are never judged.
     """
 
-    min_trials: int = 3
-    warmup_steps: int = 1
+    min_trials: int = MEDIAN_STOP_MIN_TRIALS
+    warmup_steps: int = MEDIAN_STOP_START_STEP
 
 
 def trial_params(trial: Mapping[str, Any], params_by_id: Mapping[str, Parameter]) -> dict[str, Any]:

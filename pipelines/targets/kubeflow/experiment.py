@@ -20,7 +20,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipelines.study.failure_rules import DEFAULT_FAILURE_FLOOR
-from pipelines.study.options import check_algorithm
+from pipelines.study.options import (
+    MEDIAN_STOP_MIN_TRIALS,
+    MEDIAN_STOP_START_STEP,
+    check_algorithm,
+)
 from pipelines.study.search_space import Parameter, SearchSpace
 from pipelines.study.spec_reader import from_study_spec
 from pipelines.targets.kubeflow.trial_template import (
@@ -46,7 +50,10 @@ EXPERIMENT_POD_LABEL = "hpt-pipeline.dev/experiment"
 
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
 EARLY_STOPPING = "medianstop"
-MEDIANSTOP_SETTINGS = {"min_trials_required": "3", "start_step": "1"}
+MEDIANSTOP_SETTINGS = {
+    "min_trials_required": str(MEDIAN_STOP_MIN_TRIALS),
+    "start_step": str(MEDIAN_STOP_START_STEP),
+}
 RESUME_POLICY = "FromVolume"  # a study folder the user names (`study_dir`): resumable
 PER_RUN_POLICY = "Never"  # a per-run study folder: never resumed, so no PVC or suggestion pod kept
 STRATEGIES = {"LAST_MEASUREMENT": "latest"}  # BEST_MEASUREMENT: by goal (below)

@@ -27,10 +27,10 @@ from pipelines.targets.kubeflow.kube import (
     gpu_env,
     pod_security_context,
 )
-from trainer.contract import format_value
+from trainer.contract import DEFAULT_METRIC_FILE, METRIC_FILE_ENV, format_value
 
-METRICS_FILE = "/tmp/hypertune/output.metrics"  # cloudml-hypertune's default path
-METRICS_FILE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+METRICS_FILE = DEFAULT_METRIC_FILE  # cloudml-hypertune's default path (one place: the contract)
+METRICS_FILE_ENV = METRIC_FILE_ENV
 TRIAL_ID_ENV = "CLOUD_ML_TRIAL_ID"
 PRIMARY_CONTAINER = "training-container"
 TRIAL_NAME_PARAMETER = "trialName"  # a trial parameter bound to ${trialSpec.Name}
