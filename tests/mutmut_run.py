@@ -42,6 +42,13 @@ COVERING: dict[str, tuple[str, ...]] = {
     "pipelines/study/search_space.py": ("tests/test_search_space.py",),
     "pipelines/study/sampler.py": ("tests/test_local_study.py",),
     "pipelines/study/failure_rules.py": ("tests/test_failure_rules.py",),
+    "pipelines/study/objectives.py": (
+        "tests/test_objective_rules.py",
+        "tests/test_pareto.py",
+        "tests/test_behaviour_objectives.py",
+    ),
+    "pipelines/study/continuation.py": ("tests/test_continuation.py",),
+    "pipelines/study/feature_plan.py": ("tests/test_features_pipeline.py",),
     "pipelines/study/interruption.py": ("tests/test_interruption.py",),
     "pipelines/app/study_identity.py": ("tests/test_run_ownership.py",),
     "pipelines/settings.py": ("tests/test_settings.py", "tests/test_behaviour_settings.py"),
