@@ -209,7 +209,10 @@ DYNAMIC_IMPORTERS = {
     # serves (`trainer.task`, `dataprep.prepare`, `trainer.evaluate`: TensorFlow) in its own
     # process on the local target; nothing imports it to compile or submit a pipeline.
     "pipelines.jobs.fork_server": "the modules it is started to serve, in its own process",
-    "pipelines.wiring": "pipelines.wiring.<target> (no TensorFlow: checked above)",
+    "pipelines.wiring.base": "pipelines.wiring.<target> (no TensorFlow: checked above)",
+    # The registry's CLI parts (`Target.client`, `Target.preflight`): pipelines.app modules,
+    # each checked above like every other (tests/test_target_registry.py resolves them).
+    "pipelines.app.dispatch": "the client and preflight modules `wiring.TARGETS` names",
 }
 _DYNAMIC_CALLS = {("importlib", "import_module"), ("runpy", "run_module"), ("runpy", "run_path")}
 

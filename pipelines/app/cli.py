@@ -11,6 +11,7 @@ import typer
 
 from pipelines.app import (
     cloud_commands,
+    compile_command,
     data_commands,
     kubeflow_commands,
     local_commands,
@@ -51,7 +52,7 @@ def _options(
 
 app.command("prepare")(data_commands.prepare)
 app.command("run")(local_commands.run)
-app.command("compile")(local_commands.compile_command)
+app.command("compile")(compile_command.compile_command)
 app.command("models")(local_commands.models)
 app.command("trials")(report_commands.trials)
 app.command("lineage")(report_commands.lineage)

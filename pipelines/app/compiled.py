@@ -6,6 +6,7 @@ import contextlib
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from pipelines.settings import Settings, SettingsError
 
@@ -53,3 +54,18 @@ def check_output(output: Path | None, dry_run: bool) -> None:
     """
     if output is not None and not dry_run:
         raise SettingsError(f"--output={output}: only used with --dry-run")
+
+
+def write_request(request: dict[str, Any], output: Path | None) -> str:
+    """Write a dry-run request as JSON to `output` (stdout when None); returns where."""
+    import json
+
+    import typer
+
+    text = json.dumps(request, indent=2, sort_keys=True) + "\n"
+    if output is None:
+        typer.echo(text, nl=False)
+        return "stdout"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    return str(output)

@@ -1,7 +1,8 @@
 """`submit` and `schedule …` with `--target kubeflow`: Kubeflow Pipelines runs and recurring runs.
 
-The commands themselves (flags, help) are in `pipelines.app.cloud_commands`,
-which hands the Kubeflow target to these functions. Everything is checked
+The commands themselves (flags, help) are in `pipelines.app.cloud_commands` and
+`schedule_actions`; they reach this module through the target registry
+(`pipelines.wiring.TARGETS`, `pipelines.app.dispatch.Client`). Everything is checked
 before anything is compiled or sent (`preflight.check_kubeflow_run`), requests
 are built offline for `--dry-run`, and every error is one line.
 """
@@ -10,20 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from pipelines.app.compiled import compiled_template
+from pipelines.app.compiled import compiled_template, write_request
+from pipelines.app.dispatch import ScheduleFlags, Sending
 from pipelines.app.errors import fail, first_line
-from pipelines.app.preflight import check_kubeflow_run
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.targets.kubeflow import client as kfp_client
 from pipelines.templates import parameter_values, read_template
 
-VERTEX_ONLY = "a Vertex flag, not used with --target kubeflow"
 TokenOption = Annotated[
     str | None,
     typer.Option(
@@ -43,60 +43,46 @@ CookieOption = Annotated[
 ]
 
 
-# --target, --host, --namespace, --token, --cookie of `schedule pause|resume|delete`
-ActionFlags = tuple[str, str | None, str | None, str | None, str | None]
+# The flags a run or schedule takes, by the Settings field each sets.
+RUN_FIELDS = {
+    "kubeflow_host": "host",
+    "kubeflow_namespace": "namespace",
+    "kubeflow_service_account": "service_account",
+    "kubeflow_token": "token",
+    "kubeflow_cookie": "cookie",
+    "experiment": "experiment",
+    "pipeline_root": "pipeline_root",
+    "enable_caching": "enable_caching",
+    "display_name": "display_name",
+    "continue_from": "continue_from",
+}
+SCHEDULE_FIELDS = ("kubeflow_host", "kubeflow_namespace", "kubeflow_token", "kubeflow_cookie")
 
 
-def auth_flags(token: str | None, cookie: str | None) -> dict[str, str | None]:
-    """The credential flags as Settings fields (`--token` → `kubeflow_token`, ...)."""
-    return {"kubeflow_token": token, "kubeflow_cookie": cookie}
+def _overrides(flags: Mapping[str, Any], fields: Iterable[str]) -> dict[str, Any]:
+    return {field: flags.get(RUN_FIELDS[field]) for field in fields}
 
 
-def refuse_flags(flags: Mapping[str, Any], why: str) -> None:
-    """Refuse flags that do not apply to the target (set: anything but None/False/empty).
-
-    Raises:
-        SettingsError: Naming the first such flag.
-    """
-    for name, value in flags.items():
-        if value not in (None, False, [], ()):
-            flag = name.removeprefix("kubeflow_")  # kubeflow_token is the --token flag
-            raise SettingsError(f"--{flag.replace('_', '-')}: {why}")
-
-
-def run_settings(config: Path | None, vertex_flags: Mapping[str, Any], **flags: Any) -> Settings:
-    """Settings of a run or recurring run, preflighted (`check_kubeflow_run`).
+def run_settings(config: Path | None, flags: Mapping[str, Any]) -> Settings:
+    """Settings of a run or recurring run (`dispatch` preflights them: `check_kubeflow_run`).
 
     Args:
         config: The `--config` file.
-        vertex_flags: Vertex-only flags as given: any that is set is refused.
-        **flags: Settings fields from the command's flags (None: unset).
+        flags: The command's flags by parameter name (None: unset).
 
     Raises:
-        SettingsError: A Vertex flag, a bad value, or what the preflight refuses.
+        SettingsError: A bad value.
     """
-    refuse_flags(vertex_flags, VERTEX_ONLY)
-    settings = load_settings(config=config, overrides=flags)
-    check_kubeflow_run(settings)
-    return settings
+    return load_settings(config=config, overrides=_overrides(flags, RUN_FIELDS))
 
 
-def host_settings(
-    config: Path | None,
-    vertex_flags: Mapping[str, Any],
-    host: str | None,
-    namespace: str | None,
-    **auth: str | None,
-) -> Settings:
+def schedule_settings(config: Path | None, flags: Mapping[str, Any]) -> Settings:
     """Settings to list or change recurring runs: a host (and a credential) is needed.
 
     Raises:
-        SettingsError: A Vertex flag, a bad value, or no `kubeflow_host`.
+        SettingsError: A bad value, or no `kubeflow_host`.
     """
-    refuse_flags(vertex_flags, VERTEX_ONLY)
-    settings = load_settings(
-        config=config, overrides={"kubeflow_host": host, "kubeflow_namespace": namespace, **auth}
-    )
+    settings = load_settings(config=config, overrides=_overrides(flags, SCHEDULE_FIELDS))
     if not settings.kubeflow_host:
         raise SettingsError(
             "kubeflow_host is not set: pass --host URL, put kubeflow_host in the config file, "
@@ -105,44 +91,58 @@ def host_settings(
     return settings
 
 
-TARGETS = ("vertex", "kubeflow")
+def send_run(settings: Settings, sending: Sending, flags: Mapping[str, Any]) -> None:
+    """Create the run in the experiment, or write the dry-run request."""
+    with sender(settings, sending) as send:
+        send(run_request, submit, sending.params)
 
 
-def is_kubeflow(target: str, **kubeflow_flags: Any) -> bool:
-    """Whether `--target` is kubeflow; Kubeflow-only flags are refused with vertex.
+def send_schedule(settings: Settings, sending: Sending, when: ScheduleFlags) -> None:
+    """Create the recurring run (KFP's 6-field cron), or write the dry-run request."""
+    kfp_spec = kfp_client.schedule_spec(
+        when.cron,
+        settings.display_name,
+        start_time=when.start_time,
+        end_time=when.end_time,
+        max_concurrency=when.max_concurrent_runs,
+    )
+    with sender(settings, sending) as send:
+        send(recurring_run_request, schedule_create, kfp_spec, sending.params)
 
-    Raises:
-        SettingsError: An unknown target, or a Kubeflow flag given for Vertex.
-    """
-    if target not in TARGETS:
-        raise SettingsError(f"--target={target}: expected one of {', '.join(TARGETS)}")
-    if target == "vertex":
-        refuse_flags(kubeflow_flags, "only used with --target kubeflow")
-    return target == "kubeflow"
+
+def schedule_table(
+    settings: Settings, flags: Mapping[str, Any]
+) -> tuple[list[dict[str, str]], str, str]:
+    """The namespace's recurring runs, where they are, and the table's title."""
+    where = f"namespace {settings.kubeflow_namespace} at {settings.kubeflow_host}"
+    with api_errors(settings):
+        rows = schedule_rows(settings)
+    return rows, where, f"Recurring runs in {where}"
+
+
+def change_schedule(action: str, settings: Settings, schedule: str, *, confirm: bool) -> str:
+    """Pause (disable), resume (enable) or delete a recurring run; returns the line to print."""
+    with api_errors(settings):
+        return schedule_action(action, settings, schedule, confirm=confirm)
 
 
 @contextlib.contextmanager
-def sender(
-    settings: Settings,
-    template: Path | None,
-    dry_run: bool,
-    output: Path | None,
-    write: Callable[[dict[str, Any], Path | None], str],
-) -> Iterator[Callable[..., None]]:
+def sender(settings: Settings, sending: Sending) -> Iterator[Callable[..., None]]:
     """Yield `send(request, create, *args)`, the pipeline compiled (or the template given).
 
-    `send` writes `request(settings, path, *args)`'s document with `write` for
-    --dry-run, else prints the line `create(settings, path, *args)` returns (the
-    commands refuse `--output` without `--dry-run` before calling it).
+    `send` writes `request(settings, path, *args)`'s document for --dry-run, else
+    prints the line `create(settings, path, *args)` returns (the commands refuse
+    `--output` without `--dry-run` before calling it).
     """
+    template, output = sending.template, sending.output
     with api_errors(settings), compiled_template(template, settings, "kubeflow") as path:
 
         def send(request: Callable[..., Any], create: Callable[..., str], *args: Any) -> None:
-            if not dry_run:
+            if not sending.dry_run:
                 typer.echo(create(settings, path, *args))
                 return
             doc, what = request(settings, path, *args)
-            where = write(doc, output)
+            where = write_request(doc, output)
             typer.echo(f"dry run: {what} written to {where}; nothing was sent", err=output is None)
 
         yield send

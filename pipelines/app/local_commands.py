@@ -1,201 +1,218 @@
-"""Commands that work on this machine: `run` (the local pipeline), `compile`, `models`."""
+"""Commands that work on this machine: `run` (the local pipeline) and `models`.
 
-import os
+`run` is the `local` target's command; its preflight is the one the target registry
+names (`pipelines.wiring.TARGETS["local"]`).
+"""
+
+from __future__ import annotations
+
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from pipelines import scratch
 from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
-from pipelines.settings import (
-    LOCAL_RUN_DEFAULTS,
-    Settings,
-    SettingsError,
-    load_settings,
-    renamed,
-)
+from pipelines.app.pipeline_settings import checked_settings
+from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, renamed
 from pipelines.study.search_space import preset_names
 
 PRESETS = ", ".join(preset_names())  # the preset files, for the help text
 
 
-def check_source(source: str) -> None:
-    """Cheap pre-flight check of a dataset source (the prepare step checks the rest)."""
-    if source == "sample" or source.startswith("gs://"):
-        return
-    if source.startswith("tfds:"):
-        if not source.removeprefix("tfds:").strip():
-            raise SettingsError(f"source={source!r}: expected tfds:<dataset name>")
-        return
-    if not os.path.isdir(source):
-        raise SettingsError(
-            f"source={source!r}: expected 'sample', 'tfds:<name>', gs://… "
-            "or an existing image folder"
-        )
+def _option(help: str, *names: str, **kwargs: Any) -> Any:
+    return typer.Option(*names, help=help, **kwargs)
 
 
-def _settings(
-    config: Path | None,
-    defaults: dict[str, Any] | None,
-    *,
-    local: bool,
-    notes: list[str] | None = None,
-    **flags: Any,
-) -> Settings:
-    from pipelines.settings_space import settings_model, study_space
-    from pipelines.study.search_space import SearchSpaceError
+SourceOption = Annotated[
+    str | None, _option("'sample' (default), 'tfds:<name>' or an image folder.")
+]
+ImageSizeOption = Annotated[int | None, _option("Image side in pixels (local default 32).")]
+MaxTrialsOption = Annotated[int | None, _option("Trials in the study (local default 4).")]
+ParallelOption = Annotated[int | None, _option("Trials at once (local default 2).")]
+MaxFailedOption = Annotated[
+    int | None,
+    _option("Failed trials that fail the study (as on Vertex); 0 lets the service decide."),
+]
+AlgorithmOption = Annotated[
+    str | None,
+    _option(
+        "Search algorithm: GRID_SEARCH, RANDOM_SEARCH, or the default "
+        "ALGORITHM_UNSPECIFIED (Vertex's own; TPE here)."
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    _option(
+        "cnn (default), resnet50, mobilenet_v3_small, or your own builder as "
+        "package.module:function."
+    ),
+]
+WeightsOption = Annotated[
+    str | None, _option("imagenet | none | a Keras weights file (default: the model's own).")
+]
+EpochsOption = Annotated[int | None, _option("Epochs per trial and for the final job.")]
+BatchSizeOption = Annotated[int | None, _option("Per-replica batch size.")]
+PrecisionOption = Annotated[
+    str | None,
+    _option("auto (default: bf16 where native on the machine) | float32 | mixed_bfloat16."),
+]
+FeatureCacheOption = Annotated[
+    str | None,
+    _option(
+        "auto (default: compute a pretrained backbone's frozen part once per study, for "
+        "trials that freeze it) | off (every trial trains from images)."
+    ),
+]
+WorkersOption = Annotated[
+    int | None, _option("Final-job workers besides the chief (local default 1).")
+]
+ReplicasOption = Annotated[int | None, _option("Renamed --workers: refused.", hidden=True)]
+TrialAcceleratorsOption = Annotated[
+    int | None,
+    _option(
+        "Accelerators per trial. Without a GPU here they are logical CPU devices, "
+        "each taking a share of the batch under MirroredStrategy (local default 2)."
+    ),
+]
+SearchSpaceOption = Annotated[
+    Path | None,
+    _option(f"Search-space preset ({PRESETS}) or a YAML file (default: the model's own)."),
+]
+ObjectivesOption = Annotated[
+    str | None,
+    _option(
+        "Metrics to optimise, comma-separated, the first primary (default val_accuracy); "
+        "goals from the trainer's table, name:max|min for a team's own."
+    ),
+]
+ConstraintOption = Annotated[
+    list[str] | None,
+    _option("A bound the picked trial meets, e.g. 'val_loss<=0.5' (repeatable)."),
+]
+EarlyStoppingOption = Annotated[
+    bool,
+    _option(
+        "Stop trials that trail the median of the finished ones (default: off).",
+        "--early-stopping",
+    ),
+]
+TrialThresholdOption = Annotated[float | None, _option("Stop before final training below it.")]
+EvalThresholdOption = Annotated[
+    float | None, _option("Register only at or above this test_accuracy.")
+]
+SeedOption = Annotated[int | None, _option("Seed for splits, search and training.")]
+MaxBadOption = Annotated[
+    float | None,
+    _option("Share of unreadable images skipped (listed) before the data step fails."),
+]
+VerboseOption = Annotated[bool, _option("Show the steps' tracebacks too.", "--verbose")]
+ContinueFromOption = Annotated[str | None, _option(CONTINUE_HELP)]
+OutputOption = Annotated[str | None, _option("Run directory (default runs/latest).")]
+RegistryOption = Annotated[str | None, _option("Local model registry (default runs/registry).")]
+ConfigOption = Annotated[Path | None, _option("YAML settings file.")]
+# Flags whose Settings field has another name; `run`'s other flags name their field.
+RUN_FIELDS = {"trial_accelerators": "trial_accelerator_count", "constraint": "constraints"}
+NOT_SETTINGS = ("replicas", "verbose", "config")
 
-    try:
-        settings = load_settings(config=config, overrides=flags, defaults=defaults, notes=notes)
-        check_source(settings.source)
-        # A model that cannot be built, a bad space, or one the algorithm cannot search,
-        # fails here, before any work. A run builds the model here: its module must import.
-        known = settings_model(settings, importable=local)
-        if known.note:
-            typer.echo(f"note: {known.note}; its hyperparameters are checked by the trainer")
-        study_space(settings, known)
-    except (SettingsError, SearchSpaceError) as err:
-        fail(str(err))
-    return settings
+
+def run(
+    ctx: typer.Context,
+    source: SourceOption = None,
+    image_size: ImageSizeOption = None,
+    max_trials: MaxTrialsOption = None,
+    parallel_trials: ParallelOption = None,
+    max_failed_trials: MaxFailedOption = None,
+    algorithm: AlgorithmOption = None,
+    model: ModelOption = None,
+    weights: WeightsOption = None,
+    epochs: EpochsOption = None,
+    batch_size: BatchSizeOption = None,
+    precision: PrecisionOption = None,
+    feature_cache: FeatureCacheOption = None,
+    workers: WorkersOption = None,
+    replicas: ReplicasOption = None,
+    trial_accelerators: TrialAcceleratorsOption = None,
+    search_space: SearchSpaceOption = None,
+    objectives: ObjectivesOption = None,
+    constraint: ConstraintOption = None,
+    early_stopping: EarlyStoppingOption = False,
+    trial_threshold: TrialThresholdOption = None,
+    eval_threshold: EvalThresholdOption = None,
+    seed: SeedOption = None,
+    max_bad_fraction: MaxBadOption = None,
+    verbose: VerboseOption = False,
+    continue_from: ContinueFromOption = None,
+    output: OutputOption = None,
+    registry: RegistryOption = None,
+    config: ConfigOption = None,
+) -> None:
+    """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
+    if replicas is not None:
+        fail(str(renamed("replicas", "flag")))
+    notes: list[str] = []
+    settings = checked_settings(
+        config, LOCAL_RUN_DEFAULTS, runs_here=True, notes=notes, **run_fields(ctx.params)
+    )
+    notes += continuation_lines(settings, "local")
+    notes += _preflight(settings)
+    # The default output starts a fresh study when the settings changed (README's second
+    # command); an output the user named keeps its study or is refused.
+    fresh = output is None and settings.output == Settings.output
+    _run(settings, notes, fresh_when_different=fresh, verbose=verbose)
+
+
+def run_fields(params: Mapping[str, Any]) -> dict[str, Any]:
+    """`run`'s flags as Settings fields (None: unset, so the config's or the environment's)."""
+    fields = {
+        RUN_FIELDS.get(name, name): value
+        for name, value in params.items()
+        if name not in NOT_SETTINGS
+    }
+    search_space = fields["search_space"]
+    fields["search_space"] = str(search_space) if search_space else None
+    fields["constraints"] = fields["constraints"] or None
+    fields["early_stopping"] = fields["early_stopping"] or None
+    return fields
+
+
+def preflight(settings: Settings) -> None:
+    """Refuse, in one line, a run that would fail late on this machine.
+
+    Raises:
+        SettingsError: Too little memory or disk, TFDS unreachable, weights that do not load.
+    """
+    from pipelines.app import local_preflight
+
+    local_preflight.check_memory(settings)
+    local_preflight.check_tfds_reachable(
+        settings.source, local_preflight.tfds_data_dir(settings.output)
+    )
+    local_preflight.check_disk(settings)
+    local_preflight.check_weights_load(settings)
 
 
 def _preflight(settings: Settings) -> list[str]:
-    """Refuse what would fail late on this machine (one line); return the warnings."""
-    from pipelines.app import local_preflight
+    """The local target's preflight (`TARGETS["local"]`), exit 2 on a refusal; the warnings."""
+    from pipelines.app import dispatch, local_preflight
+    from pipelines.wiring import TARGETS
 
     try:
-        local_preflight.check_memory(settings)
-        local_preflight.check_tfds_reachable(
-            settings.source, local_preflight.tfds_data_dir(settings.output)
-        )
-        local_preflight.check_disk(settings)
-        local_preflight.check_weights_load(settings)
+        dispatch.preflight(TARGETS["local"], settings)
     except SettingsError as err:
         fail(str(err))
     warning = local_preflight.replica_warning(settings)
     return [warning] if warning else []
 
 
-def run(
-    source: str = typer.Option(None, help="'sample' (default), 'tfds:<name>' or an image folder."),
-    image_size: int = typer.Option(None, help="Image side in pixels (local default 32)."),
-    max_trials: int = typer.Option(None, help="Trials in the study (local default 4)."),
-    parallel_trials: int = typer.Option(None, help="Trials at once (local default 2)."),
-    max_failed_trials: int = typer.Option(
-        None, help="Failed trials that fail the study (as on Vertex); 0 lets the service decide."
-    ),
-    algorithm: str = typer.Option(
-        None,
-        help="Search algorithm: GRID_SEARCH, RANDOM_SEARCH, or the default "
-        "ALGORITHM_UNSPECIFIED (Vertex's own; TPE here).",
-    ),
-    model: str = typer.Option(
-        None,
-        help="cnn (default), resnet50, mobilenet_v3_small, or your own builder as "
-        "package.module:function.",
-    ),
-    weights: str = typer.Option(
-        None, help="imagenet | none | a Keras weights file (default: the model's own)."
-    ),
-    epochs: int = typer.Option(None, help="Epochs per trial and for the final job."),
-    batch_size: int = typer.Option(None, help="Per-replica batch size."),
-    precision: str = typer.Option(
-        None,
-        help="auto (default: bf16 where native on the machine) | float32 | mixed_bfloat16.",
-    ),
-    feature_cache: str = typer.Option(
-        None,
-        help="auto (default: compute a pretrained backbone's frozen part once per study, for "
-        "trials that freeze it) | off (every trial trains from images).",
-    ),
-    workers: int = typer.Option(
-        None, help="Final-job workers besides the chief (local default 1)."
-    ),
-    replicas: int = typer.Option(None, hidden=True, help="Renamed --workers: refused."),
-    trial_accelerators: int = typer.Option(
-        None,
-        help="Accelerators per trial. Without a GPU here they are logical CPU devices, "
-        "each taking a share of the batch under MirroredStrategy (local default 2).",
-    ),
-    search_space: Path = typer.Option(
-        None,
-        help=f"Search-space preset ({PRESETS}) or a YAML file (default: the model's own).",
-    ),
-    objectives: str = typer.Option(
-        None,
-        help="Metrics to optimise, comma-separated, the first primary (default val_accuracy); "
-        "goals from the trainer's table, name:max|min for a team's own.",
-    ),
-    constraint: list[str] = typer.Option(
-        None, help="A bound the picked trial meets, e.g. 'val_loss<=0.5' (repeatable)."
-    ),
-    early_stopping: bool = typer.Option(
-        False,
-        "--early-stopping",
-        help="Stop trials that trail the median of the finished ones (default: off).",
-    ),
-    trial_threshold: float = typer.Option(None, help="Stop before final training below it."),
-    eval_threshold: float = typer.Option(
-        None, help="Register only at or above this test_accuracy."
-    ),
-    seed: int = typer.Option(None, help="Seed for splits, search and training."),
-    max_bad_fraction: float = typer.Option(
-        None, help="Share of unreadable images skipped (listed) before the data step fails."
-    ),
-    verbose: bool = typer.Option(False, "--verbose", help="Show the steps' tracebacks too."),
-    continue_from: str = typer.Option(None, help=CONTINUE_HELP),
-    output: str = typer.Option(None, help="Run directory (default runs/latest)."),
-    registry: str = typer.Option(None, help="Local model registry (default runs/registry)."),
-    config: Path = typer.Option(None, help="YAML settings file."),
-) -> None:
-    """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
-    if replicas is not None:
-        fail(str(renamed("replicas", "flag")))
-    notes: list[str] = []
-    settings = _settings(
-        config,
-        LOCAL_RUN_DEFAULTS,
-        local=True,
-        notes=notes,
-        source=source,
-        image_size=image_size,
-        max_trials=max_trials,
-        parallel_trials=parallel_trials,
-        max_failed_trials=max_failed_trials,
-        algorithm=algorithm,
-        model=model,
-        weights=weights,
-        epochs=epochs,
-        batch_size=batch_size,
-        precision=precision,
-        feature_cache=feature_cache,
-        workers=workers,
-        trial_accelerator_count=trial_accelerators,
-        search_space=str(search_space) if search_space else None,
-        objectives=objectives,
-        constraints=constraint or None,
-        early_stopping=early_stopping or None,  # absent: the config's or the environment's
-        trial_threshold=trial_threshold,
-        eval_threshold=eval_threshold,
-        seed=seed,
-        max_bad_fraction=max_bad_fraction,
-        continue_from=continue_from,
-        output=output,
-        registry=registry,
-    )
-    notes += continuation_lines(settings, "local")
-    notes += _preflight(settings)
-    from rich.console import Console
-
-    from pipelines import ownership
-    from pipelines.app import interrupts, local_run, run_summary
+def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[], None]:
+    """What prints the run's first line and its notes, once the output is this run's."""
     from pipelines.settings_space import study_space
     from pipelines.study.model_choice import models_of
 
-    console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     choice = models_of(study_space(settings))  # a model choice: each trial's own model
     model = f"{'|'.join(choice)} (searched)" if choice else settings.model
 
@@ -209,14 +226,25 @@ def run(
         for note in notes:
             console.out(note if note.startswith("warning") else f"note: {note}")
 
+    return announce
+
+
+def _run(
+    settings: Settings, notes: list[str], *, fresh_when_different: bool, verbose: bool
+) -> None:
+    """Run the pipeline with kfp.local and show its summary; every failure is one line."""
+    from rich.console import Console
+
+    from pipelines import ownership
+    from pipelines.app import interrupts, local_run, run_summary
+
+    console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     try:
         result = local_run.run_local(
             settings,
             echo=console.out,
-            announce=announce,
-            # The default output starts a fresh study when the settings changed (README's
-            # second command); an output the user named keeps its study or is refused.
-            fresh_when_different=output is None and settings.output == Settings.output,
+            announce=_announcer(console, settings, notes),
+            fresh_when_different=fresh_when_different,
             verbose=verbose,
         )
     except (ownership.BusyError, SettingsError) as err:  # another run owns it; another study
@@ -240,32 +268,6 @@ def interrupted_line(output: Path) -> str:
         f"interrupted: {counts['done']} trial(s) done, rerun the same command to resume "
         f"(--output {output})"
     )
-
-
-def compile_command(
-    target: str = typer.Option("local", help="local | vertex | kubeflow"),
-    output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
-    config: Path = typer.Option(None, help="YAML settings file."),
-    continue_from: str = typer.Option(None, help=CONTINUE_HELP),
-) -> None:
-    """Compile the pipeline for a target into a pipeline spec (YAML)."""
-    from pipelines.compiler import compile_pipeline
-    from pipelines.wiring import TARGETS
-
-    if target not in TARGETS:
-        fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
-    settings = _settings(config, None, local=target == "local", continue_from=continue_from)
-    for line in continuation_lines(settings, target):
-        typer.echo(f"note: {line}")
-    try:
-        if target != "local":  # a cloud spec with placeholder images would fail at its first pull
-            from pipelines.app.preflight import check_images
-
-            check_images(settings, "set {env} (or {name} in --config) to the pushed image")
-        path = compile_pipeline(target, settings, output)
-    except SettingsError as err:  # a setting the target cannot honour
-        fail(str(err))
-    typer.echo(f"compiled the {target} pipeline to {path}")
 
 
 def models(

@@ -6,28 +6,27 @@ Registered on `cloud_commands.schedule_app`, beside `schedule create`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from pipelines.app import dispatch
 from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.cloud_commands import (
-    LOCATION,
     ConfigOption,
     HostOption,
     NamespaceOption,
     ProjectOption,
     RegionOption,
     TargetOption,
-    _one_line_errors,
-    _settings,
+    one_line_errors,
     schedule_app,
 )
-from pipelines.targets.vertex import client as vertex_client
 
 
 @schedule_app.command("list")
 def schedule_list(
+    ctx: typer.Context,
     filter: Annotated[
         str | None, typer.Option("--filter", help="Vertex list filter, e.g. state=ACTIVE.")
     ] = None,
@@ -44,23 +43,9 @@ def schedule_list(
     from rich.console import Console
     from rich.table import Table
 
-    with _one_line_errors():
-        auth = kubeflow.auth_flags(token, cookie)
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **auth):
-            vertex = dict(filter=filter, project=project, region=region)
-            settings = kubeflow.host_settings(config, vertex, host, namespace, **auth)
-            where = f"namespace {settings.kubeflow_namespace} at {settings.kubeflow_host}"
-            with kubeflow.api_errors(settings):
-                rows = kubeflow.schedule_rows(settings)
-            title = f"Recurring runs in {where}"
-        else:
-            settings = _settings(config, None, LOCATION, project=project, region=region)
-            found = vertex_client.list_schedules(
-                settings, vertex_client.credentials(offline=False), filter=filter
-            )
-            rows = [vertex_client.schedule_row(schedule) for schedule in found]
-            where = vertex_client.location_path(settings)
-            title = f"Pipeline schedules in {where}"
+    with one_line_errors():
+        chosen, settings = dispatch.schedule_settings(target, config, ctx.params)
+        rows, where, title = dispatch.client(chosen).schedule_table(settings, ctx.params)
     if not rows:
         typer.echo(f"no pipeline schedules in {where}")
         return
@@ -81,39 +66,20 @@ ScheduleArgument = Annotated[
 
 
 def _schedule_action(
-    action: str,
-    schedule: str,
-    project: str | None,
-    region: str | None,
-    config: Path | None,
-    kubeflow_flags: kubeflow.ActionFlags = ("vertex", None, None, None, None),
-    *,
-    confirm: bool = False,
+    action: str, config: Path | None, flags: dict[str, Any], *, confirm: bool = False
 ) -> None:
     """Fetch a schedule and pause, resume or delete it (asking first when `confirm`)."""
-    with _one_line_errors():
-        target, host, namespace, token, cookie = kubeflow_flags
-        auth = kubeflow.auth_flags(token, cookie)
-        if kubeflow.is_kubeflow(target, host=host, namespace=namespace, **auth):
-            vertex = dict(project=project, region=region)
-            settings = kubeflow.host_settings(config, vertex, host, namespace, **auth)
-            with kubeflow.api_errors(settings):
-                line = kubeflow.schedule_action(action, settings, schedule, confirm=confirm)
-            typer.echo(line)
-            return
-        settings = _settings(config, None, LOCATION, project=project, region=region)
-        name = vertex_client.schedule_name(settings, schedule)
-        found = vertex_client.get_schedule(settings, vertex_client.credentials(offline=False), name)
-        if confirm:
-            typer.confirm(
-                f"{action.capitalize()} schedule {name} ({found.display_name})?", abort=True
-            )
-        getattr(found, action)()
-    typer.echo(f"{action}d {name}")
+    with one_line_errors():
+        chosen, settings = dispatch.schedule_settings(flags["target"], config, flags)
+        line = dispatch.client(chosen).change_schedule(
+            action, settings, flags["schedule"], confirm=confirm
+        )
+    typer.echo(line)
 
 
 @schedule_app.command("pause")
 def schedule_pause(
+    ctx: typer.Context,
     schedule: ScheduleArgument,
     project: ProjectOption = None,
     region: RegionOption = None,
@@ -125,12 +91,12 @@ def schedule_pause(
     cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Pause a schedule: no new runs until it is resumed."""
-    flags = (target, host, namespace, token, cookie)
-    _schedule_action("pause", schedule, project, region, config, flags)
+    _schedule_action("pause", config, ctx.params)
 
 
 @schedule_app.command("resume")
 def schedule_resume(
+    ctx: typer.Context,
     schedule: ScheduleArgument,
     project: ProjectOption = None,
     region: RegionOption = None,
@@ -142,12 +108,12 @@ def schedule_resume(
     cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Resume a paused schedule (missed runs are not started)."""
-    flags = (target, host, namespace, token, cookie)
-    _schedule_action("resume", schedule, project, region, config, flags)
+    _schedule_action("resume", config, ctx.params)
 
 
 @schedule_app.command("delete")
 def schedule_delete(
+    ctx: typer.Context,
     schedule: ScheduleArgument,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
     project: ProjectOption = None,
@@ -160,5 +126,4 @@ def schedule_delete(
     cookie: kubeflow.CookieOption = None,
 ) -> None:
     """Delete a schedule (its past runs stay)."""
-    flags = (target, host, namespace, token, cookie)
-    _schedule_action("delete", schedule, project, region, config, flags, confirm=not yes)
+    _schedule_action("delete", config, ctx.params, confirm=not yes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -54,3 +55,40 @@ def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
         study_spec_algorithm=p.algorithm,
         study_spec_measurement_selection_type=p.measurement_selection,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """One target as the CLI and the compiler see it, registered once in `wiring.TARGETS`.
+
+    Its parts are named, not imported: `binding` imports `pipelines.wiring.<name>` and the
+    CLI imports `client` and `preflight` only when a command uses them, so compiling never
+    imports a cloud SDK and `--help` stays fast (the CLI modules sit above the wiring, as
+    the `PARTS` lists name them).
+
+    Attributes:
+        name: What `--target` takes.
+        runs_here: The pipeline runs on this machine (kfp.local): the model's module must
+            import here and image placeholders are fine; False: its pods pull the images.
+        client: Module of its submit and schedule client (`pipelines.app.dispatch.Client`);
+            None: nothing is sent (`local`).
+        preflight: `module:function(settings)` refusing, before anything runs or is sent,
+            what would fail late on the target (`SettingsError`, one line).
+        settings: Its section of `Settings`: the fields only this target reads.
+        flags: The command-line flags only this target takes, in the order they are checked;
+            given with another target each is refused in one line ending with `flag_note`.
+        flag_note: Why such a flag is refused; `{target}` is the target given instead.
+    """
+
+    name: str
+    runs_here: bool
+    client: str | None
+    preflight: str
+    settings: frozenset[str] = frozenset()
+    flags: tuple[str, ...] = ()
+    flag_note: str = ""
+
+    @property
+    def binding(self) -> Binding:
+        """The `Binding` of `pipelines.wiring.<name>`, which the pipeline's DAG plugs in."""
+        return importlib.import_module(f"pipelines.wiring.{self.name}").BINDING

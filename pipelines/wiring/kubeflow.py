@@ -152,10 +152,11 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/kubeflow/manifests.py", "the Experiment, TFJob and RBAC as YAML"),
     ("pipelines/targets/kubeflow/model_registry.py", "Kubeflow Model Registry (optional)"),
     ("pipelines/targets/kubeflow/client.py", "runs and recurring runs through kfp.Client"),
-    ("pipelines/app/kubeflow_commands.py", "CLI: `submit`, `schedule`, `manifests` for kubeflow"),
+    ("pipelines/app/kubeflow_commands.py", "CLI client: runs, recurring runs; `manifests`"),
     ("pipelines/app/cloud_commands.py", "CLI: `submit`, `schedule create` (shared with vertex)"),
     ("pipelines/app/schedule_actions.py", "CLI: `schedule list|pause|resume|delete` (shared)"),
     ("pipelines/app/preflight.py", "checks before anything is sent (shared)"),
+    ("pipelines/app/dispatch.py", "CLI: `--target` to its flags, preflight, client (shared)"),
     ("pipelines/schedules.py", "cron rules shared by the schedules"),
 )
 

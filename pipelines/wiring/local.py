@@ -80,7 +80,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/jobs/replica_process.py", "a replica's process: forked or fresh"),
     ("pipelines/jobs/fork_client.py", "replicas forked from a preloaded trainer: the client"),
     ("pipelines/jobs/fork_server.py", "the preloaded process (`python -m` it; imports by name)"),
-    ("pipelines/app/local_commands.py", "CLI: `run`, `compile`, `models`"),
+    ("pipelines/app/local_commands.py", "CLI: `run` (its preflight), `models`"),
     ("pipelines/app/local_run.py", "the run end to end with kfp.local, its fork server"),
     ("pipelines/app/local_preflight.py", "memory, TFDS, cores checked before a run"),
     ("pipelines/app/run_summary.py", "the end-of-run summary"),

@@ -175,9 +175,11 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/vertex/serving.py", "the serving container's end of availability"),
     ("pipelines/targets/vertex/client.py", "PipelineJob and schedules, built offline or sent"),
     ("pipelines/jobs/machines.py", "Vertex's machine and GPU table, checked at compile time"),
+    ("pipelines/app/vertex_commands.py", "CLI client: jobs and schedules (`dispatch.Client`)"),
     ("pipelines/app/cloud_commands.py", "CLI: `submit`, `schedule create` (shared with kubeflow)"),
     ("pipelines/app/schedule_actions.py", "CLI: `schedule list|pause|resume|delete` (shared)"),
     ("pipelines/app/preflight.py", "checks before anything is sent (shared)"),
+    ("pipelines/app/dispatch.py", "CLI: `--target` to its flags, preflight, client (shared)"),
     ("pipelines/app/report_commands.py", "CLI: `trials`, `lineage` of a Vertex run (shared)"),
 )
 

@@ -1,0 +1,41 @@
+"""`hpt-pipeline compile`: the pipeline for any registered target, as a pipeline spec (YAML)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
+from pipelines.app.errors import fail
+from pipelines.app.pipeline_settings import checked_settings
+from pipelines.settings import SettingsError
+
+
+def compile_command(
+    target: str = typer.Option("local", help="local | vertex | kubeflow"),
+    output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
+    config: Path = typer.Option(None, help="YAML settings file."),
+    continue_from: str = typer.Option(None, help=CONTINUE_HELP),
+) -> None:
+    """Compile the pipeline for a target into a pipeline spec (YAML)."""
+    from pipelines.compiler import compile_pipeline
+    from pipelines.wiring import TARGETS
+
+    if target not in TARGETS:
+        fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
+    chosen = TARGETS[target]
+    settings = checked_settings(
+        config, None, runs_here=chosen.runs_here, continue_from=continue_from
+    )
+    for line in continuation_lines(settings, target):
+        typer.echo(f"note: {line}")
+    try:
+        if not chosen.runs_here:  # its pods pull the images: a placeholder fails the first pull
+            from pipelines.app.preflight import check_images
+
+            check_images(settings, "set {env} (or {name} in --config) to the pushed image")
+        path = compile_pipeline(target, settings, output)
+    except SettingsError as err:  # a setting the target cannot honour
+        fail(str(err))
+    typer.echo(f"compiled the {target} pipeline to {path}")

@@ -1,0 +1,65 @@
+"""Settings of the commands that build the pipeline here (`run`, `compile`), checked early.
+
+A source, a model, a search space that could not work fail here, in one line (exit 2),
+before any work.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from pipelines.app.errors import fail
+from pipelines.settings import Settings, SettingsError, load_settings
+
+
+def check_source(source: str) -> None:
+    """Cheap pre-flight check of a dataset source (the prepare step checks the rest)."""
+    if source == "sample" or source.startswith("gs://"):
+        return
+    if source.startswith("tfds:"):
+        if not source.removeprefix("tfds:").strip():
+            raise SettingsError(f"source={source!r}: expected tfds:<dataset name>")
+        return
+    if not os.path.isdir(source):
+        raise SettingsError(
+            f"source={source!r}: expected 'sample', 'tfds:<name>', gs://… "
+            "or an existing image folder"
+        )
+
+
+def checked_settings(
+    config: Path | None,
+    defaults: dict[str, Any] | None,
+    *,
+    runs_here: bool,
+    notes: list[str] | None = None,
+    **flags: Any,
+) -> Settings:
+    """Settings from flags > `config` > environment > `defaults`, their study checked.
+
+    Args:
+        config: The `--config` file.
+        defaults: Defaults below the environment (`LOCAL_RUN_DEFAULTS` for `run`).
+        runs_here: The pipeline runs on this machine: a team's model module must import.
+        notes: Where lines about lowered defaults are appended.
+        **flags: Settings fields from the command's flags (None: unset).
+    """
+    from pipelines.settings_space import settings_model, study_space
+    from pipelines.study.search_space import SearchSpaceError
+
+    try:
+        settings = load_settings(config=config, overrides=flags, defaults=defaults, notes=notes)
+        check_source(settings.source)
+        # A model that cannot be built, a bad space, or one the algorithm cannot search,
+        # fails here, before any work. A run builds the model here: its module must import.
+        known = settings_model(settings, importable=runs_here)
+        if known.note:
+            typer.echo(f"note: {known.note}; its hyperparameters are checked by the trainer")
+        study_space(settings, known)
+    except (SettingsError, SearchSpaceError) as err:
+        fail(str(err))
+    return settings
