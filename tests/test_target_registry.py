@@ -145,6 +145,14 @@ def test_a_target_that_sends_nothing_is_refused_by_the_sending_commands(args) ->
     one_line_error(invoke(*args), "--target=local: expected one of vertex, kubeflow")
 
 
+def test_force_is_a_vertex_flag_refused_for_kubeflow_not_dropped() -> None:
+    """The serving container's end of availability is Vertex's: Kubeflow used to ignore it."""
+    one_line_error(
+        invoke("schedule", "create", "--target=kubeflow", "--cron=0 3 * * 1", "--force"),
+        "--force: a Vertex flag, not used with --target kubeflow",
+    )
+
+
 # --------------------------------------------------------------------------- a throw-away target
 
 SENT: list[tuple[Any, ...]] = []

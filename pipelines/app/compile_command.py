@@ -10,17 +10,17 @@ from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
 from pipelines.app.pipeline_settings import checked_settings
 from pipelines.settings import SettingsError
+from pipelines.wiring import TARGETS
 
 
 def compile_command(
-    target: str = typer.Option("local", help="local | vertex | kubeflow"),
+    target: str = typer.Option("local", help=" | ".join(TARGETS)),
     output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
     config: Path = typer.Option(None, help="YAML settings file."),
     continue_from: str = typer.Option(None, help=CONTINUE_HELP),
 ) -> None:
     """Compile the pipeline for a target into a pipeline spec (YAML)."""
     from pipelines.compiler import compile_pipeline
-    from pipelines.wiring import TARGETS
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")

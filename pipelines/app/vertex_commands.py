@@ -28,8 +28,18 @@ if TYPE_CHECKING:
 CLOUD = ("project", "region", "pipeline_root")
 LOCATION = ("project", "region")
 # The flags a run or schedule takes as Settings fields, under the same names.
-RUN_FIELDS = ("service_account", "project", "region", "network", "kms_key", "pipeline_root")
-RUN_FIELDS += ("enable_caching", "experiment", "display_name", "continue_from")
+RUN_FIELDS: tuple[str, ...] = (
+    "service_account",
+    "project",
+    "region",
+    "network",
+    "kms_key",
+    "pipeline_root",
+    "enable_caching",
+    "experiment",
+    "display_name",
+    "continue_from",
+)
 
 
 def _settings(
