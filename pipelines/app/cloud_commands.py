@@ -143,7 +143,7 @@ ScheduleExperimentOption = Annotated[
 ForceOption = Annotated[
     bool, typer.Option("--force", help="Past the serving container's end of availability.")
 ]
-# In `schedule create`, --experiment is Kubeflow's only (a Vertex schedule logs to none).
+# In `schedule create`, --experiment is Kubeflow's only (a Vertex schedule takes none).
 SCHEDULE_ONLY = {"experiment": "kubeflow"}
 
 

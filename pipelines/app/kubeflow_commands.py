@@ -278,6 +278,8 @@ def manifests_command(
     from pipelines.study.search_space import SearchSpaceError
     from pipelines.targets.kubeflow import manifests
 
+    # Kubeflow's own command (only it takes CRDs): the name reads better here than a registry
+    # field every other target would leave empty.
     if target != "kubeflow":
         fail(f"--target={target}: manifests are for kubeflow (Vertex takes no CRDs)")
     try:
