@@ -7,6 +7,8 @@ and the recipes' file lists are what the change takes.
 * Numbers: `<!-- code: path.py:NAME -->` right after a number in a doc says the number is
   that constant's value (`NAME`, `NAME[key]` of a dict, `Class.field` default,
   `function(param)` default). README.md, which is capped in size, uses `README_NUMBERS`.
+* Pointers: a `doc.md, "Section"` in the code names a heading (or a bold lead-in) of
+  that doc, so moving a section cannot strand the comments that send readers to it.
 * Recipes: ARCHITECTURE.md's recipes marked *dry-run* list the files to touch; each is
   performed in a copy of the code, which must change exactly those files and be accepted
   by `hpt-pipeline compile` there.
@@ -15,6 +17,7 @@ and the recipes' file lists are what the change takes.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import shutil
@@ -60,6 +63,7 @@ README_NUMBERS = [
 # ---- reading the code with ast ----------------------------------------------------------
 
 
+@functools.cache
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(), filename=str(path))
 
@@ -108,6 +112,7 @@ def resolve_file(written: str, root: Path = ROOT) -> Path | None:
     return next((c for c in candidates if c.is_file()), None)
 
 
+@functools.cache
 def project_modules(root: Path = ROOT) -> dict[str, list[Path]]:
     """Every project module file by its name (`trials` → the files named trials.py).
 
@@ -122,6 +127,7 @@ def project_modules(root: Path = ROOT) -> dict[str, list[Path]]:
     return found
 
 
+@functools.cache
 def project_classes(root: Path = ROOT) -> dict[str, list[Path]]:
     """Every top-level class name of the project, with the files defining it."""
     found: dict[str, list[Path]] = {}
@@ -288,6 +294,39 @@ def test_the_checkers_catch_a_renamed_function_and_a_changed_number():
     assert code_value("trainer/cost_metrics.py:latency_ms(warmup)") == 3  # a constant, followed
 
 
+POINTER = re.compile(r"`?((?:docs|benchmarks)/[\w/.-]+\.md|ARCHITECTURE\.md|README\.md)`?,\s+\"([^\"]+)\"")
+HEADING = re.compile(r"^#+ (.+)$|^\*\*(.+?)\*\*", re.MULTILINE)
+
+
+def stranded_pointers(code: str, root: Path = ROOT) -> list[str]:
+    """The `doc.md, "Section"` pointers in `code` whose doc has no such section."""
+    stranded = []
+    for match in POINTER.finditer(code):
+        doc, title = match[1], " ".join(match[2].replace("#", " ").split())
+        path = root / doc
+        titles = [h or b for h, b in HEADING.findall(path.read_text())] if path.is_file() else []
+        if not any(t.startswith(title) for t in titles):
+            stranded.append(f"{doc}, {title!r}")
+    return stranded
+
+
+def test_every_pointer_from_the_code_names_a_section_that_exists():
+    stranded = {
+        str(path.relative_to(ROOT)): found
+        for top in CODE_ROOTS
+        for path in sorted((ROOT / top).rglob("*.py"))
+        if path != Path(__file__) and (found := stranded_pointers(path.read_text()))
+    }
+    assert stranded == {}
+
+
+def test_the_pointer_check_catches_a_moved_section():
+    assert stranded_pointers('see docs/kubeflow.md, "Katib, as its\n    source behaves".') == []
+    assert stranded_pointers('ARCHITECTURE.md, "Katib, as its source behaves"') == [
+        "ARCHITECTURE.md, 'Katib, as its source behaves'"
+    ]
+
+
 # ---- the recipes, performed ----------------------------------------------------------------
 
 
@@ -373,21 +412,28 @@ TOY_ENTRY = """        ModelSpec(
 """
 
 
-def add_toy_model(copy: Path, files: list[str]) -> None:
-    """Perform the model recipe: the builder module and one `MODELS` entry."""
-    builder, registry = (copy / f.replace("<name>", "toy") for f in files)
-    builder.write_text(TOY_BUILDER)
-    text = registry.read_text()
+def _write_builder(path: Path) -> None:
+    path.write_text(TOY_BUILDER)
+
+
+def _register(path: Path) -> None:
+    text = path.read_text()
     anchor = "    )\n}\n"  # the end of the MODELS tuple of specs
-    assert text.count(anchor) == 1, f"{registry}: MODELS no longer ends with {anchor!r}"
-    registry.write_text(text.replace(anchor, TOY_ENTRY + anchor))
+    assert text.count(anchor) == 1, f"{path}: MODELS no longer ends with {anchor!r}"
+    path.write_text(text.replace(anchor, TOY_ENTRY + anchor))
+
+
+# How the dry run performs each step a model recipe may list (a step it cannot is a failure).
+MODEL_STEPS = {"trainer/models/<name>.py": _write_builder, "trainer/models/__init__.py": _register}
 
 
 def test_the_model_recipe_is_exactly_what_adding_a_model_takes(tmp_path):
     files = recipe_files("A model")
-    assert files == ["trainer/models/<name>.py", "trainer/models/__init__.py"]
+    unknown = [f for f in files if f not in MODEL_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend MODEL_STEPS"
     _copy_code(tmp_path)
-    add_toy_model(tmp_path, files)
+    for file in files:
+        MODEL_STEPS[file](tmp_path / file.replace("<name>", "toy"))
     assert changed_files(tmp_path) == {f.replace("<name>", "toy") for f in files}
 
     result = run_probe(
@@ -399,17 +445,26 @@ def test_the_model_recipe_is_exactly_what_adding_a_model_takes(tmp_path):
     assert result["builder"] == "probe"  # its builder module is the one registered
 
 
-def test_the_preset_recipe_is_exactly_what_adding_a_preset_takes(tmp_path):
-    files = recipe_files("A search-space preset")
-    assert files == ["pipelines/study/presets/<name>.yaml"]
-    _copy_code(tmp_path)
-    preset = tmp_path / files[0].replace("<name>", "toy_space")
-    preset.write_text(
+def _write_preset(path: Path) -> None:
+    path.write_text(
         "parameters:\n  - id: learning_rate\n    type: double\n    min: 0.001\n    max: 0.1\n"
     )
-    assert changed_files(tmp_path) == {files[0].replace("<name>", "toy_space")}
+
+
+PRESET_STEPS = {"pipelines/study/presets/<name>.yaml": _write_preset}
+
+
+def test_the_preset_recipe_is_exactly_what_adding_a_preset_takes(tmp_path):
+    files = recipe_files("A search-space preset")
+    unknown = [f for f in files if f not in PRESET_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend PRESET_STEPS"
+    _copy_code(tmp_path)
+    for file in files:
+        PRESET_STEPS[file](tmp_path / file.replace("<name>", "toy_space"))
+    assert changed_files(tmp_path) == {f.replace("<name>", "toy_space") for f in files}
     result = run_probe(
         tmp_path, {"toy_space": "search_space: toy_space\n", "gone": "search_space: gone\n"}
     )
-    assert result["toy_space"][0] == 0, result
-    assert result["gone"][0] != 0, result
+    assert result["toy_space"][0] == 0, result  # compile accepts the new preset
+    assert "max_value: 0.1\n" in (tmp_path / "toy_space.spec.yaml").read_text()  # its bounds
+    assert result["gone"][0] != 0, result  # as an unknown preset is not
