@@ -371,7 +371,8 @@ for name, config in json.loads(sys.argv[1]).items():
     out[name] = [result.exit_code, result.output.strip().splitlines()[-1:]]
 if len(sys.argv) > 2:
     from trainer.models import MODELS, builder_of
-    out["builder"] = builder_of(MODELS[sys.argv[2]])("probe", 2)
+    spec = MODELS.get(sys.argv[2])
+    out["builder"] = spec and builder_of(spec)("probe", 2)
 print(json.dumps(out))
 """
 
