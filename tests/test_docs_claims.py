@@ -39,8 +39,9 @@ BACKTICKED = re.compile(r"`([^`\n]+)`")
 PATH_NAME = re.compile(r"^([\w./-]+\.py):([A-Za-z_][\w.]*)$")
 DOTTED = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
 # A dotted token ending so is a file name (`trials.json`), not an attribute.
-FILE_SUFFIXES = {"json", "yaml", "yml", "py", "log", "lock", "md", "txt", "h5", "keras",
-                 "binpb", "csv", "html", "png", "gz", "metrics", "earlier", "pb", "toml"}  # fmt: skip
+FILE_SUFFIXES = set(
+    "json yaml yml py log lock md txt h5 keras binpb csv html png gz metrics earlier toml".split()
+)
 # Dotted names that are not Python though their first part is one of our modules' names:
 # JSON keys under a trial's `local`, Kubernetes API groups, a Go function.
 NOT_OURS = {"local.continuedFrom", "local.earlyStopped", "kubeflow.org", "trainer.kubeflow.org",
@@ -49,14 +50,14 @@ MARKER = re.compile(r"<!--\s*code:\s*([^\s>]+)\s*-->")
 NUMBER = re.compile(r"(\d[\d,]*(?:\.\d+)?(?:e-?\d+)?)")
 
 # (doc, a pattern whose first group is the number, the code it quotes)
+RUN = "pipelines/settings.py:LOCAL_RUN_DEFAULTS"
 README_NUMBERS = [
-    ("README.md", r"at (\d+)×\d+, runs a", "pipelines/settings.py:LOCAL_RUN_DEFAULTS[image_size]"),
-    ("README.md", r"runs a (\d+)-trial study", "pipelines/settings.py:LOCAL_RUN_DEFAULTS[max_trials]"),
-    ("README.md", r"study of (\d+) epochs", "pipelines/settings.py:LOCAL_RUN_DEFAULTS[epochs]"),
-    ("README.md", r"\((\d+) trials at a time\)", "pipelines/settings.py:LOCAL_RUN_DEFAULTS[parallel_trials]"),
-    ("README.md", r"a chief\s+and (\d+) worker", "pipelines/settings.py:LOCAL_RUN_DEFAULTS[workers]"),
-    ("README.md", r"--trial-accelerators (\d+)` \(default\)",
-     "pipelines/settings.py:LOCAL_RUN_DEFAULTS[trial_accelerator_count]"),
+    ("README.md", r"at (\d+)×\d+, runs a", f"{RUN}[image_size]"),
+    ("README.md", r"runs a (\d+)-trial study", f"{RUN}[max_trials]"),
+    ("README.md", r"study of (\d+) epochs", f"{RUN}[epochs]"),
+    ("README.md", r"\((\d+) trials at a time\)", f"{RUN}[parallel_trials]"),
+    ("README.md", r"a chief\s+and (\d+) worker", f"{RUN}[workers]"),
+    ("README.md", r"--trial-accelerators (\d+)` \(default\)", f"{RUN}[trial_accelerator_count]"),
 ]
 
 
@@ -199,6 +200,7 @@ def code_value(reference: str, root: Path = ROOT) -> Any:
         if isinstance(node, ast.Name) and isinstance(names.get(node.id), ast.Assign):
             return literal(names[node.id].value)  # type: ignore[union-attr]
         return ast.literal_eval(node)
+
     if match := re.fullmatch(r"(\w+)\((\w+)\)", expression):  # a parameter's default
         function = names[match[1]]
         assert isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)), reference
@@ -289,12 +291,16 @@ def test_the_checkers_catch_a_renamed_function_and_a_changed_number():
         f"4 quotes {floor} = 3"
     ]
     defaults = "pipelines/settings.py:LOCAL_RUN_DEFAULTS[epochs]"
-    assert wrong_numbers([("10", defaults), ("1,000", defaults)]) == [f"1,000 quotes {defaults} = 10"]
+    assert wrong_numbers([("10", defaults), ("1,000", defaults)]) == [
+        f"1,000 quotes {defaults} = 10"
+    ]
     assert code_value("pipelines/settings.py:Settings.kubeflow_pending_grace_s") == 600
     assert code_value("trainer/cost_metrics.py:latency_ms(warmup)") == 3  # a constant, followed
 
 
-POINTER = re.compile(r"`?((?:docs|benchmarks)/[\w/.-]+\.md|ARCHITECTURE\.md|README\.md)`?,\s+\"([^\"]+)\"")
+POINTER = re.compile(
+    r"`?((?:docs|benchmarks)/[\w/.-]+\.md|ARCHITECTURE\.md|README\.md)`?,\s+\"([^\"]+)\""
+)
 HEADING = re.compile(r"^#+ (.+)$|^\*\*(.+?)\*\*", re.MULTILINE)
 
 
@@ -342,9 +348,7 @@ def recipe_files(title: str, text: str | None = None) -> list[str]:
 
 def _copy_code(destination: Path) -> None:
     for top in ("pipelines", "trainer", "components", "dataprep"):
-        shutil.copytree(
-            ROOT / top, destination / top, ignore=shutil.ignore_patterns("__pycache__")
-        )
+        shutil.copytree(ROOT / top, destination / top, ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def changed_files(copy: Path) -> set[str]:
@@ -367,7 +371,8 @@ import pipelines
 from pipelines.app.cli import app
 out = {"pipelines": pipelines.__file__}
 for name, config in json.loads(sys.argv[1]).items():
-    result = CliRunner().invoke(app, ["compile", "--output", name + ".spec.yaml", "--config", config])
+    argv = ["compile", "--output", name + ".spec.yaml", "--config", config]
+    result = CliRunner().invoke(app, argv)
     out[name] = [result.exit_code, result.output.strip().splitlines()[-1:]]
 if len(sys.argv) > 2:
     from trainer.models import MODELS, builder_of
@@ -437,9 +442,7 @@ def test_the_model_recipe_is_exactly_what_adding_a_model_takes(tmp_path):
         MODEL_STEPS[file](tmp_path / file.replace("<name>", "toy"))
     assert changed_files(tmp_path) == {f.replace("<name>", "toy") for f in files}
 
-    result = run_probe(
-        tmp_path, {"toy": "model: toy\n", "nope": "model: nope\n"}, model="toy"
-    )
+    result = run_probe(tmp_path, {"toy": "model: toy\n", "nope": "model: nope\n"}, model="toy")
     assert result["toy"][0] == 0, result  # compile accepts the new model
     assert "defaultValue: toy" in (tmp_path / "toy.spec.yaml").read_text()
     assert result["nope"][0] != 0 and "toy" in result["nope"][1][0], result  # listed
