@@ -382,12 +382,10 @@ print(json.dumps(out))
 """
 
 
-def run_probe(copy: Path, configs: dict[str, str], model: str | None = None) -> dict[str, Any]:
-    for name, body in configs.items():
-        (copy / f"{name}.yaml").write_text(body)
-    args = [json.dumps({n: f"{n}.yaml" for n in configs})] + ([model] if model else [])
+def run_in(copy: Path, script: str, *args: str) -> dict[str, Any]:
+    """Run `script` with the copy's code first on the path; the JSON it prints last."""
     process = subprocess.run(
-        [sys.executable, "-c", PROBE, *args],
+        [sys.executable, "-c", script, *args],
         cwd=copy,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(copy)},
         capture_output=True,
@@ -398,6 +396,14 @@ def run_probe(copy: Path, configs: dict[str, str], model: str | None = None) -> 
     result = json.loads(process.stdout.strip().splitlines()[-1])
     assert result["pipelines"].startswith(str(copy)), result  # the copy's code ran
     return result
+
+
+def run_probe(copy: Path, configs: dict[str, str], model: str | None = None) -> dict[str, Any]:
+    """`compile` in the copy with each YAML config (and the `model`'s builder looked up)."""
+    for name, body in configs.items():
+        (copy / f"{name}.yaml").write_text(body)
+    args = [json.dumps({n: f"{n}.yaml" for n in configs})] + ([model] if model else [])
+    return run_in(copy, PROBE, *args)
 
 
 TOY_BUILDER = '''"""A toy model, added by the recipe's dry run."""
@@ -472,3 +478,50 @@ def test_the_preset_recipe_is_exactly_what_adding_a_preset_takes(tmp_path):
     assert result["toy_space"][0] == 0, result  # compile accepts the new preset
     assert "max_value: 0.1\n" in (tmp_path / "toy_space.spec.yaml").read_text()  # its bounds
     assert result["gone"][0] != 0, result  # as an unknown preset is not
+
+
+TOY_COMMANDS = '''"""A toy command, added by the recipe's dry run."""
+
+import typer
+
+
+def toy(name: str = typer.Option("x", help="Who to greet.")) -> None:
+    """Greet, as a new command would work."""
+    typer.echo(f"toy {name}")
+'''
+
+
+def _register_command(path: Path) -> None:
+    text = path.read_text()
+    assert "\napp = typer.Typer(" in text, f"{path}: no `app = typer.Typer(` to register on"
+    path.write_text(
+        text + "\nfrom pipelines.app import toy_commands  # noqa: E402\n\n"
+        'app.command("toy")(toy_commands.toy)\n'
+    )
+
+
+CLI_STEPS = {
+    "pipelines/app/<subject>_commands.py": lambda path: path.write_text(TOY_COMMANDS),
+    "pipelines/app/cli.py": _register_command,
+}
+CLI_PROBE = """
+import json
+from typer.testing import CliRunner
+import pipelines
+from pipelines.app.cli import app
+listing, ran = CliRunner().invoke(app, ["--help"]), CliRunner().invoke(app, ["toy", "--name", "y"])
+print(json.dumps({"pipelines": pipelines.__file__, "help": listing.output, "ran": ran.output}))
+"""
+
+
+def test_the_cli_command_recipe_is_exactly_what_adding_a_command_takes(tmp_path):
+    files = recipe_files("A CLI command")
+    unknown = [f for f in files if f not in CLI_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend CLI_STEPS"
+    _copy_code(tmp_path)
+    for file in files:
+        CLI_STEPS[file](tmp_path / file.replace("<subject>", "toy"))
+    assert changed_files(tmp_path) == {f.replace("<subject>", "toy") for f in files}
+    result = run_in(tmp_path, CLI_PROBE)
+    assert re.search(r"^\W*toy\b", result["help"], re.MULTILINE), result["help"]  # listed
+    assert result["ran"].strip() == "toy y", result
