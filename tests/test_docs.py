@@ -126,3 +126,13 @@ def test_the_checker_catches_a_missing_path_and_a_conflict():
         "../gone.md"
     ]
     assert CONFLICT.findall("a\n<<<<<<< HEAD\nb\n=======\nc\n>>>>>>> main\n")
+
+
+def test_architecture_md_links_every_docs_file():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    unlinked = [
+        f"docs/{p.name}"
+        for p in sorted((ROOT / "docs").glob("*.md"))
+        if f"](docs/{p.name})" not in text
+    ]
+    assert unlinked == [], "ARCHITECTURE.md's table of behaviour notes should link these"
