@@ -235,6 +235,9 @@ def marked_numbers(text: str) -> list[tuple[str, str]]:
     """(number as written, code reference) for each marker: the last number before it."""
     found = []
     for match in MARKER.finditer(text):
+        line_start = text.rfind("\n", 0, match.start()) + 1
+        if text.count("`", line_start, match.start()) % 2:  # inside inline code: an example
+            continue
         before = MARKER.sub("", text[max(0, match.start() - 80) : match.start()])
         numbers = NUMBER.findall(before)
         found.append((numbers[-1] if numbers else "", match[1]))
@@ -290,6 +293,7 @@ def test_the_checkers_catch_a_renamed_function_and_a_changed_number():
     assert wrong_numbers(marked_numbers(f"at least 4 <!-- code: {floor} --> failures")) == [
         f"4 quotes {floor} = 3"
     ]
+    assert marked_numbers("write `<!-- code: path.py:NAME -->` after it") == []  # an example
     defaults = "pipelines/settings.py:LOCAL_RUN_DEFAULTS[epochs]"
     assert wrong_numbers([("10", defaults), ("1,000", defaults)]) == [
         f"1,000 quotes {defaults} = 10"
