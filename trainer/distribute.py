@@ -44,8 +44,8 @@ def graph_rewrites() -> Iterator[bool]:
     """Let Grappler rewrite the graphs traced inside where a GPU is visible; not on CPU only.
 
     On CPU only its passes delayed ResNet50's first step by ~3 s for the same steady
-    speed (float32 and bf16; the CNN within 0.3 s): see benchmarks/README.md, "Start-up
-    on CPU". On GPUs (not measured: no GPU here) TensorFlow relies on its layout and
+    speed (float32 and bf16; the CNN within 0.3 s): see benchmarks/results/resnet50.md,
+    "Start-up on CPU". On GPUs (not measured: no GPU here) TensorFlow relies on its layout and
     fusion passes, so they stay. The setting it found is restored on the way out, for a
     process that goes on (tests, the fork server).
 

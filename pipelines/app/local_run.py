@@ -160,7 +160,7 @@ def run_local(
     The run owns its output (`<output>/run.lock`), keeps its temporary files in
     `<output>/tmp/` (kept and named when it fails), resumes the study only when the
     settings that define it are the same (`study_identity`), and stops on SIGTERM and
-    SIGHUP as on Ctrl-C: ARCHITECTURE.md, "The local run, in detail".
+    SIGHUP as on Ctrl-C: docs/local-run.md, "The local run, in detail".
     `fresh_when_different` (the default output): a study of other settings is kept
     beside the new one instead of refused. A step's traceback stays in the log unless
     `verbose`.

@@ -1,7 +1,7 @@
 """Start local trainer replicas from a preloaded process instead of afresh.
 
 `pipelines.jobs.fork_server` imports TensorFlow once and forks a child per replica that is
-the process `python -m trainer.task …` would have been (ARCHITECTURE.md, "The fork server,
+the process `python -m trainer.task …` would have been (docs/fork-server.md, "The fork server,
 in detail", says what a child gets and when the server refuses). `ForkServer` starts and
 talks to it, `ForkedProcess` is the child as the executor sees it (the part of
 `subprocess.Popen` that `local_job` uses), and `session()` decides which server a job uses:

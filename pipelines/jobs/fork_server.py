@@ -7,8 +7,8 @@ output, process group and signal dispositions as requested). A request is served
 a fresh process could not have differed; otherwise it is refused in one line and the client
 starts a fresh process. It imports no TensorFlow itself, only the modules it is asked to
 preload, by name (`tests/test_architecture.py:DYNAMIC_IMPORTERS` names it for that).
-What a child gets, the refusal rule and the protocol: ARCHITECTURE.md, "The fork server, in
-detail"; the figures: `benchmarks/README.md`, "Preloaded trainer".
+What a child gets, the refusal rule and the protocol: docs/fork-server.md, "The fork server, in
+detail"; the figures: `benchmarks/results/readme-figures.md`, "Preloaded trainer".
 """
 
 from __future__ import annotations

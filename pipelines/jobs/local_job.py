@@ -7,7 +7,7 @@ with a `[chief-0]` style prefix, and keeps its temporary files under
 `<log_dir>/tmp/<replica>/` (removed when the job ends well, kept and named when it fails).
 As on Vertex, the job succeeds only when every replica exits 0, and one failure, a silent
 replica or a timeout stops them all rather than leaving the job hanging. The details:
-ARCHITECTURE.md, "The local study and executor, as Vertex behaves".
+docs/local-run.md, "The local study and executor, as Vertex behaves".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ service: Vertex's algorithms mapped onto Optuna (`sampler`), each trial a local 
 with Vertex's environment, its metric read from the hypertune file, Vertex's failure rules
 (`failure_rules`) and median early stopping. The study lives in `<base>/trials.json` and
 `<base>/study.json`, so a rerun resumes it and never reruns a finished trial; a study the
-failure rules stopped stays stopped. The rules in full: ARCHITECTURE.md, "The local study
+failure rules stopped stays stopped. The rules in full: docs/local-run.md, "The local study
 and executor, as Vertex behaves".
 """
 

@@ -6,7 +6,7 @@ a short study still tries every value a user listed, the first `max(TPE's start-
 largest value set)` trials draw each categorical (and discrete) parameter from its
 least-used values (ties by the seeded generator) and the others at random; only then does
 TPE model the results. With 4 trials over 64/128/256 units, trials 1-3 use each value once;
-the same seed gives the same trials. The rules in full: ARCHITECTURE.md, "The local run, in
+the same seed gives the same trials. The rules in full: docs/local-run.md, "The local run, in
 detail" (Study start-up) and "The local study and executor, as Vertex behaves".
 """
 

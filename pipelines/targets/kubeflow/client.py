@@ -5,9 +5,9 @@
 sent; `submit_run` / `create_recurring_run` send them through those very methods. The
 experiment is resolved to its id (or created) at send time. KFP's cron has a seconds field
 first, so `kfp_cron` prepends `0` to the usual five and refuses what its parser lacks
-(ARCHITECTURE.md, "The cluster and KFP's API"). Credentials (`client_credentials`): a bearer
+(docs/kubeflow.md, "The cluster and KFP's API"). Credentials (`client_credentials`): a bearer
 token, the auth proxy's session cookie or an in-cluster service-account token file, as
-`kfp.Client` supports them (ARCHITECTURE.md, "Kubeflow", Logging in).
+`kfp.Client` supports them (docs/kubeflow.md, "Kubeflow", Logging in).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ claim that is not ReadWriteMany on a cluster of several nodes, a namespace that 
 Kubeflow profile with Katib's collector label (Istio injection is reported), GPUs no node
 has, and a data or output path only one pod sees
 (`check_shared_path`). What the account may not read (403) is said in one line and skipped:
-the checks are a help, not a new permission. Why each matters: ARCHITECTURE.md, "Kubeflow"
+the checks are a help, not a new permission. Why each matters: docs/kubeflow.md, "Kubeflow"
 (Checks) and "The cluster and KFP's API".
 """
 

@@ -8,7 +8,7 @@ collector in JSON format (the trainer's hypertune lines as they are), TPE for Ve
 default algorithm, `logUniform` for log scales, `medianstop` for early stopping, the local
 failure floor for Vertex's 0, and `resumePolicy` FromVolume only for a named `study_dir`.
 
-Why each choice, with Katib's source lines: ARCHITECTURE.md, "Katib, as its source behaves".
+Why each choice, with Katib's source lines: docs/kubeflow.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ cluster serves, read through API discovery before anything is created: the TFJob
 Training Operator v1 is installed (it sets `TF_CONFIG` itself), else the TrainJob (Kubeflow
 1.11+ installs only Trainer v2). Neither served is one line naming both remedies. Both
 steps resolve it first (the tune step too, so a cluster that cannot run the final job is
-refused before the study). Why: ARCHITECTURE.md, "Kubeflow Trainer v2 (TrainJob)".
+refused before the study). Why: docs/kubeflow.md, "Kubeflow Trainer v2 (TrainJob)".
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ numbers below refer to it). They are restated here, in the webhook's order and w
 field paths and messages, so a bad Experiment is refused in one line without a cluster.
 Rules Katib enforces later are added, marked "run time": every parameter has a trial
 parameter, the primary container exists, medianstop's settings, grid's combinations.
-What is checked more strictly, and what is not modelled: ARCHITECTURE.md, "Katib, as its
+What is checked more strictly, and what is not modelled: docs/kubeflow.md, "Katib, as its
 source behaves" (Admission).
 """
 

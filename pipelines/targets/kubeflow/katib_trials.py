@@ -8,7 +8,7 @@
   ids "1", "2"… in creation order; `name` keeps the Katib Trial).
 
 The first two let tests check a trial without a cluster. The Katib source each reproduces,
-and the state mapping: ARCHITECTURE.md, "Katib, as its source behaves".
+and the state mapping: docs/kubeflow.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

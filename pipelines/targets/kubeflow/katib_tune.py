@@ -4,7 +4,7 @@
 injectable so tests replace the API calls, never this logic. The Experiment's name follows
 from the study folder, so a retried task or a rerun finds it; it is reused when its spec
 matches but the trial counts, which are patched. A cancelled run's SIGTERM deletes it, and a
-rerun then starts afresh. Katib's rules behind this: ARCHITECTURE.md, "Katib, as its source
+rerun then starts afresh. Katib's rules behind this: docs/kubeflow.md, "Katib, as its source
 behaves".
 """
 

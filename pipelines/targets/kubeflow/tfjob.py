@@ -6,7 +6,7 @@ gets (pool 0: the chief, one replica; pool 1: the workers), and written with the
 `operator_tf_config` reproduces the `TF_CONFIG` the operator gives each replica. The job
 fails as a whole when one replica fails (`restartPolicy: Never`, no retries), cleans up
 pods still running, opts out of Istio's sidecar, and names its container `tensorflow` with
-port `tfjob-port`. Why each, with the operator's source: ARCHITECTURE.md, "The Training
+port `tfjob-port`. Why each, with the operator's source: docs/kubeflow.md, "The Training
 Operator, as its source behaves".
 """
 
@@ -291,7 +291,7 @@ def operator_tf_config(
 
     Reproduces the operator's release-1.9 `genClusterSpec` and `genTFConfigJSONStr`
     (addresses `<job>-<type>-<i>.<namespace>.svc[.<domain>]:<port>`, types lowercased;
-    nothing for a one-replica job); the source lines: ARCHITECTURE.md, "The Training
+    nothing for a one-replica job); the source lines: docs/kubeflow.md, "The Training
     Operator, as its source behaves".
 
     Args:

@@ -5,7 +5,7 @@ in `status.conditions`, appended as they become True, so the object's state is t
 condition whose status is "True". Katib ends an Experiment `Failed` when the failure budget
 is spent and `Succeeded` when the trial budget, the goal or the suggestions are, which is
 what `wait_for` reports with its default condition types. Katib's source for both:
-ARCHITECTURE.md, "Katib, as its source behaves".
+docs/kubeflow.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

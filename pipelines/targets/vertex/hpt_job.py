@@ -6,7 +6,7 @@ tune step builds GCPC's payload here, field for field, plus
 launcher, which creates, polls and (on SIGTERM) cancels the job as the op does. Two launcher
 habits are undone: integral floats are written back as integers, and the stopping spec the
 launcher strips as falsy is put back. The job carries the run's labels merged with Vertex's
-system labels. Why each: ARCHITECTURE.md, "GCPC's launcher, as it behaves".
+system labels. Why each: docs/vertex.md, "GCPC's launcher, as it behaves".
 """
 
 from __future__ import annotations
