@@ -64,19 +64,20 @@ def _settings(
 
 def _preflight(settings: Settings) -> list[str]:
     """Refuse what would fail late on this machine (one line); return the warnings."""
-    from pipelines.app import local_preflight
+    from pipelines.app import gcs_access, local_preflight
 
     try:
         local_preflight.check_memory(settings)
+        gcs_images = gcs_access.check_gcs(settings)
         local_preflight.check_tfds_reachable(
             settings.source, local_preflight.tfds_data_dir(settings.output)
         )
-        local_preflight.check_disk(settings)
+        disk_note = local_preflight.check_disk(settings, gcs_images=gcs_images)
         local_preflight.check_weights_load(settings)
     except SettingsError as err:
         fail(str(err))
     warning = local_preflight.replica_warning(settings)
-    return [warning] if warning else []
+    return [line for line in (disk_note, warning) if line]
 
 
 def run(
