@@ -364,3 +364,24 @@ def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
     assert message.startswith(f"output={settings.output}: the run would write ~")
     assert "GiB is free there; expected more free space" in message
     local_preflight.check_disk(settings, free=need)
+
+
+def test_imagenet_weights_are_probed_not_taken_for_a_missing_file(tmp_path, monkeypatch):
+    """resnet50's default `imagenet` goes to the probe (cached or downloadable), never 'no file'."""
+    import subprocess
+
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    probed = []
+
+    def probe(argv, **_):
+        probed.append(argv[3:])
+        said = "trainer: error: --weights=imagenet: cannot download the ImageNet weights (x)"
+        return subprocess.CompletedProcess(argv, 2, "", f"noise\n{said}\n")
+
+    monkeypatch.setattr(local_preflight.subprocess, "run", probe)
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_weights_load(_settings(tmp_path, model="resnet50"))
+    assert probed == [["resnet50", "imagenet", "32"]]
+    assert str(refused.value) == "--weights=imagenet: cannot download the ImageNet weights (x)"

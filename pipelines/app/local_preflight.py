@@ -164,6 +164,7 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     Raises:
         SettingsError: The trainer's one-line reason (the file, or why it cannot be had).
     """
+    from trainer.contract import WEIGHTS_CHOICES
     from trainer.models import MODELS, check_weights
 
     spec = MODELS.get(settings.model)
@@ -172,7 +173,8 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     weights = check_weights(spec, settings.weights)
     if weights == "none":
         return
-    if "://" not in weights and not Path(weights).is_file():
+    named = weights in WEIGHTS_CHOICES  # imagenet: cached or downloadable, the probe says
+    if not named and "://" not in weights and not Path(weights).is_file():
         raise SettingsError(f"--weights={weights}: no such file (expected a Keras weights file)")
     argv = [sys.executable, "-m", "trainer.weights_probe", spec.name, weights]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
