@@ -362,7 +362,7 @@ def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
         local_preflight.check_disk(settings, free=need - 1)
     message = str(refused.value)
     assert message.startswith(f"output={settings.output}: the run would write ~")
-    assert "GiB is free there; expected more free space" in message
+    assert "MiB is free there; expected more free space" in message
     local_preflight.check_disk(settings, free=need)
 
 
@@ -385,3 +385,19 @@ def test_imagenet_weights_are_probed_not_taken_for_a_missing_file(tmp_path, monk
         local_preflight.check_weights_load(_settings(tmp_path, model="resnet50"))
     assert probed == [["resnet50", "imagenet", "32"]]
     assert str(refused.value) == "--weights=imagenet: cannot download the ImageNet weights (x)"
+
+
+def test_a_small_disk_is_said_in_mib_not_as_zero_gib(tmp_path):
+    """A 6 MB tmpfs (case 3) read '~0.0 GiB … and 0.0 GiB is free'."""
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    settings = _settings(tmp_path, source="sample", image_size=24)
+    need = local_preflight.planned_disk_bytes(settings, local_preflight.SAMPLE_IMAGES)
+    assert 20 << 20 < need < 30 << 20
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_disk(settings, free=6 << 20)
+    message = str(refused.value)
+    assert f"would write ~{need / (1 << 20):.1f} MiB (dataset at 24 px" in message
+    assert "and 6.0 MiB is free there" in message
+    assert local_preflight.size_text(3 << 30) == "3.0 GiB"

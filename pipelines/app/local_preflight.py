@@ -261,6 +261,11 @@ def planned_disk_bytes(settings: Settings, images: int | None = None) -> int:
     return dataset + (settings.max_trials + 1) * per_trial
 
 
+def size_text(size: int) -> str:
+    """Bytes for people: GiB from 1 GiB up, else MiB (a 6 MB disk is not '0.0 GiB')."""
+    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / (1 << 20):.1f} MiB"
+
+
 def check_disk(
     settings: Settings, free: int | None = None, gcs_images: int | None = None
 ) -> str | None:
@@ -291,8 +296,8 @@ def check_disk(
     if need <= free:
         return note
     raise SettingsError(
-        f"output={settings.output}: the run would write ~{need / GIB:.1f} GiB (dataset at "
+        f"output={settings.output}: the run would write ~{size_text(need)} (dataset at "
         f"{settings.image_size} px, {settings.max_trials} trials' checkpoints and exports, the "
-        f"final model) and {free / GIB:.1f} GiB is free there; expected more free space, or "
+        f"final model) and {size_text(free)} is free there; expected more free space, or "
         "fewer trials or a smaller image size"
     )
