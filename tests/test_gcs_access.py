@@ -233,3 +233,17 @@ def test_a_tfds_dataset_still_to_download_is_said_not_counted(tmp_path):
         "disk check: the size of tfds:beans is not known before it is downloaded, so only "
         "the trials' checkpoints and exports and the final model are counted"
     )
+
+
+def test_prepare_checks_a_gs_source_before_reading_it(tmp_path, gcs):
+    out = tmp_path / "data"
+    result = CliRunner().invoke(
+        cli.app, ["prepare", "--source", "gs://locked/images", "--output", str(out)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "hpt-pipeline: error: --source=gs://locked/images: these credentials may not list "
+        "gs://locked (403: trainer@ does not have storage.objects.list access); grant them "
+        "roles/storage.objectViewer on the bucket, or use other credentials\n"
+    )
+    assert not out.exists()

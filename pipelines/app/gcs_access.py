@@ -193,6 +193,15 @@ def check_gcs(settings: Settings) -> int | None:
             f"--output={settings.output}: a local run writes on this machine; expected a local "
             "folder (a gs:// pipeline_root is the vertex target's)"
         )
+    return check_values(values)
+
+
+def check_values(values: list[str]) -> int | None:
+    """Read each `--flag=gs://…` value; the image count of the `--source` one, if any.
+
+    Raises:
+        GcsAccessError: The first value that cannot be read, in one line.
+    """
     if not values:
         return None
     from google.auth.transport.requests import AuthorizedSession
