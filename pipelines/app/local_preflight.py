@@ -13,7 +13,8 @@
   image objects (listed by `gcs_access`), a prepared TFDS dataset's examples; a TFDS
   dataset still to download is not counted, and a note says so.
 * Weights: a pretrained model's `--weights` must exist and load into its backbone, and
-  `imagenet` be in Keras's cache or downloadable: checked in a subprocess
+  `imagenet` be in Keras's cache or downloadable (no cached weights at all and the host
+  unreachable: refused at once, without TensorFlow); checked in a subprocess
   (`trainer.weights_probe`; this process never imports TensorFlow), before the data is
   prepared, instead of by every trial.
 """
@@ -44,6 +45,7 @@ MAX_UNITS = 256  # the largest num_units of the presets
 PARAM_COPIES = 3  # weights, gradients, optimizer momentum
 MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
 GIB = 1 << 30
+KERAS_FALLBACK_HOME = "/tmp/.keras"  # Keras's cache when its home is not writable
 SAMPLE_IMAGES = 1797  # scikit-learn's digits, the `sample` source (dataprep.sources)
 WEIGHTS_PROBE_TIMEOUT_S = 300.0  # importing TensorFlow and building a backbone, shared cores
 
@@ -173,6 +175,8 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     weights = check_weights(spec, settings.weights)
     if weights == "none":
         return
+    if weights == "imagenet":
+        check_imagenet_reachable()
     named = weights in WEIGHTS_CHOICES  # imagenet: cached or downloadable, the probe says
     if not named and "://" not in weights and not Path(weights).is_file():
         raise SettingsError(f"--weights={weights}: no such file (expected a Keras weights file)")
@@ -194,6 +198,36 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
         lines = [x for x in probe.stderr.splitlines() if x.strip()]
         said = next((x for x in reversed(lines) if ": error: " in x), (lines or ["?"])[-1])
         raise SettingsError(said.split(": error: ", 1)[-1])
+
+
+def keras_caches() -> list[Path]:
+    """Where Keras keeps downloaded weights: `$KERAS_HOME` (default ~/.keras), else /tmp's."""
+    home = os.environ.get("KERAS_HOME") or os.path.expanduser("~/.keras")
+    return [Path(home) / "models", Path(KERAS_FALLBACK_HOME) / "models"]
+
+
+def check_imagenet_reachable(timeout: float = REACH_TIMEOUT_S) -> None:
+    """Refuse `imagenet` in seconds when Keras's cache holds no weights and the host is down.
+
+    Which file a backbone needs is Keras's business: a cache with any `.h5` file, or a
+    reachable host, leaves the answer to the probe (which imports TensorFlow).
+
+    Raises:
+        SettingsError: Naming the empty cache, the host and why it is unreachable.
+    """
+    caches = keras_caches()
+    if any(any(cache.glob("*.h5")) for cache in caches):
+        return
+    host = TFDS_HOST  # Keras's applications' weights are served from the same host
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise SettingsError(
+            f"--weights=imagenet: not in Keras's cache ({caches[0]} holds no weights) and "
+            f"{host[0]} (where Keras downloads them) is unreachable ({reason}); pass --weights "
+            "PATH to a Keras weights file (local or gs://)"
+        ) from None
 
 
 def model_params(settings: Settings) -> int:
