@@ -362,5 +362,76 @@ def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
         local_preflight.check_disk(settings, free=need - 1)
     message = str(refused.value)
     assert message.startswith(f"output={settings.output}: the run would write ~")
-    assert "GiB is free there; expected more free space" in message
+    assert "MiB is free there; expected more free space" in message
     local_preflight.check_disk(settings, free=need)
+
+
+def test_imagenet_weights_are_probed_not_taken_for_a_missing_file(tmp_path, monkeypatch):
+    """resnet50's default `imagenet` goes to the probe (cached or downloadable), never 'no file'."""
+    import subprocess
+
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    probed = []
+
+    def probe(argv, **_):
+        probed.append(argv[3:])
+        said = "trainer: error: --weights=imagenet: cannot download the ImageNet weights (x)"
+        return subprocess.CompletedProcess(argv, 2, "", f"noise\n{said}\n")
+
+    monkeypatch.setattr(local_preflight.subprocess, "run", probe)
+    cached = tmp_path / "keras" / "models" / "other_notop.h5"  # a cache: the probe decides
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"x")
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_weights_load(_settings(tmp_path, model="resnet50"))
+    assert probed == [["resnet50", "imagenet", "32"]]
+    assert str(refused.value) == "--weights=imagenet: cannot download the ImageNet weights (x)"
+
+
+def test_a_small_disk_is_said_in_mib_not_as_zero_gib(tmp_path):
+    """A 6 MB tmpfs (case 3) read '~0.0 GiB … and 0.0 GiB is free'."""
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    settings = _settings(tmp_path, source="sample", image_size=24)
+    need = local_preflight.planned_disk_bytes(settings, local_preflight.SAMPLE_IMAGES)
+    assert 20 << 20 < need < 30 << 20
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_disk(settings, free=6 << 20)
+    message = str(refused.value)
+    assert f"would write ~{need / (1 << 20):.1f} MiB (dataset at 24 px" in message
+    assert "and 6.0 MiB is free there" in message
+    assert local_preflight.size_text(3 << 30) == "3.0 GiB"
+
+
+def test_imagenet_offline_with_an_empty_keras_cache_is_said_without_tensorflow(
+    tmp_path, monkeypatch
+):
+    """No cached weights at all and no network: refused in seconds, no 30-60 s probe."""
+    from pipelines.app import local_preflight
+    from pipelines.settings import SettingsError
+
+    def probe(*_, **__):
+        raise AssertionError("the TensorFlow probe ran")
+
+    monkeypatch.setattr(local_preflight.subprocess, "run", probe)
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path / "keras"))
+    monkeypatch.setattr(local_preflight, "KERAS_FALLBACK_HOME", str(tmp_path / "tmp-keras"))
+    monkeypatch.setattr(local_preflight, "TFDS_HOST", ("host.invalid", 443))  # never resolves
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_weights_load(_settings(tmp_path, model="resnet50"))
+    message = str(refused.value)
+    assert message.startswith(
+        f"--weights=imagenet: not in Keras's cache ({tmp_path}/keras/models holds no weights) "
+        "and host.invalid (where Keras downloads them) is unreachable ("
+    )
+    assert message.endswith("pass --weights PATH to a Keras weights file (local or gs://)")
+
+    cached = tmp_path / "keras" / "models" / "some_notop.h5"  # maybe the right one: probe it
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"x")
+    with pytest.raises(AssertionError, match="the TensorFlow probe ran"):
+        local_preflight.check_weights_load(_settings(tmp_path, model="resnet50"))

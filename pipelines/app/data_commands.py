@@ -45,6 +45,13 @@ def prepare(
     """Prepare a dataset once: decode, resize and shard it for every trial and the final job."""
     from rich.console import Console
 
+    if source.startswith("gs://"):  # credentials and access, before TensorFlow's slow probe
+        from pipelines.app import gcs_access
+
+        try:
+            gcs_access.check_values([f"--source={source}"])
+        except gcs_access.GcsAccessError as err:
+            fail(str(err))
     # TensorFlow runs in this process: its C++ start-up and per-image chatter (fd 2) goes to
     # a log file beside the output, named after the summary (or in an I/O error) when anything
     # was written to it; its temporary (autograph) files to a folder beside the output too.

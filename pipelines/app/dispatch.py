@@ -104,14 +104,14 @@ def refuse_other_flags(
                 raise SettingsError(f"--{name.replace('_', '-')}: {why}")
 
 
-def preflight(target: Target, settings: Settings) -> None:
-    """Run the target's preflight (`Target.preflight`) on `settings`.
+def preflight(target: Target, settings: Settings) -> list[str] | None:
+    """Run the target's preflight (`Target.preflight`) on `settings`; its notes, if any.
 
     Raises:
         SettingsError: What it refuses, in one line.
     """
     module, _, function = target.preflight.partition(":")
-    getattr(importlib.import_module(module), function)(settings)
+    return cast("list[str] | None", getattr(importlib.import_module(module), function)(settings))
 
 
 def client(target: Target) -> Client:

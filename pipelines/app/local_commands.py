@@ -179,33 +179,36 @@ def run_fields(params: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def preflight(settings: Settings) -> None:
-    """Refuse, in one line, a run that would fail late on this machine.
+def preflight(settings: Settings) -> list[str]:
+    """Refuse, in one line, a run that would fail late on this machine; return its notes.
 
     Raises:
-        SettingsError: Too little memory or disk, TFDS unreachable, weights that do not load.
+        SettingsError: Too little memory or disk, TFDS or gs:// unreachable, weights that do
+            not load.
     """
-    from pipelines.app import local_preflight
+    from pipelines.app import gcs_access, local_preflight
 
     local_preflight.check_memory(settings)
+    gcs_images = gcs_access.check_gcs(settings)
     local_preflight.check_tfds_reachable(
         settings.source, local_preflight.tfds_data_dir(settings.output)
     )
-    local_preflight.check_disk(settings)
+    disk_note = local_preflight.check_disk(settings, gcs_images=gcs_images)
     local_preflight.check_weights_load(settings)
+    return [disk_note] if disk_note else []
 
 
 def _preflight(settings: Settings) -> list[str]:
-    """The local target's preflight (`TARGETS["local"]`), exit 2 on a refusal; the warnings."""
+    """The local target's preflight (`TARGETS["local"]`), exit 2 on a refusal; the notes."""
     from pipelines.app import dispatch, local_preflight
     from pipelines.wiring import TARGETS
 
     try:
-        dispatch.preflight(TARGETS["local"], settings)
+        notes = dispatch.preflight(TARGETS["local"], settings) or []
     except SettingsError as err:
         fail(str(err))
     warning = local_preflight.replica_warning(settings)
-    return [warning] if warning else []
+    return [*notes, warning] if warning else notes
 
 
 def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[], None]:

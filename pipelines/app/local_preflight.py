@@ -8,15 +8,20 @@
   `$TFDS_DATA_DIR`, or `<output>/tensorflow_datasets` (nothing written in $HOME).
 * Cores: more logical replicas than cores is allowed, with a warning giving the numbers.
 * Disk: the dataset (raw pixels), each trial's two checkpoints and export, and the final
-  model, at the configured sizes, against the free space where the output lives.
+  model, at the configured sizes, against the free space where the output lives. The
+  dataset's image count: a local folder's files, the sample's 1,797, a gs:// folder's
+  image objects (listed by `gcs_access`), a prepared TFDS dataset's examples; a TFDS
+  dataset still to download is not counted, and a note says so.
 * Weights: a pretrained model's `--weights` must exist and load into its backbone, and
-  `imagenet` be in Keras's cache or downloadable: checked in a subprocess
+  `imagenet` be in Keras's cache or downloadable (no cached weights at all and the host
+  unreachable: refused at once, without TensorFlow); checked in a subprocess
   (`trainer.weights_probe`; this process never imports TensorFlow), before the data is
   prepared, instead of by every trial.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -40,6 +45,8 @@ MAX_UNITS = 256  # the largest num_units of the presets
 PARAM_COPIES = 3  # weights, gradients, optimizer momentum
 MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
 GIB = 1 << 30
+KERAS_FALLBACK_HOME = "/tmp/.keras"  # Keras's cache when its home is not writable
+SAMPLE_IMAGES = 1797  # scikit-learn's digits, the `sample` source (dataprep.sources)
 WEIGHTS_PROBE_TIMEOUT_S = 300.0  # importing TensorFlow and building a backbone, shared cores
 
 
@@ -159,6 +166,7 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     Raises:
         SettingsError: The trainer's one-line reason (the file, or why it cannot be had).
     """
+    from trainer.contract import WEIGHTS_CHOICES
     from trainer.models import MODELS, check_weights
 
     spec = MODELS.get(settings.model)
@@ -167,7 +175,10 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     weights = check_weights(spec, settings.weights)
     if weights == "none":
         return
-    if "://" not in weights and not Path(weights).is_file():
+    if weights == "imagenet":
+        check_imagenet_reachable()
+    named = weights in WEIGHTS_CHOICES  # imagenet: cached or downloadable, the probe says
+    if not named and "://" not in weights and not Path(weights).is_file():
         raise SettingsError(f"--weights={weights}: no such file (expected a Keras weights file)")
     argv = [sys.executable, "-m", "trainer.weights_probe", spec.name, weights]
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
@@ -187,6 +198,36 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
         lines = [x for x in probe.stderr.splitlines() if x.strip()]
         said = next((x for x in reversed(lines) if ": error: " in x), (lines or ["?"])[-1])
         raise SettingsError(said.split(": error: ", 1)[-1])
+
+
+def keras_caches() -> list[Path]:
+    """Where Keras keeps downloaded weights: `$KERAS_HOME` (default ~/.keras), else /tmp's."""
+    home = os.environ.get("KERAS_HOME") or os.path.expanduser("~/.keras")
+    return [Path(home) / "models", Path(KERAS_FALLBACK_HOME) / "models"]
+
+
+def check_imagenet_reachable(timeout: float = REACH_TIMEOUT_S) -> None:
+    """Refuse `imagenet` in seconds when Keras's cache holds no weights and the host is down.
+
+    Which file a backbone needs is Keras's business: a cache with any `.h5` file, or a
+    reachable host, leaves the answer to the probe (which imports TensorFlow).
+
+    Raises:
+        SettingsError: Naming the empty cache, the host and why it is unreachable.
+    """
+    caches = keras_caches()
+    if any(any(cache.glob("*.h5")) for cache in caches):
+        return
+    host = TFDS_HOST  # Keras's applications' weights are served from the same host
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise SettingsError(
+            f"--weights=imagenet: not in Keras's cache ({caches[0]} holds no weights) and "
+            f"{host[0]} (where Keras downloads them) is unreachable ({reason}); pass --weights "
+            "PATH to a Keras weights file (local or gs://)"
+        ) from None
 
 
 def model_params(settings: Settings) -> int:
@@ -215,31 +256,82 @@ def source_images(source: str) -> int:
     )
 
 
-def planned_disk_bytes(settings: Settings) -> int:
-    """Bytes the run writes: the dataset, each trial's checkpoints and export, the final model."""
-    dataset = source_images(settings.source) * settings.image_size**2 * 3
+def tfds_examples(data_dir: str, name: str) -> int | None:
+    """Examples of a TFDS dataset prepared in `data_dir` (its dataset_info.json), else None."""
+    infos = sorted(Path(data_dir, name.split(":")[0]).glob("**/dataset_info.json"))
+    if not infos:
+        return None
+    splits = json.loads(infos[-1].read_text()).get("splits", [])
+    return sum(int(n) for split in splits for n in split.get("shardLengths", []))
+
+
+def dataset_images(settings: Settings, gcs_images: int | None = None) -> int | None:
+    """Images the data step will prepare, by source kind; None where it cannot be known yet.
+
+    A local folder: its image files; `sample`: the digits; gs://: the image objects the
+    access check listed (`gcs_images`); `tfds:` prepared here: its examples; a TFDS
+    dataset still to download: None (its size is only known once downloaded).
+    """
+    source = settings.source
+    if source == "sample":
+        return SAMPLE_IMAGES
+    if source.startswith("gs://"):
+        return gcs_images
+    if source.startswith("tfds:"):
+        return tfds_examples(tfds_data_dir(settings.output), source.removeprefix("tfds:"))
+    return source_images(source)
+
+
+def planned_disk_bytes(settings: Settings, images: int | None = None) -> int:
+    """Bytes the run writes: the dataset, each trial's checkpoints and export, the final model.
+
+    `images`: the dataset's image count (default: `source_images` of a local folder).
+    """
+    if images is None:
+        images = source_images(settings.source)
+    dataset = images * settings.image_size**2 * 3
     model = model_params(settings) * 4  # float32 weights
     per_trial = model * (2 * PARAM_COPIES + 1)  # two checkpoints (with slots), one export
     return dataset + (settings.max_trials + 1) * per_trial
 
 
-def check_disk(settings: Settings, free: int | None = None) -> None:
+def size_text(size: int) -> str:
+    """Bytes for people: GiB from 1 GiB up, else MiB (a 6 MB disk is not '0.0 GiB')."""
+    return f"{size / GIB:.1f} GiB" if size >= GIB else f"{size / (1 << 20):.1f} MiB"
+
+
+def check_disk(
+    settings: Settings, free: int | None = None, gcs_images: int | None = None
+) -> str | None:
     """Refuse a run whose dataset, trials and export cannot fit on the output's disk.
+
+    `gcs_images`: a gs:// source's image objects (`gcs_access.check_gcs`).
+
+    Returns:
+        A note when the dataset's size is not known yet (a TFDS dataset to download): the
+        estimate then counts the trials and the final model only, and says so.
 
     Raises:
         SettingsError: The estimate, what it is made of, and the free space.
     """
-    need = planned_disk_bytes(settings)
+    images = dataset_images(settings, gcs_images)
+    need = planned_disk_bytes(settings, images or 0)
+    note = None
+    if images is None:
+        note = (
+            f"disk check: the size of {settings.source} is not known before it is downloaded, "
+            "so only the trials' checkpoints and exports and the final model are counted"
+        )
     if free is None:
         where = Path(settings.output).resolve()
         while not where.exists():
             where = where.parent
         free = shutil.disk_usage(where).free
     if need <= free:
-        return
+        return note
     raise SettingsError(
-        f"output={settings.output}: the run would write ~{need / GIB:.1f} GiB (dataset at "
+        f"output={settings.output}: the run would write ~{size_text(need)} (dataset at "
         f"{settings.image_size} px, {settings.max_trials} trials' checkpoints and exports, the "
-        f"final model) and {free / GIB:.1f} GiB is free there; expected more free space, or "
+        f"final model) and {size_text(free)} is free there; expected more free space, or "
         "fewer trials or a smaller image size"
     )

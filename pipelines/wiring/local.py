@@ -83,6 +83,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/app/local_commands.py", "CLI: `run` (its preflight), `models`"),
     ("pipelines/app/local_run.py", "the run end to end with kfp.local, its fork server"),
     ("pipelines/app/local_preflight.py", "memory, TFDS, cores checked before a run"),
+    ("pipelines/app/gcs_access.py", "gs:// credentials and access checked before a run"),
     ("pipelines/app/run_summary.py", "the end-of-run summary"),
     ("pipelines/app/study_identity.py", "what a study is, checked on a rerun"),
     ("pipelines/app/interrupts.py", "SIGTERM/SIGHUP stop a run as Ctrl-C does"),
