@@ -347,3 +347,30 @@ def test_an_unwritable_metric_file_fails_at_once_in_one_line(synthetic_data, tmp
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("trainer: error: cannot write the hypertune metric file")
     assert "epoch 1/1" not in result.stderr  # refused before any training
+
+
+def test_the_tests_trainer_runs_are_forked_unless_the_server_would_differ(
+    synthetic_data, monkeypatch
+):
+    """`run_trainer` forks from the session's preloaded trainer; a differing run starts afresh."""
+    from tests import trainer_runs
+
+    fresh: list[list[str]] = []
+
+    def fresh_run(argv, **kwargs):
+        fresh.append(argv)
+        return subprocess.CompletedProcess(argv, 2, stdout="", stderr="fresh\n")
+
+    monkeypatch.setattr(trainer_runs.subprocess, "run", fresh_run)
+    monkeypatch.delenv("HPT_FORK_SERVER", raising=False)
+    forked = run_trainer([f"--data={synthetic_data}", "--bogus_flag=3"], CLOUD_ML_TRIAL_ID="2")
+    assert fresh == [] and forked.returncode == 2  # a per-replica variable: still forked
+    assert "unrecognized arguments: --bogus_flag=3" in forked.stderr
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # set by pytest, test by test
+    assert run_trainer([f"--data={synthetic_data}", "--bogus_flag=3"]).returncode == 2
+    assert fresh == []
+    differing = run_trainer([f"--data={synthetic_data}"], ONEDNN_MAX_CPU_ISA="AVX2")
+    assert len(fresh) == 1 and differing.stderr == "fresh\n"  # the server's TF would differ
+    monkeypatch.setenv("HPT_FORK_SERVER", "off")
+    run_trainer([f"--data={synthetic_data}"])
+    assert len(fresh) == 2
