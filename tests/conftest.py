@@ -5,6 +5,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,6 +102,16 @@ def run_trainer(args: list[str], timeout: float = 240, **env: str) -> subprocess
     from tests import trainer_runs
 
     return trainer_runs.run(args, env=run_env(**env), server_env=run_env(), timeout=timeout)
+
+
+def start_trainer(args: list[str], **env: str) -> Any:
+    """Start `python -m trainer.task ARGS` in a session of its own; `.stdout` has all its output.
+
+    Forked as `run_trainer`'s runs are; a `subprocess.Popen` where it starts afresh.
+    """
+    from tests import trainer_runs
+
+    return trainer_runs.start(args, env=run_env(**env), server_env=run_env())
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import ROOT, run_env, run_trainer
+from tests.conftest import run_trainer, start_trainer
 from tests.synthetic import CLASS_NAMES, make_images
 from trainer.contract import COST_METRICS, PRECISIONS
 from trainer.precision import parse_line
@@ -102,11 +101,8 @@ def test_two_process_multi_worker_only_chief_exports(synthetic_data, tmp_path):
     procs = {}
     for task_type in ("chief", "worker"):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
-        procs[task_type] = subprocess.Popen(
+        procs[task_type] = start_trainer(
             [
-                sys.executable,
-                "-m",
-                "trainer.task",
                 f"--data={synthetic_data}",
                 "--epochs=3",
                 "--batch_size=16",
@@ -114,14 +110,8 @@ def test_two_process_multi_worker_only_chief_exports(synthetic_data, tmp_path):
                 f"--model_dir={tmp_path / task_type / 'model'}",
                 f"--checkpoint_dir={tmp_path / 'checkpoints'}",
             ],
-            cwd=ROOT,
-            env=run_env(
-                TF_CONFIG=tf_config, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / task_type / "metrics")
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+            TF_CONFIG=tf_config,
+            CLOUD_ML_HP_METRIC_FILE=str(tmp_path / task_type / "metrics"),
         )
     try:
         outputs = {name: proc.communicate(timeout=240)[0] for name, proc in procs.items()}
@@ -159,16 +149,9 @@ def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
         f"--checkpoint_dir={tmp_path / 'ckpt'}",
         f"--model_dir={tmp_path / 'model'}",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *args],
-        cwd=ROOT,
-        env=run_env(),
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_trainer(args)
     deadline = time.monotonic() + 180
-    for line in proc.stderr:  # kill it (no chance to clean up) once epoch 2 is done
+    for line in proc.stdout:  # kill it (no chance to clean up) once epoch 2 is done
         if line.startswith("epoch 2/40") or time.monotonic() > deadline:
             break
     os.killpg(proc.pid, signal.SIGKILL)
@@ -369,6 +352,10 @@ def test_the_tests_trainer_runs_are_forked_unless_the_server_would_differ(
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # set by pytest, test by test
     assert run_trainer([f"--data={synthetic_data}", "--bogus_flag=3"]).returncode == 2
     assert fresh == []
+    started = start_trainer([f"--data={synthetic_data}", "--bogus_flag=3"])
+    assert isinstance(started, trainer_runs.Started)  # forked too
+    output, _ = started.communicate(timeout=60)
+    assert started.returncode == 2 and "unrecognized arguments: --bogus_flag=3" in output
     differing = run_trainer([f"--data={synthetic_data}"], ONEDNN_MAX_CPU_ISA="AVX2")
     assert len(fresh) == 1 and differing.stderr == "fresh\n"  # the server's TF would differ
     monkeypatch.setenv("HPT_FORK_SERVER", "off")

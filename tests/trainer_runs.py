@@ -15,6 +15,7 @@ Not collected by pytest (no `test_` prefix).
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import signal
 import subprocess
@@ -22,6 +23,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import IO
 
 from pipelines.jobs import fork_client
 
@@ -42,6 +44,15 @@ def shared_server(env: Mapping[str, str]) -> fork_client.ForkServer | None:
     return _servers["trainer"]
 
 
+def forked(
+    argv: Sequence[str], env: Mapping[str, str], server_env: Mapping[str, str]
+) -> fork_client.ForkedProcess | None:
+    """`argv` forked from the session's server (None: refused, unavailable or forking off)."""
+    server = shared_server({k: v for k, v in server_env.items() if k != PYTEST_VARIABLE})
+    child = server.spawn(argv, env, str(ROOT)) if server else None
+    return None if isinstance(child, str) else child
+
+
 def run(
     args: Sequence[str], *, env: Mapping[str, str], server_env: Mapping[str, str], timeout: float
 ) -> subprocess.CompletedProcess:
@@ -52,9 +63,8 @@ def run(
     """
     argv = [sys.executable, "-m", "trainer.task", *args]
     env = {k: v for k, v in env.items() if k != PYTEST_VARIABLE}
-    server = shared_server({k: v for k, v in server_env.items() if k != PYTEST_VARIABLE})
-    child = server.spawn(argv, env, str(ROOT)) if server else "forking off"
-    if isinstance(child, str):  # refused or unavailable: a fresh process, as before
+    child = forked(argv, env, server_env)
+    if child is None:  # refused or unavailable: a fresh process, as before
         return subprocess.run(
             argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
         )
@@ -70,3 +80,53 @@ def run(
     child.stdout.close()
     output = b"".join(chunks).decode(errors="replace")
     return subprocess.CompletedProcess(argv, returncode, stdout="", stderr=output)
+
+
+class Started:
+    """A trainer started by `start`, forked: the part of `subprocess.Popen` the tests use."""
+
+    def __init__(self, child: fork_client.ForkedProcess):
+        self.pid = child.pid  # it leads its own process group, as under start_new_session
+        self.stdout: IO[str] = io.TextIOWrapper(child.stdout, errors="replace")
+        self._child = child
+
+    @property
+    def returncode(self) -> int | None:
+        return self._child.returncode
+
+    def poll(self) -> int | None:
+        return self._child.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self._child.wait(timeout)
+
+    def communicate(self, timeout: float | None = None) -> tuple[str, None]:
+        """Its whole output (stdout and stderr), once it has exited."""
+        output = self.stdout.read()
+        self.wait(timeout)
+        self.stdout.close()
+        return output, None
+
+
+def start(
+    args: Sequence[str], *, env: Mapping[str, str], server_env: Mapping[str, str]
+) -> subprocess.Popen[str] | Started:
+    """Start the trainer with `args` and `env`, its stdout and stderr in one text `.stdout`.
+
+    Forked where the server serves it, else a fresh process; either way in a new session
+    (`os.killpg(proc.pid, …)` reaches it and only it).
+    """
+    argv = [sys.executable, "-m", "trainer.task", *args]
+    env = {k: v for k, v in env.items() if k != PYTEST_VARIABLE}
+    child = forked(argv, env, server_env)
+    if child is None:
+        return subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    return Started(child)
