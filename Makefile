@@ -28,6 +28,10 @@ run: $(STAMP) ## Run the whole pipeline locally on the bundled sample data
 test: $(STAMP) ## Run the test suite
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+.PHONY: test-bench
+test-bench: $(STAMP) ## The benchmark scripts' real runs that make test leaves out (-m bench; .ci/run)
+	$(PY) -m pytest -m bench $(PYTEST_ARGS)
+
 lint: $(STAMP) ## ruff + mypy
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

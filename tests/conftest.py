@@ -5,6 +5,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,15 +94,24 @@ def python_stdout(code: str) -> str:
 
 
 def run_trainer(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess:
-    """Run `python -m trainer.task ARGS` to completion and capture its output."""
-    return subprocess.run(
-        [sys.executable, "-m", "trainer.task", *args],
-        cwd=ROOT,
-        env=run_env(**env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """Run `python -m trainer.task ARGS` to completion and capture its output.
+
+    Forked from the session's preloaded trainer where a fresh process could not differ
+    (`tests/trainer_runs.py`; `HPT_FORK_SERVER=off` starts every run afresh).
+    """
+    from tests import trainer_runs
+
+    return trainer_runs.run(args, env=run_env(**env), server_env=run_env(), timeout=timeout)
+
+
+def start_trainer(args: list[str], **env: str) -> Any:
+    """Start `python -m trainer.task ARGS` in a session of its own; `.stdout` has all its output.
+
+    Forked as `run_trainer`'s runs are; a `subprocess.Popen` where it starts afresh.
+    """
+    from tests import trainer_runs
+
+    return trainer_runs.start(args, env=run_env(**env), server_env=run_env())
 
 
 @pytest.fixture(scope="session")

@@ -234,6 +234,7 @@ def test_seed001_benchmark_refuses_unequal_work():
 
 
 @pytest.mark.slow
+@pytest.mark.bench  # ~60 s of ResNet50 runs: `make test-bench` (and .ci/run), not `make test`
 def test_seed001_benchmark_runs_both_trainers(tmp_path):
     """`bench_seed001 --quick`: both real trainers run and report a sane accuracy and speed."""
     process = subprocess.run(

@@ -7,15 +7,13 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import ROOT, run_env
+from tests.conftest import start_trainer
 from tests.synthetic import CLASS_NAMES, make_images, write_dataset
 from trainer.config import HParams, RunConfig
 
@@ -148,11 +146,8 @@ def test_the_final_job_trains_on_features_under_multi_worker_mirrored(data32, ca
     procs = {}
     for task_type in ("chief", "worker"):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
-        procs[task_type] = subprocess.Popen(
+        procs[task_type] = start_trainer(
             [
-                sys.executable,
-                "-m",
-                "trainer.task",
                 f"--data={data32}",
                 f"--model={MOBILENET}",
                 "--weights=none",
@@ -164,12 +159,7 @@ def test_the_final_job_trains_on_features_under_multi_worker_mirrored(data32, ca
                 f"--features={cache}",
                 f"--model_dir={tmp_path / task_type / 'model'}",
             ],
-            cwd=ROOT,
-            env=run_env(TF_CONFIG=tf_config),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+            TF_CONFIG=tf_config,
         )
     try:
         outputs = {name: proc.communicate(timeout=300)[0] for name, proc in procs.items()}

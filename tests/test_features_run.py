@@ -8,15 +8,20 @@ rewritten in place) recomputes it.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from pipelines.app import local_preflight
 from pipelines.app.local_run import LOG_FILE, run_local
 from pipelines.app.run_summary import summarize
+from pipelines.jobs import fork_client
 from pipelines.lineage.local import local_lineage
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
+from tests.conftest import use_temp_folder
 
 pytestmark = pytest.mark.slow
 
@@ -84,12 +89,29 @@ def three_runs(tmp_path_factory):
         },
         environ={},
     )
-    first = run_local(settings, echo=lambda line: None)
-    log_after_first = (root / "run" / LOG_FILE).read_text()
-    second = run_local(settings, echo=lambda line: None)
-    write_weights(weights, 0.02)  # the same path, another content
-    third = run_local(settings, echo=lambda line: None)
+    with pytest.MonkeyPatch.context() as mp, shared_run_server(mp, root, settings.output):
+        first = run_local(settings, echo=lambda line: None)
+        log_after_first = (root / "run" / LOG_FILE).read_text()
+        second = run_local(settings, echo=lambda line: None)
+        write_weights(weights, 0.02)  # the same path, another content
+        third = run_local(settings, echo=lambda line: None)
     return root, first, second, third, log_after_first
+
+
+@contextlib.contextmanager
+def shared_run_server(mp: pytest.MonkeyPatch, root: Path, output: str):
+    """One fork server for the three runs, as `hpt-pipeline run` starts one for its steps.
+
+    Each run would start (and wait for) its own, importing TensorFlow again; under
+    `HPT_FORK_SERVER` a run uses its ancestor's. Its environment is the one a run gives
+    its own (`local_run._owned_run`), so it serves the same requests.
+    """
+    mp.setenv("TF_CPP_MIN_LOG_LEVEL", os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+    mp.setenv(local_preflight.TFDS_DATA_ENV, local_preflight.tfds_data_dir(output))
+    (root / "server-tmp").mkdir()
+    use_temp_folder(root / "server-tmp", mp)  # the server's own, not the session's
+    with fork_client.shared_for_children(log_path=str(root / fork_client.LOG_FILE)):
+        yield
 
 
 def test_the_first_run_computes_the_cache_for_both_frozen_depths(three_runs):
@@ -139,3 +161,17 @@ def test_the_summary_and_the_lineage_show_the_features_step(three_runs):
     assert {"task:trial-job-spec", "task:final-job-spec"} <= set(graph.children(features))
     assert "task:features-job-spec" in graph.parents("task:features-locally")
     assert "artifact:prepare-dataset/dataset" in graph.parents("task:features-job-spec")
+
+
+def test_the_runs_steps_and_trials_were_forked_from_the_one_server(three_runs):
+    """The shared server served every run: nothing started afresh (the fixture's premise)."""
+    from pipelines.jobs.replica_process import FORKED_NOTE, FRESH_NOTE
+
+    root, *_ = three_runs
+    assert (root / fork_client.LOG_FILE).is_file()  # the one server's log …
+    assert not (root / "run" / fork_client.LOG_FILE).exists()  # … and no run's own
+    run_log = (root / "run" / LOG_FILE).read_text()
+    assert run_log.count("$ python -m dataprep.prepare (forked)") == 3
+    assert "started afresh" not in run_log and FRESH_NOTE not in run_log
+    logs = [p.read_text() for p in (root / "run").rglob("local/*.log")]
+    assert logs and all(log.splitlines()[1].startswith(FORKED_NOTE) for log in logs)

@@ -9,7 +9,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import ROOT, run_env, run_trainer
+from tests.conftest import run_trainer, start_trainer
 from tests.synthetic import CLASS_NAMES, make_images
 from trainer.contract import COST_METRICS, PRECISIONS
 from trainer.precision import parse_line
@@ -102,11 +101,8 @@ def test_two_process_multi_worker_only_chief_exports(synthetic_data, tmp_path):
     procs = {}
     for task_type in ("chief", "worker"):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": task_type, "index": 0}})
-        procs[task_type] = subprocess.Popen(
+        procs[task_type] = start_trainer(
             [
-                sys.executable,
-                "-m",
-                "trainer.task",
                 f"--data={synthetic_data}",
                 "--epochs=3",
                 "--batch_size=16",
@@ -114,14 +110,8 @@ def test_two_process_multi_worker_only_chief_exports(synthetic_data, tmp_path):
                 f"--model_dir={tmp_path / task_type / 'model'}",
                 f"--checkpoint_dir={tmp_path / 'checkpoints'}",
             ],
-            cwd=ROOT,
-            env=run_env(
-                TF_CONFIG=tf_config, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / task_type / "metrics")
-            ),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
+            TF_CONFIG=tf_config,
+            CLOUD_ML_HP_METRIC_FILE=str(tmp_path / task_type / "metrics"),
         )
     try:
         outputs = {name: proc.communicate(timeout=240)[0] for name, proc in procs.items()}
@@ -159,16 +149,9 @@ def test_killed_run_resumes_at_the_next_epoch(synthetic_data, tmp_path):
         f"--checkpoint_dir={tmp_path / 'ckpt'}",
         f"--model_dir={tmp_path / 'model'}",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer.task", *args],
-        cwd=ROOT,
-        env=run_env(),
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = start_trainer(args)
     deadline = time.monotonic() + 180
-    for line in proc.stderr:  # kill it (no chance to clean up) once epoch 2 is done
+    for line in proc.stdout:  # kill it (no chance to clean up) once epoch 2 is done
         if line.startswith("epoch 2/40") or time.monotonic() > deadline:
             break
     os.killpg(proc.pid, signal.SIGKILL)
@@ -347,3 +330,34 @@ def test_an_unwritable_metric_file_fails_at_once_in_one_line(synthetic_data, tmp
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("trainer: error: cannot write the hypertune metric file")
     assert "epoch 1/1" not in result.stderr  # refused before any training
+
+
+def test_the_tests_trainer_runs_are_forked_unless_the_server_would_differ(
+    synthetic_data, monkeypatch
+):
+    """`run_trainer` forks from the session's preloaded trainer; a differing run starts afresh."""
+    from tests import trainer_runs
+
+    fresh: list[list[str]] = []
+
+    def fresh_run(argv, **kwargs):
+        fresh.append(argv)
+        return subprocess.CompletedProcess(argv, 2, stdout="", stderr="fresh\n")
+
+    monkeypatch.setattr(trainer_runs.subprocess, "run", fresh_run)
+    monkeypatch.delenv("HPT_FORK_SERVER", raising=False)
+    forked = run_trainer([f"--data={synthetic_data}", "--bogus_flag=3"], CLOUD_ML_TRIAL_ID="2")
+    assert fresh == [] and forked.returncode == 2  # a per-replica variable: still forked
+    assert "unrecognized arguments: --bogus_flag=3" in forked.stderr
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another test")  # set by pytest, test by test
+    assert run_trainer([f"--data={synthetic_data}", "--bogus_flag=3"]).returncode == 2
+    assert fresh == []
+    started = start_trainer([f"--data={synthetic_data}", "--bogus_flag=3"])
+    assert isinstance(started, trainer_runs.Started)  # forked too
+    output, _ = started.communicate(timeout=60)
+    assert started.returncode == 2 and "unrecognized arguments: --bogus_flag=3" in output
+    differing = run_trainer([f"--data={synthetic_data}"], ONEDNN_MAX_CPU_ISA="AVX2")
+    assert len(fresh) == 1 and differing.stderr == "fresh\n"  # the server's TF would differ
+    monkeypatch.setenv("HPT_FORK_SERVER", "off")
+    run_trainer([f"--data={synthetic_data}"])
+    assert len(fresh) == 2
