@@ -321,7 +321,7 @@ MUTANTS = [
     m(
         "pipeline never turns the trial threshold on",
         "pipelines/pipeline.py",
-        "use_threshold=use_trial_threshold,",
+        "use_threshold=p.use_trial_threshold,",
         "use_threshold=False,",
         B + "threshold.py",
         "test_a_study_below_the_trial_threshold_stops_before_the_final_training",
@@ -580,8 +580,8 @@ MUTANTS = [
     m(
         "no failure allowed is refused",
         "pipelines/settings.py",
-        'need(s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")',
-        'need(s.max_failed_trials > 0, "max_failed_trials", "an integer >= 0")',
+        '_need(s, s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")',
+        '_need(s, s.max_failed_trials > 0, "max_failed_trials", "an integer >= 0")',
         B + "settings.py",
         "test_the_last_valid_value_of_each_check_is_accepted",
     ),
