@@ -46,6 +46,16 @@ class Settings:
 
     Defaults are cloud-sized (the seeds' 150×150 images, a real study);
     `LOCAL_RUN_DEFAULTS` is the small budget `hpt-pipeline run` starts from.
+
+    Flat on purpose, grouped by concern in the order below (data, study, model, training,
+    machines, images, cloud, Kubeflow, local), each group checked by its own function
+    (`_check_*`, `settings_cloud.first_problem`). What users write is flat (flags, YAML
+    keys, `HPT_*` variables, `--param`), the pipeline's parameters are flat and named by
+    `pipelines/pipeline_parameters.py`, and some 30 modules read its fields by name: nested
+    sections (as `tensorflow/models`' `official/` has) would rename every reader and every
+    spelling at once for no rule a flat field cannot hold. `workers` counts the final job's
+    workers besides the chief; `trial_accelerator_count`/`final_accelerator_count` keep
+    Vertex's name with two meanings (see Machines below).
     """
 
     # Data
@@ -83,7 +93,9 @@ class Settings:
     feature_cache: str = DEFAULT_FEATURE_CACHE
     workers: int = 1  # the final job's workers besides the chief (replicas: 1 + workers)
     eval_threshold: float | None = None  # test_accuracy needed to register the model
-    # Machines (locally, accelerator_count = logical CPU devices per replica)
+    # Machines. `*_accelerator_count` keeps Vertex's name and has two meanings by target:
+    # accelerators (GPUs) per replica on a cloud; locally, logical CPU devices per replica
+    # that MirroredStrategy spreads over (`trainer/cluster.py:LOGICAL_DEVICES_ENV`).
     trial_machine_type: str = "n1-standard-8"
     trial_accelerator_type: str = "NVIDIA_TESLA_T4"
     trial_accelerator_count: int = 2
