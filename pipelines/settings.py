@@ -125,7 +125,10 @@ class Settings:
     kubeflow_namespace: str = "kubeflow"  # where Experiments, Trials and TFJobs are created
     kubeflow_service_account: str | None = None  # pods of trials and replicas run as it
     data_pvc: str | None = None  # a PVC holding datasets and models, instead of object storage
-    data_mount_path: str = "/mnt/hpt"  # where data_pvc is mounted in every pod
+    # Where data_pvc is mounted in every pod. One path, three names: the pipeline parameter
+    # `shared_root` carries it (empty without data_pvc), Kubeflow's manifest builders take
+    # it as `pvc_mount_path`.
+    data_mount_path: str = "/mnt/hpt"
     kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
@@ -138,7 +141,7 @@ class Settings:
     kubeflow_cookie: str | None = dataclasses.field(default=None, repr=False)  # auth proxy session
     # Local
     output: str = "runs/latest"
-    registry: str = "runs/registry"
+    registry: str = "runs/registry"  # the local model registry: trained models' versions
 
     def __post_init__(self) -> None:
         listed = objective_rules.split_items(self.objectives)

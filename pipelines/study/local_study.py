@@ -433,6 +433,7 @@ def run_study(
         StudyError: the failure rules stopped the study, or the base holds another study.
     """
     from pipelines.jobs.worker_pools import validate_worker_pool_specs
+    from pipelines.study.study_spec_check import applied_selection, validate_study_spec
 
     if "://" in base_output_directory:
         raise StudyError(
@@ -442,9 +443,10 @@ def run_study(
         max_trial_count, parallel_trial_count, max_failed_trial_count
     )
     parameters, metrics = payload_items(study_spec_parameters), payload_items(study_spec_metrics)
-    selection = _checked_spec(
+    validate_study_spec(
         parameters, metrics, study_spec_algorithm, study_spec_measurement_selection_type
     )
+    selection = applied_selection(study_spec_measurement_selection_type)
     pools = payload_items(worker_pool_specs)
     validate_worker_pool_specs(pools)
     space = spec_reader.from_study_spec(parameters, metrics)
@@ -487,17 +489,3 @@ def _checked_counts(max_trial: Any, parallel: Any, max_failed: Any) -> tuple[int
         if value < least:
             raise StudyError(f"{name}={value}: expected >= {least}")
     return int(max_trial), int(parallel), int(max_failed)
-
-
-def _checked_spec(
-    parameters: list[dict[str, Any]],
-    metrics: list[dict[str, Any]],
-    algorithm: str,
-    measurement_selection: str,
-) -> str:
-    """Check the study spec as Vertex would; return the measurement selection it applies."""
-    from pipelines.study.study_spec_check import validate_study_spec
-
-    validate_study_spec(parameters, metrics, algorithm, measurement_selection)
-    # Vertex's default for an unspecified selection is the best measurement.
-    return "LAST_MEASUREMENT" if measurement_selection == "LAST_MEASUREMENT" else "BEST_MEASUREMENT"
