@@ -596,8 +596,8 @@ MUTANTS = [
     m(
         "a kubeflow timeout below a minute is accepted",
         "pipelines/settings_cloud.py",
-        'need(s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
-        'need(s.kubeflow_timeout_s >= 0, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
+        '_need(s, s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
+        '_need(s, s.kubeflow_timeout_s >= 0, "kubeflow_timeout_s", "an integer >= 60 (seconds)")',
         B + "settings.py",
         "test_each_bad_setting_is_refused",
     ),
