@@ -145,13 +145,13 @@ def train_ours(args: argparse.Namespace) -> dict[str, Any]:
         data=args.prepared, distribution=args.distribution, seed=args.seed, precision=precision
     )
     result = train.train(hparams, run)
-    global_batch = args.batch_size * result.replicas
+    global_batch = args.batch_size * result.replicas_in_sync
     count = int(records.read_metadata(args.prepared)["splits"]["train"]["count"])
     images = count // global_batch * global_batch
     history = [
         {**epoch, "train_seconds": images / epoch["images_per_second"]} for epoch in result.history
     ]
-    return {"history": history, "replicas": result.replicas, "train_images": images}
+    return {"history": history, "replicas": result.replicas_in_sync, "train_images": images}
 
 
 def train_seeds(args: argparse.Namespace) -> dict[str, Any]:

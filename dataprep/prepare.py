@@ -16,6 +16,7 @@ as a process of its own (`step_process`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import math
@@ -113,23 +114,8 @@ def prepare_dataset(
         counter = _Counter(total, progress)
         skipped = _SkippedImages(source, total, max_bad_fraction, image_shape)
         with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
-            splits = {}
-            for split in records.SPLITS:
-                examples, bad = decode_split(opened, plans[split], image_shape, counter.advance)
-                counter.advance(len(bad))
-                skipped.add(opened, plans[split], bad)
-                if not examples:
-                    raise PreparationError(
-                        f"--source={source}: split '{split}' has no readable images"
-                    )
-                labels = [label for _, label, _ in examples]
-                splits[split] = {
-                    **records.split_summary(labels, opened.class_names),
-                    "source_split": plans[split].origin,
-                    "shards": records.write_shards(
-                        stage, split, examples, shard_count(len(examples), image_shape, num_shards)
-                    ),
-                }
+            writer = _SplitWriter(source, opened, image_shape, num_shards, counter, skipped)
+            splits = {split: writer.write(stage, split, plans[split]) for split in records.SPLITS}
             metadata = {
                 "class_names": list(opened.class_names),
                 "image_shape": list(image_shape),
@@ -148,6 +134,37 @@ def prepare_dataset(
             }
             records.write_metadata(stage, metadata)
     return {"format_version": records.FORMAT_VERSION, **metadata}
+
+
+@dataclasses.dataclass
+class _SplitWriter:
+    """Decodes one split's planned images and writes its shards (bad ones skipped, counted)."""
+
+    source: str
+    opened: Source
+    image_shape: tuple[int, int, int]
+    num_shards: int
+    counter: _Counter
+    skipped: _SkippedImages
+
+    def write(self, stage: str, split: str, planned: splitting.SplitPlan) -> dict[str, Any]:
+        """The split's summary for the metadata, its shards written under `stage`."""
+        opened, image_shape = self.opened, self.image_shape
+        examples, bad = decode_split(opened, planned, image_shape, self.counter.advance)
+        self.counter.advance(len(bad))
+        self.skipped.add(opened, planned, bad)
+        if not examples:
+            raise PreparationError(
+                f"--source={self.source}: split '{split}' has no readable images"
+            )
+        labels = [label for _, label, _ in examples]
+        return {
+            **records.split_summary(labels, opened.class_names),
+            "source_split": planned.origin,
+            "shards": records.write_shards(
+                stage, split, examples, shard_count(len(examples), image_shape, self.num_shards)
+            ),
+        }
 
 
 class _Counter:

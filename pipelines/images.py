@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
-import os
 import re
 import tomllib
 from collections.abc import Sequence
@@ -92,30 +91,12 @@ def image_uris(registry: str = DEFAULT_REGISTRY, tag: str = DEFAULT_TAG) -> dict
     return {name: f"{registry.rstrip('/')}/{name}{sep}{tag}" for name in IMAGES}
 
 
-def configured_image_uris() -> dict[str, str]:
-    """Image URIs from `HPT_TRAINER_IMAGE` / `HPT_COMPONENTS_IMAGE`, else the defaults."""
-    return {name: os.environ.get(ENV_VARS[name], uri) for name, uri in image_uris().items()}
-
-
 def requirement_name(requirement: str) -> str:
     """Normalized distribution name: `tensorflow[and-cuda]==2.21.0` → `tensorflow`."""
     name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
     if not name:
         raise ValueError(f"not a requirement: {requirement!r}")
     return re.sub(r"[-_.]+", "-", name.group(1)).lower()
-
-
-def project_pins(pyproject: Path | str = PYPROJECT) -> dict[str, str]:
-    """Every exact `==` pin in the project: dependencies and all extras, by normalized name."""
-    project = tomllib.loads(Path(pyproject).read_text())["project"]
-    reqs = list(project["dependencies"])
-    for extra in project.get("optional-dependencies", {}).values():
-        reqs.extend(extra)
-    pins = {}
-    for req in reqs:
-        if "==" in req:
-            pins[requirement_name(req)] = req.split("==", 1)[1].split(";")[0].strip()
-    return pins
 
 
 def requirements(

@@ -1,6 +1,6 @@
 """The model a run's settings name, as the pipeline sees it: its spec, checked without TensorFlow.
 
-A registered model's spec is read from `trainer.models` (TF-free). A team's own
+A catalogued model's spec is read from `trainer.models` (TF-free). A team's own
 builder (`package.module:function`) is imported and built in a process of its own
 (`python -m trainer.models.custom`), so compiling never imports TensorFlow here; its
 module must be importable for `run`, and for `compile`/`submit` it is checked
@@ -39,7 +39,7 @@ class KnownModel:
 
 @functools.lru_cache(maxsize=16)
 def describe_model(model: str, image_size: int, channels: int = 3) -> KnownModel:
-    """The spec of `model`, a registered name or a reference built once in a fresh process.
+    """The spec of `model`, a catalogue name or a reference built once in a fresh process.
 
     Raises:
         ContractError: An unknown name, or a reference that is unusable, in one line.

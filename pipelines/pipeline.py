@@ -9,6 +9,8 @@ CustomTrainingJobOp and ModelUploadOp; `kubeflow` to a Katib Experiment, a TFJob
 and a KFP Model; `local` to the local executors.
 """
 
+from __future__ import annotations
+
 import inspect
 from typing import Any
 
@@ -21,6 +23,7 @@ from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
 from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
+from pipelines.pipeline_parameters import parameter_defaults, signature
 from pipelines.settings import Settings, SettingsError
 from pipelines.settings_space import listed_objectives, settings_model, study_space
 from pipelines.study.model_choice import models_of
@@ -39,170 +42,166 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     Raises:
         ValueError: Unknown target.
         SearchSpaceError: A bad search space (before anything is compiled or run).
+        SettingsError: A setting the target cannot honour.
     """
     binding = binding_for(target)
-    known = settings_model(settings)
-    space = study_space(settings, known)
-    binding.check_space(space)
     s = settings
-    # A model choice (`model_choice`): unset weights stay unset, each model's own default.
-    weights_default = s.weights or ("" if models_of(space) else known.spec.default_weights)
+    defaults = parameter_defaults(s, _derived_defaults(s, target, binding))
 
-    parameters = space.to_study_spec_parameters()
-    labels_default = dict(s.labels)
-    objectives_default, constraints_default = listed_objectives(s), list(s.constraints)
+    def hpt_pipeline(*channels: Any) -> None:
+        # kfp passes one channel per parameter in the signature; hidden ones keep their default.
+        _dag(binding, s, _Params({**defaults, **dict(zip(defaults, channels, strict=False))}))
+
+    hpt_pipeline.__signature__ = signature(defaults)  # type: ignore[attr-defined]
+    _hide_parameters(hpt_pipeline, binding.hidden_parameters)
+    return dsl.pipeline(name=s.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
+
+
+def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
+    """The defaults of the parameters that do not carry a setting as it is."""
+    known = settings_model(s)
+    space = study_space(s, known)
+    binding.check_space(space)
     if s.data_pvc and target != "kubeflow":
         raise SettingsError(
             f"data_pvc={s.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
             f"unset it for {target}"
         )
-    shared_root_default = s.data_mount_path if s.data_pvc else ""
-    continued_default = _continued_trials(s)
+    return {
+        "study_spec_parameters": space.to_study_spec_parameters(),
+        "objectives": listed_objectives(s),
+        "trial_threshold": s.trial_threshold or 0.0,
+        "use_trial_threshold": s.trial_threshold is not None,
+        # A model choice (`model_choice`): unset weights stay unset, each model's own default.
+        "weights": s.weights or ("" if models_of(space) else known.spec.default_weights),
+        "features_dir": "",
+        "eval_threshold": s.eval_threshold or 0.0,
+        "use_eval_threshold": s.eval_threshold is not None,
+        "study_display_name": f"{s.display_name}-study",
+        "final_display_name": f"{s.display_name}-final",
+        "continued_trials": _continued_trials(s),
+        "study_dir": "",
+        "shared_root": s.data_mount_path if s.data_pvc else "",  # the data PVC's mount path
+    }
+
+
+def _dag(binding: Any, s: Settings, p: _Params) -> None:
+    """The steps, wired to the parameter channels `p` (inside the kfp pipeline context)."""
 
     def op(component: Any) -> Any:
         return base.with_image(component, s.components_image)
 
-    def hpt_pipeline(
-        source: str = s.source,
-        image_size: int = s.image_size,
-        validation_fraction: float = s.validation_fraction,
-        test_fraction: float = s.test_fraction,
-        seed: int = s.seed,
-        max_bad_fraction: float = s.max_bad_fraction,
-        study_spec_parameters: list = parameters,
-        metric_tag: str = s.metric_tag,
-        objectives: list = objectives_default,
-        constraints: list = constraints_default,
-        max_trial_count: int = s.max_trials,
-        parallel_trial_count: int = s.parallel_trials,
-        max_failed_trial_count: int = s.max_failed_trials,
-        algorithm: str = s.algorithm,
-        measurement_selection: str = s.measurement_selection,
-        early_stopping: bool = s.early_stopping,
-        trial_threshold: float = s.trial_threshold or 0.0,
-        use_trial_threshold: bool = s.trial_threshold is not None,
-        model: str = s.model,
-        weights: str = weights_default,
-        epochs: int = s.epochs,
-        batch_size: int = s.batch_size,
-        precision: str = s.precision,
-        feature_cache: str = s.feature_cache,
-        features_dir: str = "",
-        workers: int = s.workers,
-        trial_machine_type: str = s.trial_machine_type,
-        trial_accelerator_type: str = s.trial_accelerator_type,
-        trial_accelerator_count: int = s.trial_accelerator_count,
-        final_machine_type: str = s.final_machine_type,
-        final_accelerator_type: str = s.final_accelerator_type,
-        final_accelerator_count: int = s.final_accelerator_count,
-        trainer_image: str = s.trainer_image,
-        eval_threshold: float = s.eval_threshold or 0.0,
-        use_eval_threshold: bool = s.eval_threshold is not None,
-        model_display_name: str = s.model_display_name,
-        parent_model: str = s.parent_model or "",
-        study_display_name: str = f"{s.display_name}-study",
-        final_display_name: str = f"{s.display_name}-final",
-        location: str = s.region,
-        service_account: str = s.service_account or "",
-        network: str = s.network or "",
-        encryption_spec_key_name: str = s.kms_key or "",
-        labels: dict = labels_default,
-        continued_trials: list = continued_default,
-        study_dir: str = "",
-        registry_dir: str = s.registry,
-        shared_root: str = shared_root_default,
-    ):
-        p = _Params(locals())
-        data = op(prepare_dataset)(
-            source=source,
-            image_size=image_size,
-            validation_fraction=validation_fraction,
-            test_fraction=test_fraction,
-            seed=seed,
-            shared_root=shared_root,
-            max_bad_fraction=max_bad_fraction,
-        ).set_display_name("Prepare dataset")
-        data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
-        binding.mount_data(data, s)
-        dataset = data.outputs["dataset"]
-        features_spec = op(features_job_spec)(
-            dataset=dataset,
-            trainer_image=trainer_image,
-            model=model,
-            weights=weights,
-            batch_size=batch_size,
-            precision=precision,
-            seed=seed,
-            study_spec_parameters=study_spec_parameters,
-            feature_cache=feature_cache,
-            features_dir=features_dir,
-            machine_type=trial_machine_type,
-            accelerator_type=trial_accelerator_type,
-            accelerator_count=trial_accelerator_count,
-            shared_root=shared_root,
-        ).set_display_name("Build features job spec")
-        features = binding.features(op, p, s, features_spec) if binding.features else None
-        trial_spec = op(trial_job_spec)(
-            dataset=dataset,
-            trainer_image=trainer_image,
-            **p.fixed_trainer_settings(),
-            machine_type=trial_machine_type,
-            accelerator_type=trial_accelerator_type,
-            accelerator_count=trial_accelerator_count,
-            study_dir=study_dir,
-            shared_root=shared_root,
-            expect_gpus=binding.expects_gpus,
-            features=features,
-        ).set_display_name("Build trial job spec")
-        metric = op(study_metric)(
-            metric_tag=metric_tag, objectives=objectives, constraints=constraints
-        ).set_display_name("Study metric")
-        p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the objectives decide
-        trials = binding.tune(op, p, s, dataset, trial_spec)
-        best = op(select_best_trial)(
-            trials=trials,
-            study_spec_metrics=metric.outputs["study_spec_metrics"],
-            constraints=constraints,
-            threshold=trial_threshold,
-            use_threshold=use_trial_threshold,
-            continued_trials=continued_trials,
-        ).set_display_name("Select best trial")
-        final_spec = op(final_job_spec)(
-            dataset=dataset,
-            best_parameters=best.outputs["best_parameters"],
-            trainer_image=trainer_image,
-            **p.fixed_trainer_settings(),
-            machine_type=final_machine_type,
-            accelerator_type=final_accelerator_type,
-            accelerator_count=final_accelerator_count,
-            worker_count=workers,
-            shared_root=shared_root,
-            expect_gpus=binding.expects_gpus,
-            features=features,
-        ).set_display_name("Build final job spec")
-        trained, model_uri = binding.train_final(op, p, s, final_spec)
-        evaluation = op(evaluate_model)(
-            model=trained,
-            dataset=dataset,
-            threshold=eval_threshold,
-            use_threshold=use_eval_threshold,
-        ).set_display_name("Evaluate on the test split")
-        binding.mount_data(evaluation, s)
-        with dsl.If(evaluation.outputs["Output"] == True, name="model-passes-threshold"):  # noqa: E712
-            binding.register(
-                op,
-                p,
-                s,
-                model=trained,
-                model_uri=model_uri,
-                evaluation=evaluation.outputs["metrics"],
-                trials=trials,
-                dataset=dataset,
-                best_trial_id=best.outputs["best_trial_id"],
-            )
+    dataset = _prepared_dataset(binding, s, p, op)
+    features = _features(binding, s, p, op, dataset)
+    trial_spec = op(trial_job_spec)(
+        dataset=dataset,
+        trainer_image=p.trainer_image,
+        **p.fixed_trainer_settings(),
+        machine_type=p.trial_machine_type,
+        accelerator_type=p.trial_accelerator_type,
+        accelerator_count=p.trial_accelerator_count,
+        study_dir=p.study_dir,
+        shared_root=p.shared_root,
+        expect_gpus=binding.expects_gpus,
+        features=features,
+    ).set_display_name("Build trial job spec")
+    metric = op(study_metric)(
+        metric_tag=p.metric_tag, objectives=p.objectives, constraints=p.constraints
+    ).set_display_name("Study metric")
+    p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the objectives decide
+    trials = binding.tune(op, p, s, dataset, trial_spec)
+    best = op(select_best_trial)(
+        trials=trials,
+        study_spec_metrics=metric.outputs["study_spec_metrics"],
+        constraints=p.constraints,
+        threshold=p.trial_threshold,
+        use_threshold=p.use_trial_threshold,
+        continued_trials=p.continued_trials,
+    ).set_display_name("Select best trial")
+    _train_evaluate_register(binding, s, p, op, dataset, features, trials, best)
 
-    _hide_parameters(hpt_pipeline, binding.hidden_parameters)
-    return dsl.pipeline(name=s.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
+
+def _prepared_dataset(binding: Any, s: Settings, p: _Params, op: Any) -> Any:
+    """The prepare step (never cached: it reads a folder or bucket that may change); its output."""
+    data = op(prepare_dataset)(
+        source=p.source,
+        image_size=p.image_size,
+        validation_fraction=p.validation_fraction,
+        test_fraction=p.test_fraction,
+        seed=p.seed,
+        shared_root=p.shared_root,
+        max_bad_fraction=p.max_bad_fraction,
+    ).set_display_name("Prepare dataset")
+    data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
+    binding.mount_data(data, s)
+    return data.outputs["dataset"]
+
+
+def _features(binding: Any, s: Settings, p: _Params, op: Any, dataset: Any) -> Any:
+    """The features job spec and, where the target has one, the features step's output."""
+    features_spec = op(features_job_spec)(
+        dataset=dataset,
+        trainer_image=p.trainer_image,
+        model=p.model,
+        weights=p.weights,
+        batch_size=p.batch_size,
+        precision=p.precision,
+        seed=p.seed,
+        study_spec_parameters=p.study_spec_parameters,
+        feature_cache=p.feature_cache,
+        features_dir=p.features_dir,
+        machine_type=p.trial_machine_type,
+        accelerator_type=p.trial_accelerator_type,
+        accelerator_count=p.trial_accelerator_count,
+        shared_root=p.shared_root,
+    ).set_display_name("Build features job spec")
+    return binding.features(op, p, s, features_spec) if binding.features else None
+
+
+def _train_evaluate_register(
+    binding: Any,
+    s: Settings,
+    p: _Params,
+    op: Any,
+    dataset: Any,
+    features: Any,
+    trials: Any,
+    best: Any,
+) -> None:
+    """The final job from the best parameters, its evaluation and, if it passes, register."""
+    final_spec = op(final_job_spec)(
+        dataset=dataset,
+        best_parameters=best.outputs["best_parameters"],
+        trainer_image=p.trainer_image,
+        **p.fixed_trainer_settings(),
+        machine_type=p.final_machine_type,
+        accelerator_type=p.final_accelerator_type,
+        accelerator_count=p.final_accelerator_count,
+        worker_count=p.workers,
+        shared_root=p.shared_root,
+        expect_gpus=binding.expects_gpus,
+        features=features,
+    ).set_display_name("Build final job spec")
+    trained, model_uri = binding.train_final(op, p, s, final_spec)
+    evaluation = op(evaluate_model)(
+        model=trained,
+        dataset=dataset,
+        threshold=p.eval_threshold,
+        use_threshold=p.use_eval_threshold,
+    ).set_display_name("Evaluate on the test split")
+    binding.mount_data(evaluation, s)
+    with dsl.If(evaluation.outputs["Output"] == True, name="model-passes-threshold"):  # noqa: E712
+        binding.register(
+            op,
+            p,
+            s,
+            model=trained,
+            model_uri=model_uri,
+            evaluation=evaluation.outputs["metrics"],
+            trials=trials,
+            dataset=dataset,
+            best_trial_id=best.outputs["best_trial_id"],
+        )
 
 
 def _continued_trials(settings: Settings) -> list[dict[str, Any]]:
@@ -237,6 +236,9 @@ class _Params:
 
     def __init__(self, values: dict[str, Any]):
         self.__dict__.update(values)
+
+    def __getattr__(self, name: str) -> Any:  # only for a name that is no parameter
+        raise AttributeError(f"no pipeline parameter {name}")
 
     def fixed_trainer_settings(self) -> dict[str, Any]:
         """The channels of the contract's `FIXED_TRAINER_SETTINGS`, for the job-spec steps."""

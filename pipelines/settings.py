@@ -46,6 +46,16 @@ class Settings:
 
     Defaults are cloud-sized (the seeds' 150×150 images, a real study);
     `LOCAL_RUN_DEFAULTS` is the small budget `hpt-pipeline run` starts from.
+
+    Flat on purpose, grouped by concern in the order below (data, study, model, training,
+    machines, images, cloud, Kubeflow, local), each group checked by its own function
+    (`_check_*`, `settings_cloud.first_problem`). What users write is flat (flags, YAML
+    keys, `HPT_*` variables, `--param`), the pipeline's parameters are flat and named by
+    `pipelines/pipeline_parameters.py`, and some 30 modules read its fields by name: nested
+    sections (as `tensorflow/models`' `official/` has) would rename every reader and every
+    spelling at once for no rule a flat field cannot hold. `workers` counts the final job's
+    workers besides the chief; `trial_accelerator_count`/`final_accelerator_count` keep
+    Vertex's name with two meanings (see Machines below).
     """
 
     # Data
@@ -83,7 +93,9 @@ class Settings:
     feature_cache: str = DEFAULT_FEATURE_CACHE
     workers: int = 1  # the final job's workers besides the chief (replicas: 1 + workers)
     eval_threshold: float | None = None  # test_accuracy needed to register the model
-    # Machines (locally, accelerator_count = logical CPU devices per replica)
+    # Machines. `*_accelerator_count` keeps Vertex's name and has two meanings by target:
+    # accelerators (GPUs) per replica on a cloud; locally, logical CPU devices per replica
+    # that MirroredStrategy spreads over (`trainer/cluster.py:LOGICAL_DEVICES_ENV`).
     trial_machine_type: str = "n1-standard-8"
     trial_accelerator_type: str = "NVIDIA_TESLA_T4"
     trial_accelerator_count: int = 2
@@ -113,7 +125,10 @@ class Settings:
     kubeflow_namespace: str = "kubeflow"  # where Experiments, Trials and TFJobs are created
     kubeflow_service_account: str | None = None  # pods of trials and replicas run as it
     data_pvc: str | None = None  # a PVC holding datasets and models, instead of object storage
-    data_mount_path: str = "/mnt/hpt"  # where data_pvc is mounted in every pod
+    # Where data_pvc is mounted in every pod. One path, three names: the pipeline parameter
+    # `shared_root` carries it (empty without data_pvc), Kubeflow's manifest builders take
+    # it as `pvc_mount_path`.
+    data_mount_path: str = "/mnt/hpt"
     kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
     model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
@@ -126,7 +141,7 @@ class Settings:
     kubeflow_cookie: str | None = dataclasses.field(default=None, repr=False)  # auth proxy session
     # Local
     output: str = "runs/latest"
-    registry: str = "runs/registry"
+    registry: str = "runs/registry"  # the local model registry: trained models' versions
 
     def __post_init__(self) -> None:
         listed = objective_rules.split_items(self.objectives)
@@ -195,17 +210,32 @@ CLAMPED_DEFAULTS = (("parallel_trials", "max_trials"),)
 
 
 def _check(s: Settings) -> None:
-    def need(ok: bool, name: str, expected: str) -> None:
-        if not ok:
-            raise SettingsError(f"{name}={getattr(s, name)!r}: expected {expected}")
+    """Refuse the first bad setting, in one line (model and data, study, training, cloud)."""
+    _check_model_and_data(s)
+    _check_study(s)
+    _check_training(s)
+    problem = settings_cloud.first_problem(s)
+    if problem:
+        raise SettingsError(problem)
 
-    need(
+
+def _need(s: Settings, ok: bool, name: str, expected: str) -> None:
+    """Raise SettingsError `name=value: expected …` unless `ok`."""
+    if not ok:
+        raise SettingsError(f"{name}={getattr(s, name)!r}: expected {expected}")
+
+
+def _check_model_and_data(s: Settings) -> None:
+    """The model, its weights and image size, and the dataset split fractions."""
+    _need(
+        s,
         s.model in MODELS or bool(custom.REFERENCE.match(s.model)),
         "model",
         f"one of {', '.join(MODELS)} or package.module:function",
     )
     minimum = MODELS[s.model].min_image_size if s.model in MODELS else MIN_IMAGE_SIZE
-    need(
+    _need(
+        s,
         s.image_size >= minimum,
         "image_size",
         f"an integer >= {minimum} (model {s.model} needs {minimum} px per side)",
@@ -215,14 +245,19 @@ def _check(s: Settings) -> None:
             check_weights(MODELS[s.model], s.weights)
         except ContractError as err:
             raise SettingsError(str(err)) from None
-    need(0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
-    need(0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
-    need(0 <= s.max_bad_fraction < 1, "max_bad_fraction", "a fraction in [0, 1)")
-    need(
+    _need(s, 0 <= s.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
+    _need(s, 0 <= s.test_fraction < 1, "test_fraction", "a number in [0, 1)")
+    _need(s, 0 <= s.max_bad_fraction < 1, "max_bad_fraction", "a fraction in [0, 1)")
+    _need(
+        s,
         s.validation_fraction + s.test_fraction < 1,
         "test_fraction",
         "validation_fraction + test_fraction < 1",
     )
+
+
+def _check_study(s: Settings) -> None:
+    """The metric, objectives and constraints, the algorithm and the trial budget."""
     study = (s.objectives, s.constraints, s.metric_tag, s.early_stopping)
     try:
         if s.objectives != (s.metric_tag,):  # listed objectives: their own refusal first
@@ -231,36 +266,40 @@ def _check(s: Settings) -> None:
         objective_rules.check_settings(*study)
     except (ContractError, objective_rules.ObjectiveError) as err:
         raise SettingsError(str(err)) from None
-    need(s.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
-    need(
+    _need(s, s.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
+    _need(
+        s,
         s.measurement_selection in MEASUREMENT_SELECTIONS,
         "measurement_selection",
         f"one of {', '.join(MEASUREMENT_SELECTIONS)}",
     )
-    need(s.max_trials >= 1, "max_trials", "an integer >= 1")
-    need(
+    _need(s, s.max_trials >= 1, "max_trials", "an integer >= 1")
+    _need(
+        s,
         1 <= s.parallel_trials <= s.max_trials,
         "parallel_trials",
         f"an integer in [1, max_trials={s.max_trials}]",
     )
-    need(s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")
-    need(s.epochs >= 1, "epochs", "an integer >= 1")
-    need(s.batch_size >= 1, "batch_size", "an integer >= 1")
-    need(s.precision in PRECISIONS, "precision", f"one of {', '.join(PRECISIONS)}")
-    need(
+    _need(s, s.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")
+
+
+def _check_training(s: Settings) -> None:
+    """The trainer's settings, the machines' counts and the thresholds."""
+    _need(s, s.epochs >= 1, "epochs", "an integer >= 1")
+    _need(s, s.batch_size >= 1, "batch_size", "an integer >= 1")
+    _need(s, s.precision in PRECISIONS, "precision", f"one of {', '.join(PRECISIONS)}")
+    _need(
+        s,
         s.feature_cache in FEATURE_CACHE_CHOICES,
         "feature_cache",
         f"one of {', '.join(FEATURE_CACHE_CHOICES)}",
     )
-    need(s.workers >= 0, "workers", "an integer >= 0 (workers besides the chief)")
-    need(s.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
-    need(s.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
+    _need(s, s.workers >= 0, "workers", "an integer >= 0 (workers besides the chief)")
+    _need(s, s.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
+    _need(s, s.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
     for name in ("trial_threshold", "eval_threshold"):
         value = getattr(s, name)
-        need(value is None or isinstance(value, int | float), name, "a number or null")
-    problem = settings_cloud.first_problem(s)
-    if problem:
-        raise SettingsError(problem)
+        _need(s, value is None or isinstance(value, int | float), name, "a number or null")
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}

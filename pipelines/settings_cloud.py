@@ -62,75 +62,106 @@ def _kubeflow_auth(s: Any) -> None:
 
 
 def _check(s: Any) -> None:
-    def need(ok: bool, name: str, expected: str) -> None:
-        if not ok:
-            raise _Bad(f"{name}={getattr(s, name)!r}: expected {expected}")
+    """Raise _Bad for the first malformed setting: where things are, credentials, who runs."""
+    _check_places(s)
+    _kubeflow_auth(s)
+    _check_resources_and_identities(s)
 
-    need(
+
+def _need(s: Any, ok: bool, name: str, expected: str) -> None:
+    if not ok:
+        raise _Bad(f"{name}={getattr(s, name)!r}: expected {expected}")
+
+
+def _check_places(s: Any) -> None:
+    """The project, region, storage, cluster endpoint and namespace, volumes and waits."""
+    _need(
+        s,
         s.project is None or bool(_PROJECT.match(s.project)),
         "project",
         "a Google Cloud project id (6-30 lowercase letters, digits, hyphens)",
     )
-    need(bool(_REGION.match(s.region)), "region", "a Google Cloud region such as us-central1")
-    need(
+    _need(s, bool(_REGION.match(s.region)), "region", "a Google Cloud region such as us-central1")
+    _need(
+        s,
         s.pipeline_root is None or bool(_OBJECT_STORE.match(s.pipeline_root)),
         "pipeline_root",
         "a gs:// URI (Vertex), or gs://, s3:// or minio:// (Kubeflow)",
     )
-    need(
+    _need(
+        s,
         s.kubeflow_host is None or bool(_URL.match(s.kubeflow_host)),
         "kubeflow_host",
         "an http:// or https:// URL of the Kubeflow Pipelines API",
     )
-    need(bool(_DNS_LABEL.match(s.kubeflow_namespace)), "kubeflow_namespace", "a namespace name")
-    need(
+    _need(s, bool(_DNS_LABEL.match(s.kubeflow_namespace)), "kubeflow_namespace", "a namespace name")
+    _need(
+        s,
         s.data_pvc is None or bool(_DNS_LABEL.match(s.data_pvc)),
         "data_pvc",
         "a PersistentVolumeClaim name (lowercase letters, digits, -)",
     )
-    need(s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
-    need(s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")
-    need(s.kubeflow_job_api in KUBEFLOW_JOB_APIS, "kubeflow_job_api", " | ".join(KUBEFLOW_JOB_APIS))
-    need(
+    _need(s, s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
+    _need(s, s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")
+    _need(
+        s,
+        s.kubeflow_job_api in KUBEFLOW_JOB_APIS,
+        "kubeflow_job_api",
+        " | ".join(KUBEFLOW_JOB_APIS),
+    )
+    _need(
+        s,
         s.kubeflow_pending_grace_s >= 30,
         "kubeflow_pending_grace_s",
         "an integer >= 30 (seconds)",
     )
-    need(
+    _need(
+        s,
         s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
         "model_registry_url",
         "an http:// or https:// URL of a Kubeflow Model Registry",
     )
-    _kubeflow_auth(s)
-    need(bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m")
-    need(
+
+
+def _check_resources_and_identities(s: Any) -> None:
+    """Pod resources, the identities and keys jobs run with, display names and labels."""
+    _need(
+        s, bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m"
+    )
+    _need(
+        s,
         bool(_QUANTITY.match(s.kubeflow_memory)),
         "kubeflow_memory",
         "a memory quantity such as 8Gi or 512Mi",
     )
-    need(
+    _need(
+        s,
         s.service_account is None or bool(_SERVICE_ACCOUNT.match(s.service_account)),
         "service_account",
         "a service account e-mail (name@project.iam.gserviceaccount.com)",
     )
-    need(
+    _need(
+        s,
         s.kms_key is None or bool(_KMS_KEY.match(s.kms_key)),
         "kms_key",
         "projects/P/locations/L/keyRings/R/cryptoKeys/K",
     )
-    need(
+    _need(
+        s,
         s.network is None or bool(_NETWORK.match(s.network)),
         "network",
         "projects/NUMBER/global/networks/NAME",
     )
-    need(
+    _need(
+        s,
         s.parent_model is None or bool(_MODEL.match(s.parent_model)),
         "parent_model",
         "projects/P/locations/L/models/ID",
     )
     for name in ("display_name", "model_display_name"):  # `-study`/`-final` are appended
         longest = len(getattr(s, name)) + (len("-study") if name == "display_name" else 0)
-        need(
+        _need(
+            s,
             longest <= MAX_DISPLAY_NAME,
             name,
             f"at most {MAX_DISPLAY_NAME} characters with its suffix",

@@ -48,7 +48,7 @@ def read_template(path: str | Path) -> dict[str, Any]:
 
 
 # The first line `compile` writes: the target the spec was compiled for (a YAML comment, so
-# every reader of the spec ignores it; `normalize_spec` drops it from golden files).
+# every reader of the spec ignores it; the golden tests' `normalize_spec` drops it).
 TARGET_MARK = "# hpt-pipeline target: "
 # A spec without the mark (compiled before it existed) is known by its tune step.
 _TUNE_TASKS = {"tune-locally": "local", "tune-on-vertex": "vertex", "tune-on-katib": "kubeflow"}

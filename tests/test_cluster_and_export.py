@@ -22,7 +22,7 @@ def test_cluster_spec_is_translated_to_tf_config():
         "cluster": {"chief": ["a:1"], "worker": ["b:1", "c:1"]},
         "task": {"type": "worker", "index": 1},
     }
-    assert (info.task_type, info.task_id, info.num_workers, info.is_chief) == (
+    assert (info.task_type, info.task_id, info.num_training_tasks, info.is_chief) == (
         "worker",
         1,
         3,

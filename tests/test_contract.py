@@ -10,8 +10,8 @@ from pipelines.study import search_space as ss
 from pipelines.study.search_space import SearchSpaceError
 from trainer import contract
 from trainer.config import ConfigError
+from trainer.flags import parse_args
 from trainer.models import MODELS
-from trainer.task import parse_args
 
 
 @pytest.fixture

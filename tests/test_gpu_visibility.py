@@ -12,7 +12,7 @@ import pytest
 from pipelines.jobs import worker_pools
 from tests.test_images import DOCKERFILES, parse_dockerfile
 from trainer import devices
-from trainer.task import parse_args
+from trainer.flags import parse_args
 
 CONTAINER = dict(image_uri="t:1", command=["python", "-m", "trainer.task"], args=["--epochs=1"])
 

@@ -35,6 +35,7 @@ from tests.image_layout import (
     ignored,
     import_from_layout,
 )
+from tests.support import project_pins
 from tests.test_architecture import import_graph
 from trainer.models import MODELS
 
@@ -154,7 +155,7 @@ def image_problems(name: str, dockerfile: Path, pyproject: Path, tmp: Path) -> l
     problems = []
     instructions = parse_dockerfile(dockerfile.read_text())
     project = tomllib.loads(pyproject.read_text())["project"]
-    pins = images.project_pins(pyproject)
+    pins = project_pins(pyproject)
 
     image = base_image(instructions)
     match = re.fullmatch(r"python:(\d+\.\d+\.\d+)-slim-\w+", image)
@@ -200,7 +201,7 @@ def test_image_is_in_step_with_pyproject(name, tmp_path):
 
 @pytest.mark.parametrize("name", images.IMAGES)
 def test_image_installs_exactly_the_pinned_versions(name, tmp_path):
-    pins = images.project_pins()
+    pins = project_pins()
     reqs = rendered_requirements(DOCKERFILES[name], ROOT / "pyproject.toml", tmp_path)
     got = {images.requirement_name(r.split("==")[0]): r.split("==")[1] for r in reqs}
     assert got == {k: pins[k] for k in got}
@@ -706,13 +707,14 @@ def test_default_components_image_matches_the_component_decorator():
     assert images.image_uris()["components"] == DEFAULT_COMPONENTS_IMAGE
 
 
-def test_configured_image_uris_read_the_environment(monkeypatch):
-    monkeypatch.setenv("HPT_TRAINER_IMAGE", "x/trainer:1")
-    monkeypatch.delenv("HPT_COMPONENTS_IMAGE", raising=False)
-    assert images.configured_image_uris() == {
-        "trainer": "x/trainer:1",
-        "components": images.image_uris()["components"],
-    }
+def test_the_image_variables_set_the_images_a_run_uses():
+    """`images uris` prints `ENV_VARS` lines; the settings read exactly those variables."""
+    from pipelines.settings import load_settings
+
+    environ = {images.ENV_VARS["trainer"]: "x/trainer:1"}
+    settings = load_settings(environ=environ)
+    assert settings.trainer_image == "x/trainer:1"
+    assert settings.components_image == images.image_uris()["components"]
 
 
 def test_requirements_reject_unknown_extras_and_names():
@@ -725,7 +727,7 @@ def test_requirements_reject_unknown_extras_and_names():
 
 
 def test_project_pins_read_dependencies_and_extras():
-    pins = images.project_pins()
+    pins = project_pins()
     assert pins["tensorflow"] == pins["tensorflow-cpu"] == "2.21.0"
     assert pins["kfp"] == "2.17.0"
     assert pins["google-cloud-pipeline-components"] == "2.22.0"
@@ -755,7 +757,7 @@ def test_serving_image_is_the_newest_prebuilt_tf_container_not_newer_than_ours()
     def version(uri: str) -> tuple[int, ...]:
         return tuple(int(x) for x in re.search(r"\.(\d+-\d+):latest$", uri).group(1).split("-"))
 
-    ours = tuple(int(x) for x in images.project_pins()["tensorflow"].split(".")[:2])
+    ours = tuple(int(x) for x in project_pins()["tensorflow"].split(".")[:2])
     usable = [u for u in prediction.TF_CONTAINER_URIS if version(u) <= ours]
     for uri in (images.SERVING_IMAGE_URI, images.SERVING_IMAGE_URI_GPU):
         assert uri in prediction.TF_CONTAINER_URIS

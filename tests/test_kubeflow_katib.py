@@ -1125,7 +1125,7 @@ def test_the_real_trainer_through_the_katib_trial_template(
     synthetic_data: str, tmp_path: Path
 ) -> None:
     """The real trainer's hypertune file, read as Katib's File collector (JSON) reads it."""
-    from trainer.task import DEFAULT_METRIC_FILE
+    from trainer.contract import DEFAULT_METRIC_FILE
 
     assert DEFAULT_METRIC_FILE == katib.METRICS_FILE  # one reporting path, its default place
     study_dir = str(tmp_path / "study")

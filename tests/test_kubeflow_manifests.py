@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 from pipelines.app import cli
 from pipelines.settings import Settings
 from pipelines.targets.kubeflow import experiment, katib_rules, manifests, tfjob
-from trainer.task import parse_args
+from trainer.flags import parse_args
 
 
 def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):

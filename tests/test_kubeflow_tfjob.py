@@ -239,7 +239,7 @@ def test_the_trainer_reads_the_operators_tf_config_chief_is_chief_workers_are_no
         for index in range(count):
             config = tfjob.operator_tf_config(name, NAMESPACE, replicas, rtype, index)
             info = cluster.resolve({"TF_CONFIG": json.dumps(config)})
-            seen.append((info.task_type, info.task_id, info.is_chief, info.num_workers))
+            seen.append((info.task_type, info.task_id, info.is_chief, info.num_training_tasks))
     assert seen == [("chief", 0, True, 3), ("worker", 0, False, 3), ("worker", 1, False, 3)]
 
 
@@ -261,7 +261,7 @@ def test_the_operators_tf_config_has_the_shape_the_local_executor_gives() -> Non
 def test_a_one_replica_job_gets_no_tf_config_and_trains_alone_as_chief() -> None:
     assert tfjob.operator_tf_config("j", "ns", {"Chief": 1}, "Chief", 0) is None
     info = cluster.resolve({})
-    assert info.is_chief and info.num_workers == 0
+    assert info.is_chief and info.num_training_tasks == 0
 
 
 # --------------------------------------------------------------------------- RBAC

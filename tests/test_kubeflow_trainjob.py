@@ -406,7 +406,7 @@ def test_the_trainer_forms_tf_config_from_trainjob_env() -> None:
     assert info.cluster == {
         "worker": ["j-node-0-0.j:2222", "j-node-0-1.j:2222", "j-node-0-2.j:2222"]
     }
-    assert (info.task_type, info.task_id, info.num_workers, info.is_chief) == (
+    assert (info.task_type, info.task_id, info.num_training_tasks, info.is_chief) == (
         "worker",
         1,
         3,

@@ -20,6 +20,7 @@ from pipelines.lineage import local as local_lineage_lib
 from pipelines.lineage import render as lineage_render
 from pipelines.study import trials as trials_lib
 from pipelines.targets.vertex import metadata as vertex_metadata
+from tests.support import ancestors
 
 SHA = "ab" * 32
 RUN = "hpt-pipeline-2026-01-02-03-04-05-000006"
@@ -233,7 +234,7 @@ def test_registered_model_leads_back_to_the_dataset_checksum_and_the_best_trial(
     )  # the --output folder: its newest run
     assert graph.title == f"local run {RUN}"
     registered = _node(graph, "artifact:register-locally/registered")
-    upstream = graph.upstream(registered.id)
+    upstream = ancestors(graph, registered.id)
 
     datasets = [graph.nodes[n] for n in upstream if graph.nodes[n].type == "system.Dataset"]
     assert [d.details["metadata_sha256"] for d in datasets] == [SHA]
@@ -523,7 +524,7 @@ def test_vertex_lineage_queries_the_run_context(monkeypatch, anonymous):
     assert calls.of("query_context_lineage_subgraph") == [{"context": context}]
     uploaded = _node(graph, f"{STORE}/artifacts/uploaded")
     assert uploaded.type == "google.VertexModel"
-    upstream = graph.upstream(uploaded.id)
+    upstream = ancestors(graph, uploaded.id)
     assert graph.nodes[f"{STORE}/artifacts/dataset"].details["metadata_sha256"] == SHA
     assert f"{STORE}/artifacts/dataset" in upstream
     assert graph.trial("7").kind == "trial" and graph.trial("7").details["best"] is True

@@ -15,6 +15,7 @@ from pipelines.jobs import fork_client
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
+from tests.support import ancestors
 from trainer import contract
 
 pytestmark = pytest.mark.slow
@@ -203,7 +204,7 @@ def test_lineage_links_the_registered_model_to_the_dataset_checksum_and_best_tri
     _, first, _ = two_runs
     graph = local_lineage_lib.local_lineage(Path(first["run_dir"]))
     registered = graph.nodes["artifact:register-locally/registered"]
-    upstream = graph.upstream(registered.id)
+    upstream = ancestors(graph, registered.id)
     datasets = [graph.nodes[n] for n in upstream if graph.nodes[n].type == "system.Dataset"]
     model_card = json.loads((Path(first["model"]) / "model.json").read_text())
     assert [d.details["metadata_sha256"] for d in datasets] == [

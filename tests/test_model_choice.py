@@ -214,7 +214,7 @@ def test_katib_refuses_a_model_choice_with_conditional_parameters():
 def test_the_trial_and_the_final_job_train_the_model_their_parameters_name(synthetic_data):
     """`--model=<value>` is appended after the run's fixed `--model` (Vertex's rule): it wins."""
     from pipelines.jobs.trainer_args import parameter_args, trainer_flags
-    from trainer import task
+    from trainer import flags
 
     fixed = dict(
         model="cnn",
@@ -228,7 +228,7 @@ def test_the_trial_and_the_final_job_train_the_model_their_parameters_name(synth
     args = trainer_flags(synthetic_data, fixed) + parameter_args(
         {"model": "mobilenet_v3_small", "trainable_blocks": 2.0}
     )
-    hparams, _ = task.parse_args(args)
+    hparams, _ = flags.parse_args(args)
     assert hparams.model == "mobilenet_v3_small"
     assert hparams.model_params["trainable_blocks"] == 2
     assert hparams.weights == "imagenet"  # unset weights: the chosen model's own default

@@ -217,7 +217,7 @@ def test_resnet50_feeds_its_backbone_0_255_images_the_way_imagenet_weights_expec
 
 def test_a_pretrained_model_without_weights_set_starts_from_imagenet(tmp_path):
     from pipelines.compiler import compile_pipeline
-    from trainer.task import parse_args
+    from trainer.flags import parse_args
 
     (tmp_path / "metadata.json").write_text("{}")
     for name in ("resnet50", "mobilenet_v3_small"):
@@ -230,7 +230,7 @@ def test_a_pretrained_model_without_weights_set_starts_from_imagenet(tmp_path):
 
 
 def test_a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored(tmp_path):
-    from trainer.task import parse_args
+    from trainer.flags import parse_args
 
     weights = tmp_path / "backbone.weights.h5"
     weights.write_bytes(b"")
@@ -369,7 +369,7 @@ def test_a_preset_that_does_not_fit_the_model_names_the_presets_that_do(on_path)
 
 
 def test_the_trainer_takes_a_team_models_flags_and_refuses_unknown_ones(on_path, tmp_path):
-    from trainer.task import parse_args
+    from trainer.flags import parse_args
 
     (tmp_path / "metadata.json").write_text("{}")
     data = f"--data={tmp_path}"

@@ -15,11 +15,12 @@ import yaml
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from pipelines.compiler import compile_pipeline, normalize_spec
+from pipelines.compiler import compile_pipeline
 from pipelines.jobs import trainer_args
 from pipelines.pipeline import build_pipeline
 from pipelines.settings import Settings
 from pipelines.settings_space import study_space
+from tests.support import normalize_spec
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -221,7 +222,7 @@ def test_every_fixed_trainer_setting_flows_from_its_parameter_into_both_job_spec
 
 def test_trainer_flags_follow_the_contracts_list_and_cast_its_integers():
     fixed = {"model": "cnn", "weights": "none", "epochs": 5.0, "batch_size": "8"}
-    fixed |= {"metric_tag": "loss", "precision": "float32", "seed": 3.0}
+    fixed |= {"metric_tag": "val_loss", "precision": "float32", "seed": 3.0}
     flags = trainer_args.trainer_flags("/d", fixed)
     assert flags == [
         "--data=/d",
@@ -229,7 +230,7 @@ def test_trainer_flags_follow_the_contracts_list_and_cast_its_integers():
         "--weights=none",
         "--epochs=5",  # kfp.local hands numbers inside dicts as floats
         "--batch_size=8",
-        "--metric_tag=loss",
+        "--metric_tag=val_loss",
         "--precision=float32",
         "--seed=3",
     ]

@@ -9,8 +9,9 @@ from typer.testing import CliRunner
 
 from pipelines import templates
 from pipelines.app import cli
-from pipelines.compiler import compile_pipeline, normalize_spec
+from pipelines.compiler import compile_pipeline
 from pipelines.settings import Settings, SettingsError
+from tests.support import normalize_spec
 
 
 @pytest.fixture(scope="module")

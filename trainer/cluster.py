@@ -42,8 +42,8 @@ class ClusterInfo:
     task_id: int
 
     @property
-    def num_workers(self) -> int:
-        """Tasks that train (chief + workers)."""
+    def num_training_tasks(self) -> int:
+        """Tasks that train: chief + workers (Settings.workers counts the workers only)."""
         return len(self.cluster.get("chief", [])) + len(self.cluster.get("worker", []))
 
     @property

@@ -36,7 +36,7 @@ class HParams:
         momentum: SGD momentum in [0, 1) (ignored by adam).
         batch_size: Examples per replica per step, >= 1.
         epochs: Passes over the training split, >= 1.
-        model: A registered model name or `package.module:function` (`trainer.models`).
+        model: A catalogue name or `package.module:function` (`trainer.models`).
         weights: The backbone's weights: `imagenet`, `none` or a file (pretrained models).
         model_params: Values of the model's own hyperparameters (e.g. `num_units`).
     """

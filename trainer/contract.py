@@ -119,7 +119,7 @@ TRAINER_HYPERPARAMETERS: Mapping[str, Hyperparameter] = {
 # Flags that mean something under one optimizer only (a conditional search parameter).
 OPTIMIZER_ONLY = {"momentum": "sgd"}
 
-# The model the trainer builds: a registered name (`trainer.models.MODELS`) or a team's own
+# The model the trainer builds: a catalogue name (`trainer.models.MODELS`) or a team's own
 # builder by reference, `package.module:function`. `weights` are a pretrained backbone's.
 DEFAULT_MODEL = "cnn"
 WEIGHTS_CHOICES = ("imagenet", "none")  # or a path (local or gs://) to a Keras weights file

@@ -85,7 +85,7 @@ def make_strategy(distribution: str) -> tuple[tf.distribute.Strategy, cluster_li
     info = cluster_lib.resolve()
     configure_threads(cluster_lib.requested_cpu_threads())
     if distribution == "auto":
-        if info.num_workers > 1:
+        if info.num_training_tasks > 1:
             distribution = "multi_worker"
         else:
             count = cluster_lib.requested_logical_devices()

@@ -35,8 +35,8 @@ class TrainResult:
     history: list[dict[str, float]]
     weights: list[np.ndarray]
     metadata: dict[str, Any]
-    replicas: int
-    num_workers: int
+    replicas_in_sync: int  # devices training in step (TF's name): all processes' together
+    training_tasks: int  # processes that train: chief + workers (1 without a cluster)
     is_chief: bool
     start_epoch: int
     strategy: str
@@ -201,8 +201,8 @@ def _train(
         history=history,
         weights=built.full_weights(),
         metadata=metadata,
-        replicas=strategy.num_replicas_in_sync,
-        num_workers=max(cluster.num_workers, 1),
+        replicas_in_sync=strategy.num_replicas_in_sync,
+        training_tasks=max(cluster.num_training_tasks, 1),
         is_chief=cluster.is_chief,
         start_epoch=start_epoch,
         strategy=distribute.strategy_name(strategy),
@@ -210,6 +210,18 @@ def _train(
         first_step_seconds=first_step,
         source=batches.source,
     )
+
+
+@dataclasses.dataclass
+class _Checkpointed:
+    """The loop's state that checkpoints hold, restored if a checkpoint exists."""
+
+    optimizer: keras.optimizers.Optimizer
+    epoch_counter: tf.Variable
+    checkpoint: tf.train.Checkpoint
+    manager: tf.train.CheckpointManager | None
+    write_dir: str | None
+    start_epoch: int
 
 
 @dataclasses.dataclass
@@ -232,14 +244,50 @@ class _Loop:
         on_epoch: EpochCallback | None,
     ) -> tuple[list[dict[str, float]], int, float | None]:
         """Train `model` on `batches`; (history, epoch resumed after, first step's time)."""
-        hparams, run, strategy, cluster = self.hparams, self.run, self.strategy, self.cluster
-        global_batch, steps_per_epoch = self.global_batch, self.steps_per_epoch
-        with strategy.scope():
-            optimizer = make_optimizer(hparams)
+        hparams, run, cluster = self.hparams, self.run, self.cluster
+        state = self._restore(model)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
+        train_step = self._train_step(model, state.optimizer, loss_fn)
+        train_step.get_concrete_function(*batches.element_spec)  # traced while the batch comes
+        validate = _validator(
+            evaluation_step(model, loss_fn, batches.validation.element_spec), batches.validation
+        )
+        summary = (
+            tf.summary.create_file_writer(run.tensorboard_dir)
+            if run.tensorboard_dir and cluster.is_chief
+            else None
+        )
+        history: list[dict[str, float]] = []
+        self._log_start(state.start_epoch, choice, rewrites, batches.source)
+        first_step: float | None = None
+        for epoch in range(state.start_epoch + 1, hparams.epochs + 1):
+            started = time.perf_counter()
+            trained, rates, first_step = self._epoch(epoch, train_step, batches, first_step)
+            seconds = {"seconds": time.perf_counter() - started}  # validation included
+            metrics = {**trained, **validate(), **seconds, **rates}
+            if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):
+                raise Diverged(epoch, metrics["train_loss"])
+            history.append(metrics)
+            self._record(epoch, metrics, state, summary)
+            if on_epoch:
+                on_epoch(epoch, metrics)
+
+        if not history:  # resumed after the last epoch: measure the restored model once, and say it
+            history.append({"epoch": float(hparams.epochs), **validate()})
+            _log(f"already past epoch {hparams.epochs}: measured the restored model once")
+            if on_epoch:  # a rerun trial reports its measurement instead of reporting nothing
+                on_epoch(hparams.epochs, history[-1])
+        if state.write_dir and not cluster.is_chief and tf.io.gfile.exists(state.write_dir):
+            tf.io.gfile.rmtree(state.write_dir)
+        return history, state.start_epoch, first_step
+
+    def _restore(self, model: keras.Model) -> _Checkpointed:
+        """The optimizer and epoch counter, from the latest checkpoint if there is one."""
+        run, cluster = self.run, self.cluster
+        with self.strategy.scope():
+            optimizer = make_optimizer(self.hparams)
             optimizer.build(model.trainable_variables)
             epoch_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
-
-        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction="none")
         checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=epoch_counter)
         write_dir = _checkpoint_dir_for(run, cluster.is_chief, cluster.task_id)
         manager = (
@@ -252,6 +300,13 @@ class _Loop:
         start_epoch = int(epoch_counter.numpy())
         if start_epoch:
             _log(f"resuming from checkpoint after epoch {start_epoch}")
+        return _Checkpointed(optimizer, epoch_counter, checkpoint, manager, write_dir, start_epoch)
+
+    def _train_step(
+        self, model: keras.Model, optimizer: keras.optimizers.Optimizer, loss_fn: Any
+    ) -> Any:
+        """The distributed train step: (images, labels) → (summed loss, correct count)."""
+        strategy, global_batch = self.strategy, self.global_batch
 
         def step_fn(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
             with tf.GradientTape() as tape:
@@ -275,106 +330,102 @@ class _Loop:
                 strategy.reduce(tf.distribute.ReduceOp.SUM, correct, axis=None),
             )
 
-        train_step.get_concrete_function(*batches.element_spec)  # traced while the batch comes
-        val_data = batches.validation
-        eval_step = evaluation_step(model, loss_fn, val_data.element_spec)
+        return train_step
 
-        def validate() -> dict[str, float]:
-            # Every worker evaluates the whole split locally: no collective, same numbers
-            # everywhere.
-            total_loss, total_correct, total_seen = 0.0, 0.0, 0
-            for images, labels in val_data:
-                batch_loss, batch_correct = eval_step(images, labels)
-                total_loss += float(batch_loss)
-                total_correct += float(batch_correct)
-                total_seen += int(labels.shape[0])
-            return {
-                "val_loss": total_loss / max(total_seen, 1),
-                "val_accuracy": total_correct / max(total_seen, 1),
-            }
-
-        summary = (
-            tf.summary.create_file_writer(run.tensorboard_dir)
-            if run.tensorboard_dir and cluster.is_chief
-            else None
-        )
-        history: list[dict[str, float]] = []
+    def _log_start(
+        self, start_epoch: int, choice: precision.Choice, rewrites: bool, source: str
+    ) -> None:
+        strategy, cluster = self.strategy, self.cluster
         _log(
             f"training: {distribute.strategy_name(strategy)}, "
             f"{strategy.num_replicas_in_sync} replica(s) in sync, "
-            f"chief + {max(cluster.num_workers, 1) - 1} worker(s), global batch {global_batch}, "
-            f"{steps_per_epoch} steps/epoch, epochs {start_epoch + 1}..{hparams.epochs}, "
+            f"chief + {max(cluster.num_training_tasks, 1) - 1} worker(s), "
+            f"global batch {self.global_batch}, "
+            f"{self.steps_per_epoch} steps/epoch, "
+            f"epochs {start_epoch + 1}..{self.hparams.epochs}, "
             f"{choice.policy}, graph rewrites {'on' if rewrites else 'off (CPU only)'}, op threads "
             f"{tf.config.threading.get_intra_op_parallelism_threads() or 'auto'}/"
             f"{tf.config.threading.get_inter_op_parallelism_threads() or 'auto'} (intra/inter), "
-            f"on {batches.source}"
+            f"on {source}"
         )
-        first_step: float | None = None
+
+    def _epoch(
+        self, epoch: int, train_step: Any, batches: stages.Data, first_step: float | None
+    ) -> tuple[dict[str, float], dict[str, float], float | None]:
+        """One epoch's training steps: (its training metrics, its rates, the first step's time)."""
+        steps_per_epoch, global_batch = self.steps_per_epoch, self.global_batch
         # Long epochs also show progress within the epoch (every quarter).
         progress_every = steps_per_epoch // 4 if steps_per_epoch >= 40 else 0
-        for epoch in range(start_epoch + 1, hparams.epochs + 1):
-            started = time.perf_counter()
-            loss_total, correct_total, input_wait = 0.0, 0.0, 0.0
-            for step in range(1, steps_per_epoch + 1):
-                asked = time.perf_counter()
-                images, labels = next(batches.batches)
-                input_wait += time.perf_counter() - asked  # the step before has finished
-                loss_sum, correct = train_step(images, labels)
-                loss_total += float(loss_sum)
-                correct_total += float(correct)
-                if first_step is None:
-                    first_step = process_seconds()
-                    if first_step is not None:
-                        _log(f"first step done {first_step:.2f}s after the process started")
-                if progress_every and step % progress_every == 0 and step < steps_per_epoch:
-                    _log(
-                        f"  step {step}/{steps_per_epoch} of epoch {epoch}: "
-                        f"train_loss={loss_total / (step * global_batch):.4f}"
-                    )
-            seen = steps_per_epoch * global_batch
-            train_seconds = time.perf_counter() - started
-            metrics = {
-                "epoch": float(epoch),
-                "train_loss": loss_total / seen,
-                "train_accuracy": correct_total / seen,
-                **validate(),
-                "seconds": time.perf_counter() - started,
-                "images_per_second": seen / train_seconds,
-                "input_wait": input_wait / train_seconds,
-            }
-            if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):
-                raise Diverged(epoch, metrics["train_loss"])
-            history.append(metrics)
-            epoch_counter.assign(epoch)
-            if manager:
-                manager.save(checkpoint_number=epoch)
-            if summary:
-                with summary.as_default(step=epoch):
-                    for key in (
-                        "train_loss",
-                        "train_accuracy",
-                        "val_loss",
-                        "val_accuracy",
-                        "images_per_second",
-                    ):
-                        tf.summary.scalar(key, metrics[key])
-                summary.flush()
-            _log(
-                f"epoch {epoch}/{hparams.epochs}: train_loss={metrics['train_loss']:.4f} "
-                f"train_accuracy={metrics['train_accuracy']:.4f} "
-                f"val_loss={metrics['val_loss']:.4f} "
-                f"val_accuracy={metrics['val_accuracy']:.4f} "
-                f"({metrics['seconds']:.1f}s, {metrics['images_per_second']:.0f} img/s, "
-                f"input wait {metrics['input_wait']:.0%})"
-            )
-            if on_epoch:
-                on_epoch(epoch, metrics)
+        started = time.perf_counter()
+        loss_total, correct_total, input_wait = 0.0, 0.0, 0.0
+        for step in range(1, steps_per_epoch + 1):
+            asked = time.perf_counter()
+            images, labels = next(batches.batches)
+            input_wait += time.perf_counter() - asked  # the step before has finished
+            loss_sum, correct = train_step(images, labels)
+            loss_total += float(loss_sum)
+            correct_total += float(correct)
+            if first_step is None:
+                first_step = process_seconds()
+                if first_step is not None:
+                    _log(f"first step done {first_step:.2f}s after the process started")
+            if progress_every and step % progress_every == 0 and step < steps_per_epoch:
+                _log(
+                    f"  step {step}/{steps_per_epoch} of epoch {epoch}: "
+                    f"train_loss={loss_total / (step * global_batch):.4f}"
+                )
+        seen = steps_per_epoch * global_batch
+        train_seconds = time.perf_counter() - started
+        trained = {
+            "epoch": float(epoch),
+            "train_loss": loss_total / seen,
+            "train_accuracy": correct_total / seen,
+        }
+        rates = {
+            "images_per_second": seen / train_seconds,
+            "input_wait": input_wait / train_seconds,
+        }
+        return trained, rates, first_step
 
-        if not history:  # resumed after the last epoch: measure the restored model once, and say it
-            history.append({"epoch": float(hparams.epochs), **validate()})
-            _log(f"already past epoch {hparams.epochs}: measured the restored model once")
-            if on_epoch:  # a rerun trial reports its measurement instead of reporting nothing
-                on_epoch(hparams.epochs, history[-1])
-        if write_dir and not cluster.is_chief and tf.io.gfile.exists(write_dir):
-            tf.io.gfile.rmtree(write_dir)
-        return history, start_epoch, first_step
+    def _record(
+        self, epoch: int, metrics: dict[str, float], state: _Checkpointed, summary: Any
+    ) -> None:
+        """Checkpoint the epoch, write its TensorBoard scalars (chief) and its log line."""
+        state.epoch_counter.assign(epoch)
+        if state.manager:
+            state.manager.save(checkpoint_number=epoch)
+        if summary:
+            with summary.as_default(step=epoch):
+                for key in _SUMMARY_SCALARS:
+                    tf.summary.scalar(key, metrics[key])
+            summary.flush()
+        _log(
+            f"epoch {epoch}/{self.hparams.epochs}: train_loss={metrics['train_loss']:.4f} "
+            f"train_accuracy={metrics['train_accuracy']:.4f} "
+            f"val_loss={metrics['val_loss']:.4f} "
+            f"val_accuracy={metrics['val_accuracy']:.4f} "
+            f"({metrics['seconds']:.1f}s, {metrics['images_per_second']:.0f} img/s, "
+            f"input wait {metrics['input_wait']:.0%})"
+        )
+
+
+# The metrics an epoch writes to TensorBoard (the chief).
+_SUMMARY_SCALARS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_second")
+
+
+def _validator(eval_step: Any, val_data: Any) -> Callable[[], dict[str, float]]:
+    """The validation pass (every worker the whole split, locally: the same numbers everywhere)."""
+
+    def validate() -> dict[str, float]:
+        total_loss, total_correct, total_seen = 0.0, 0.0, 0
+        for images, labels in val_data:
+            batch_loss, batch_correct = eval_step(images, labels)
+            total_loss += float(batch_loss)
+            total_correct += float(batch_correct)
+            total_seen += int(labels.shape[0])
+        return {
+            "val_loss": total_loss / max(total_seen, 1),
+            "val_accuracy": total_correct / max(total_seen, 1),
+        }
+
+    return validate

@@ -15,6 +15,7 @@ from typing import Any
 
 from pipelines.jobs.machines import MachineError, check_machine
 from pipelines.models import describe_model
+from pipelines.pipeline_parameters import SETTING_OF  # parameter → the setting it carries
 from pipelines.settings import FIELDS, Settings, SettingsError, load_settings
 from pipelines.settings_cloud import MAX_DISPLAY_NAME
 from pipelines.study.options import check_algorithm
@@ -24,14 +25,6 @@ from pipelines.study.spec_reader import parse_study_spec_parameters
 from pipelines.templates import declared_parameters
 from trainer.contract import METRIC_GOALS, ContractError
 
-# Pipeline parameter → the Settings field it carries (same name when not listed).
-SETTING_OF = {
-    "max_trial_count": "max_trials",
-    "parallel_trial_count": "parallel_trials",
-    "max_failed_trial_count": "max_failed_trials",
-    "location": "region",
-    "encryption_spec_key_name": "kms_key",
-}
 DISPLAY_NAMES = ("model_display_name", "study_display_name", "final_display_name")
 # The two machine specs of a run: (machine type, accelerator type, accelerator count).
 MACHINES = tuple(

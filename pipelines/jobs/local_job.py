@@ -185,8 +185,9 @@ def plan_replicas(
             if base_output_directory:
                 env.update(replica_env.output_dirs(base_output_directory, trial_id))
             env.update(replica_env.cluster_env(cluster, pool_index, replica_index, trial_id))
-            if spec.machine_spec.accelerator_count > 1:
-                env[replica_env.LOGICAL_DEVICES_ENV] = str(spec.machine_spec.accelerator_count)
+            logical_devices = spec.machine_spec.accelerator_count  # its meaning on this machine
+            if logical_devices > 1:
+                env[replica_env.LOGICAL_DEVICES_ENV] = str(logical_devices)
             env.update(threads)
             env.update(extra_env or {})
             replicas.append(

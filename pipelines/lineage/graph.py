@@ -81,17 +81,6 @@ class LineageGraph:
         """Ids of the nodes `node_id` has an edge to."""
         return [e.target for e in self.edges if e.source == node_id]
 
-    def upstream(self, node_id: str) -> set[str]:
-        """Every node `node_id` was derived from (transitively), itself excluded."""
-        seen: set[str] = set()
-        stack = self.parents(node_id)
-        while stack:
-            current = stack.pop()
-            if current not in seen:
-                seen.add(current)
-                stack.extend(self.parents(current))
-        return seen
-
     def find(self, kind: str | None = None, **details: Any) -> list[Node]:
         """Nodes of `kind` whose details hold every given key/value."""
         return [

@@ -186,44 +186,11 @@ def reconcile(
             "are not in today's search space (removed since); keep them in the space, or "
             "start a new study"
         )
-    kept: list[dict[str, Any]] = []
-    outside: list[str] = []
-    unfinished: list[str] = []
-    added_count: dict[str, int] = {}
-    added_value: dict[str, Any] = {}
+    sorted_trials = _Sorted()
     for trial in earlier.trials:
-        tid = str(trial["id"])
-        if trials_lib.trial_state(trial) not in _FINISHED:
-            unfinished.append(tid)
-            continue
-        values = trials_lib.trial_parameters(trial)
-        added: dict[str, Any] = {}
-        try:
-            full = _fill(space.parameters, values, defaults, added)
-        except ContinuationError as err:
-            raise ContinuationError(f"continue_from={earlier.source}: {err}") from None
-        if full is None or set(values) - set(full):  # outside, or a child no longer active
-            outside.append(tid)
-            continue
-        for name, value in added.items():
-            added_count[name] = added_count.get(name, 0) + 1
-            added_value[name] = value
-        kept.append(_relabel(trial, full, earlier))
-    for name in sorted(added_count):
-        notes.append(
-            f"rule added parameter: {name} is new since; {added_count[name]} earlier trial(s) "
-            f"take its default {added_value[name]!r}"
-        )
-    if outside:
-        notes.append(
-            f"rule changed range: {len(outside)} earlier trial(s) outside today's search space "
-            f"dropped ({', '.join(outside)})"
-        )
-    if unfinished:
-        notes.append(
-            f"rule unfinished: {len(unfinished)} earlier trial(s) not finished dropped "
-            f"({', '.join(unfinished)})"
-        )
+        sorted_trials.add(trial, earlier, space, defaults)
+    notes.extend(sorted_trials.notes())
+    kept = sorted_trials.kept
     if not kept:
         raise ContinuationError(
             f"continue_from={earlier.source}: none of its {len(earlier.trials)} trial(s) fits "
@@ -294,3 +261,55 @@ def sources(trials: Iterable[Mapping[str, Any]]) -> list[str]:
 def config_key(params: Mapping[str, Any]) -> str:
     """A configuration as a comparable key (parameters cast to their types first)."""
     return json.dumps(dict(params), sort_keys=True)
+
+
+@dataclasses.dataclass
+class _Sorted:
+    """The earlier trials sorted by the rules: kept (relabelled), or dropped and why."""
+
+    kept: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    outside: list[str] = dataclasses.field(default_factory=list)
+    unfinished: list[str] = dataclasses.field(default_factory=list)
+    added_count: dict[str, int] = dataclasses.field(default_factory=dict)
+    added_value: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def add(
+        self, trial: Mapping[str, Any], earlier: Earlier, space: SearchSpace, defaults: Any
+    ) -> None:
+        """Keep `trial` (its new parameters at their defaults) or record why it is dropped."""
+        tid = str(trial["id"])
+        if trials_lib.trial_state(trial) not in _FINISHED:
+            self.unfinished.append(tid)
+            return
+        values = trials_lib.trial_parameters(trial)
+        added: dict[str, Any] = {}
+        try:
+            full = _fill(space.parameters, values, defaults, added)
+        except ContinuationError as err:
+            raise ContinuationError(f"continue_from={earlier.source}: {err}") from None
+        if full is None or set(values) - set(full):  # outside, or a child no longer active
+            self.outside.append(tid)
+            return
+        for name, value in added.items():
+            self.added_count[name] = self.added_count.get(name, 0) + 1
+            self.added_value[name] = value
+        self.kept.append(_relabel(trial, full, earlier))
+
+    def notes(self) -> list[str]:
+        """One line per rule that applied: added parameters, changed ranges, unfinished."""
+        notes = [
+            f"rule added parameter: {name} is new since; {self.added_count[name]} earlier "
+            f"trial(s) take its default {self.added_value[name]!r}"
+            for name in sorted(self.added_count)
+        ]
+        if self.outside:
+            notes.append(
+                f"rule changed range: {len(self.outside)} earlier trial(s) outside today's "
+                f"search space dropped ({', '.join(self.outside)})"
+            )
+        if self.unfinished:
+            notes.append(
+                f"rule unfinished: {len(self.unfinished)} earlier trial(s) not finished dropped "
+                f"({', '.join(self.unfinished)})"
+            )
+        return notes

@@ -403,6 +403,9 @@ def run_study(
 ) -> list[dict[str, Any]]:
     """Run an HPT study payload on this machine (the rules: the module docstring).
 
+    The arguments are the Vertex HPT job's payload fields (the interface: they keep its names),
+    then the local run's own.
+
     Args:
         worker_pool_specs: The trial job (`trial_worker_pool_specs`), as for Vertex.
         study_spec_metrics: `serialize_metrics(...)` output.
@@ -430,30 +433,20 @@ def run_study(
         StudyError: the failure rules stopped the study, or the base holds another study.
     """
     from pipelines.jobs.worker_pools import validate_worker_pool_specs
-    from pipelines.study.study_spec_check import validate_study_spec
+    from pipelines.study.study_spec_check import applied_selection, validate_study_spec
 
     if "://" in base_output_directory:
         raise StudyError(
             f"base_output_directory={base_output_directory}: the local executor needs a local path"
         )
-    counts = {
-        "max_trial_count": (int(max_trial_count), 1),
-        "parallel_trial_count": (int(parallel_trial_count), 1),
-        "max_failed_trial_count": (int(max_failed_trial_count), 0),
-    }
-    for name, (value, least) in counts.items():
-        if value < least:
-            raise StudyError(f"{name}={value}: expected >= {least}")
+    max_trials, parallel, max_failed = _checked_counts(
+        max_trial_count, parallel_trial_count, max_failed_trial_count
+    )
     parameters, metrics = payload_items(study_spec_parameters), payload_items(study_spec_metrics)
     validate_study_spec(
         parameters, metrics, study_spec_algorithm, study_spec_measurement_selection_type
     )
-    # Vertex's default for an unspecified selection is the best measurement.
-    selection = (
-        "LAST_MEASUREMENT"
-        if study_spec_measurement_selection_type == "LAST_MEASUREMENT"
-        else "BEST_MEASUREMENT"
-    )
+    selection = applied_selection(study_spec_measurement_selection_type)
     pools = payload_items(worker_pool_specs)
     validate_worker_pool_specs(pools)
     space = spec_reader.from_study_spec(parameters, metrics)
@@ -469,9 +462,9 @@ def run_study(
         },
         worker_pool_specs=pools,
         base=os.path.abspath(base_output_directory),
-        max_trial_count=counts["max_trial_count"][0],
-        parallel_trial_count=min(counts["parallel_trial_count"][0], counts["max_trial_count"][0]),
-        max_failed_trial_count=counts["max_failed_trial_count"][0],
+        max_trial_count=max_trials,
+        parallel_trial_count=min(parallel, max_trials),
+        max_failed_trial_count=max_failed,
         algorithm=study_spec_algorithm,
         selection=selection,
         early_stopping=early_stopping or None,  # type: ignore[arg-type]
@@ -483,3 +476,16 @@ def run_study(
         earlier=earlier_trials,
     )
     return study.run()
+
+
+def _checked_counts(max_trial: Any, parallel: Any, max_failed: Any) -> tuple[int, int, int]:
+    """The study's three counts as integers (kfp.local may hand floats), each in range."""
+    counts = {
+        "max_trial_count": (int(max_trial), 1),
+        "parallel_trial_count": (int(parallel), 1),
+        "max_failed_trial_count": (int(max_failed), 0),
+    }
+    for name, (value, least) in counts.items():
+        if value < least:
+            raise StudyError(f"{name}={value}: expected >= {least}")
+    return int(max_trial), int(parallel), int(max_failed)

@@ -1,6 +1,6 @@
 """The model as a search parameter: a categorical `model`, each model's own parameters under it.
 
-A space may list `model` (a top-level categorical parameter; values: registered names or
+A space may list `model` (a top-level categorical parameter; values: catalogue names or
 `package.module:function` builders). Every other top-level parameter applies to every
 model in the choice, so each of them must take it; a model's own hyperparameters are
 conditional children of `model` (`parent_values: [that model]`), checked against that
@@ -65,7 +65,7 @@ def models_of(space: Any) -> tuple[str, ...]:
 
 
 def builtin_flags(model: str) -> tuple[Mapping[str, Hyperparameter], bool]:
-    """A registered model's flags; a reference's own are unknown here (only the trainer's)."""
+    """A catalogued model's flags; a reference's own are unknown here (only the trainer's)."""
     if model in MODELS:
         return MODELS[model].all_hyperparameters(), True
     return TRAINER_HYPERPARAMETERS, False
@@ -94,7 +94,7 @@ def check_per_model(
     Args:
         space: A `SearchSpace` with a `model` parameter.
         check: `search_space.check_against_trainer`, applied to each model's space.
-        model_flags: Each model's flags (default: the registered models').
+        model_flags: Each model's flags (default: the catalogue's).
 
     Raises:
         ModelChoiceError: `model <name>: <what the trainer refuses>`, in one line.

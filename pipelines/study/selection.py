@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.study import trials as trials_lib
@@ -117,15 +117,7 @@ def select_best_trial(
             raise SelectionError(f"goal={o.goal!r}: expected maximize or minimize")
     primary = objectives[0]
     names = [o.metric_id for o in objectives]
-    scored: dict[str, tuple[Mapping[str, Any], dict[str, Any], dict[str, float]]] = {}
-    for trial in trials:
-        metrics = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
-        succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
-        if succeeded and all(n in metrics for n in names):
-            values = {n: metrics[n] for n in names}
-            scored[str(trial["id"])] = (trial, trials_lib.trial_parameters(trial), values)
-    if not scored:
-        raise SelectionError(f"no succeeded trial reported the metric {'/'.join(names)!r}")
+    scored = _scored(trials, names)
 
     def key(tid: str) -> tuple[Any, ...]:
         _, params, values = scored[tid]
@@ -139,29 +131,14 @@ def select_best_trial(
 
     feasible = [t for t in scored if all(c.met(scored[t][2][c.metric_id]) for c in constraints)]
     if not feasible:
-        closest = min(scored, key=lambda t: (_shortfall(scored[t][2], constraints), key(t)))
-        missed = ", ".join(
-            f"{c.metric_id}={scored[closest][2][c.metric_id]:.4g} (needs {c.op}{c.bound:g})"
-            for c in constraints
-            if not c.met(scored[closest][2][c.metric_id])
-        )
-        raise SelectionError(
-            f"no trial meets {', '.join(map(str, constraints))}: the closest is trial "
-            f"{closest} with {missed}; stopping before the final training"
-        )
+        raise _none_feasible(scored, constraints, key)
     goals = [o.goal for o in objectives]
     front = pareto_front({t: [scored[t][2][n] for n in names] for t in feasible}, goals)
     best_id = min(front, key=key)
     _, params, values = scored[best_id]
     value = values[primary.metric_id]
     if threshold is not None:
-        met = value >= threshold if primary.goal == "maximize" else value <= threshold
-        if not met:
-            relation = ">=" if primary.goal == "maximize" else "<="
-            raise SelectionError(
-                f"best trial {best_id} has {primary.metric_id}={value:.4f}, missing the "
-                f"threshold ({relation} {threshold}): stopping before the final training"
-            )
+        _check_threshold(best_id, primary, value, threshold)
     return BestTrial(
         trial_id=best_id,
         parameters=params,
@@ -172,6 +149,50 @@ def select_best_trial(
         constraints=tuple(map(str, constraints)),
         reason=_reason(best_id, primary, value, front, feasible, scored, constraints),
     )
+
+
+_Scored = dict[str, tuple[Mapping[str, Any], dict[str, Any], dict[str, float]]]
+
+
+def _scored(trials: Iterable[Mapping[str, Any]], names: Sequence[str]) -> _Scored:
+    """Succeeded trials that report every objective: id → (trial, parameters, values)."""
+    scored: _Scored = {}
+    for trial in trials:
+        metrics = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
+        succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
+        if succeeded and all(n in metrics for n in names):
+            values = {n: metrics[n] for n in names}
+            scored[str(trial["id"])] = (trial, trials_lib.trial_parameters(trial), values)
+    if not scored:
+        raise SelectionError(f"no succeeded trial reported the metric {'/'.join(names)!r}")
+    return scored
+
+
+def _none_feasible(
+    scored: _Scored, constraints: Sequence[Constraint], key: Callable[[str], Any]
+) -> SelectionError:
+    """The refusal when no trial meets the constraints, naming the closest and what it missed."""
+    closest = min(scored, key=lambda t: (_shortfall(scored[t][2], constraints), key(t)))
+    missed = ", ".join(
+        f"{c.metric_id}={scored[closest][2][c.metric_id]:.4g} (needs {c.op}{c.bound:g})"
+        for c in constraints
+        if not c.met(scored[closest][2][c.metric_id])
+    )
+    return SelectionError(
+        f"no trial meets {', '.join(map(str, constraints))}: the closest is trial "
+        f"{closest} with {missed}; stopping before the final training"
+    )
+
+
+def _check_threshold(best_id: str, primary: Metric, value: float, threshold: float) -> None:
+    """Refuse a pick that misses `threshold` on the primary objective (in its goal's sense)."""
+    met = value >= threshold if primary.goal == "maximize" else value <= threshold
+    if not met:
+        relation = ">=" if primary.goal == "maximize" else "<="
+        raise SelectionError(
+            f"best trial {best_id} has {primary.metric_id}={value:.4f}, missing the "
+            f"threshold ({relation} {threshold}): stopping before the final training"
+        )
 
 
 def _shortfall(values: Mapping[str, float], constraints: Sequence[Constraint]) -> float:

@@ -50,3 +50,8 @@ def validate_study_spec(
         "measurement_selection_type": measurement_selection,
     }
     return strict_parse("StudySpec", payload, "study_spec")
+
+
+def applied_selection(measurement_selection: str) -> str:
+    """The measurement selection a study applies: Vertex's default (unspecified) is the best."""
+    return "LAST_MEASUREMENT" if measurement_selection == "LAST_MEASUREMENT" else "BEST_MEASUREMENT"

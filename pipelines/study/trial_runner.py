@@ -181,25 +181,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         if os.path.exists(os.path.join(local_dir, stale)):
             os.remove(os.path.join(local_dir, stale))
     earlier_file = _keep_earlier_measurements(local_dir, metric_file)
-    primary = study.metric_ids[0]
-    reported: set[int] = set()
-    early_stopped = False
-
-    def on_tick() -> bool:
-        nonlocal early_stopped
-        if study.cancel.is_set():
-            return True
-        if not study.early_stopping:
-            return False
-        for m in read_measurements(metric_file, study.metric_ids):
-            if m.step not in reported and primary in m.metrics:
-                reported.add(m.step)
-                frozen.report(m.metrics[primary], m.step)
-                if frozen.should_prune():
-                    early_stopped = True
-                    return True
-        return False
-
+    watch = _Watch(study, frozen, metric_file)
     error: local_job.CustomJobError | None = None
     try:
         result = local_job.run_custom_job(
@@ -212,32 +194,21 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
             echo=None,
             timeout=study.trial_timeout,
             startup_timeout=TRIAL_STARTUP_TIMEOUT,
-            on_tick=on_tick,
+            on_tick=watch.on_tick,
             fork_server=study.fork_server,
             jobs_at_once=study.parallel,
         )
         stopped = result.stopped
     except local_job.CustomJobError as err:
         error, stopped = err, False
-    # Every tag the trainer reported (its cost, a builder's own) lands in the trial's record.
-    tags = [
-        *study.metric_ids,
-        *(
-            t
-            for t in sorted({*reported_tags(earlier_file), *reported_tags(metric_file)})
-            if t not in study.metric_ids
-        ),
-    ]
-    measurements = _merged(
-        read_measurements(earlier_file, tags), read_measurements(metric_file, tags)
-    )
+    measurements = _measurements(study.metric_ids, earlier_file, metric_file)
     final = with_measured_once(
         select_measurement(measurements, study.space.metrics, study.selection), measurements
     )
     outcome = Outcome(trial_id, TrialState.INFEASIBLE, measurements, final)
     chief_log = os.path.join(local_dir, "chief-0.log")
     outcome.precision = precision.parse_line(local_job.head(chief_log))
-    if stopped and not early_stopped:
+    if stopped and not watch.early_stopped:
         outcome.cancelled = True
         outcome.reason = "cancelled: the study stopped while this trial ran"
     elif error is not None:
@@ -256,8 +227,43 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         outcome.exit_code = 0
     else:
         outcome.state = TrialState.SUCCEEDED
-        outcome.early_stopped = early_stopped
-        outcome.exit_code = None if early_stopped else 0
+        outcome.early_stopped = watch.early_stopped
+        outcome.exit_code = None if watch.early_stopped else 0
     with contextlib.suppress(OSError):  # a full disk: the study hears it from the outcome
         save_outcome(local_dir, outcome)
     return outcome
+
+
+class _Watch:
+    """What a running trial is polled for: the study's cancellation, and the median rule."""
+
+    def __init__(self, study: Any, frozen: Any, metric_file: str):
+        self.study, self.frozen, self.metric_file = study, frozen, metric_file
+        self.reported: set[int] = set()
+        self.early_stopped = False
+
+    def on_tick(self) -> bool:
+        """Whether to stop the trial now (each new primary measurement goes to the pruner)."""
+        study, primary = self.study, self.study.metric_ids[0]
+        if study.cancel.is_set():
+            return True
+        if not study.early_stopping:
+            return False
+        for m in read_measurements(self.metric_file, study.metric_ids):
+            if m.step not in self.reported and primary in m.metrics:
+                self.reported.add(m.step)
+                self.frozen.report(m.metrics[primary], m.step)
+                if self.frozen.should_prune():
+                    self.early_stopped = True
+                    return True
+        return False
+
+
+def _measurements(metric_ids: Sequence[str], earlier_file: str, metric_file: str) -> list[Any]:
+    """The trial's measurements, an earlier attempt's first, of every tag the trainer reported.
+
+    Every tag (its cost, a builder's own) lands in the trial's record, the study's metrics first.
+    """
+    reported = sorted({*reported_tags(earlier_file), *reported_tags(metric_file)})
+    tags = [*metric_ids, *(t for t in reported if t not in metric_ids)]
+    return _merged(read_measurements(earlier_file, tags), read_measurements(metric_file, tags))

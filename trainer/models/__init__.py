@@ -1,4 +1,7 @@
-"""The model registry: every model the trainer builds, by name, TF-free.
+"""The model catalogue: every model the trainer builds, by name, TF-free.
+
+("Catalogue", not "registry": the registry is where trained models are versioned, the
+local one in `pipelines/targets/local/registry.py`, Vertex's and Kubeflow's services.)
 
 A model is a `ModelSpec`: its name, its builder (`module:function`, imported only when
 the model is built), the hyperparameters the builder takes (its tunable flags, beside
@@ -37,7 +40,7 @@ class ModelSpec:
     """What the pipeline and the trainer know of a model before building it.
 
     Attributes:
-        name: The `model` setting's value (a registered name or `package.module:function`).
+        name: The `model` setting's value (a catalogue name or `package.module:function`).
         builder: `module:function` of the builder.
         hyperparameters: The builder's own tunable flags (keyword-only arguments).
         min_image_size: Smallest image side the model takes, in pixels.
@@ -107,7 +110,7 @@ def _trainable_blocks(blocks: int, what: str) -> Hyperparameter:
     )
 
 
-# The one registration of each built-in model.
+# The catalogue: one entry per built-in model.
 MODELS: Mapping[str, ModelSpec] = {
     spec.name: spec
     for spec in (
@@ -156,7 +159,7 @@ def is_reference(model: str) -> bool:
 
 
 def model_spec(model: str = DEFAULT_MODEL) -> ModelSpec:
-    """The spec of a registered model, or of a builder by reference (imports its module).
+    """The spec of a catalogued model, or of a builder by reference (imports its module).
 
     Raises:
         ContractError: Unknown name, or a reference that is not a usable builder.

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipelines.pipeline_parameters import SETTING_OF
 from pipelines.schedules import time_window
 from pipelines.schedules import validate_cron as validate_cron
 from pipelines.settings import Settings, SettingsError
@@ -38,12 +39,15 @@ _CONSOLE_PAGES = {"pipelineJobs": "runs", "schedules": "schedules"}
 # Pipeline parameters that repeat a cloud setting (parameter → Settings field): when a
 # template declares them, the jobs the pipeline starts run where and as the run does.
 SETTING_PARAMETERS = {
-    "project": "project",
-    "location": "region",
-    "service_account": "service_account",
-    "network": "network",
-    "encryption_spec_key_name": "kms_key",
-    "labels": "labels",
+    parameter: SETTING_OF.get(parameter, parameter)  # location → region, … (one table)
+    for parameter in (
+        "project",
+        "location",
+        "service_account",
+        "network",
+        "encryption_spec_key_name",
+        "labels",
+    )
 }
 
 
