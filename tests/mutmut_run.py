@@ -39,8 +39,27 @@ V = "tests/test_vertex_"
 # Each module (or folder, ending in /) → the test files that cover it, cheapest first.
 COVERING: dict[str, tuple[str, ...]] = {
     "pipelines/study/selection.py": ("tests/test_selection.py",),
-    "pipelines/study/search_space.py": ("tests/test_search_space.py",),
-    "pipelines/study/sampler.py": ("tests/test_local_study.py",),
+    "pipelines/study/search_space.py": (
+        "tests/test_search_space.py",
+        "tests/test_mut_search_space.py",
+        "tests/test_contract.py::test_a_space_the_trainer_would_refuse_is_refused_when_loaded",
+        "tests/test_model_choice.py::test_a_model_choice_the_trainer_cannot_take_is_refused_in_one_line",
+    ),
+    "pipelines/study/sampler.py": tuple(
+        f"tests/test_local_study.py::test_{name}"
+        for name in (
+            "scales_and_types_are_honoured_by_the_sampler",
+            "reverse_log_maps_back_and_forth",
+            "tpe_beats_random_search_on_average_within_the_same_budget",
+            "a_short_study_tries_every_categorical_value_first",
+            "after_the_start_up_tpe_takes_over_from_the_balanced_draws",
+            "a_resumed_study_goes_on_covering_the_values_it_has_not_tried",
+            "grid_covers_the_grid_once_and_ends_there",
+            "grid_points_expand_conditional_children",
+            "grid_with_a_double_is_refused_before_anything_runs",
+            "the_same_seed_proposes_the_same_trials_and_another_seed_does_not",
+        )
+    ),
     "pipelines/study/failure_rules.py": ("tests/test_failure_rules.py",),
     "pipelines/study/objectives.py": (
         "tests/test_objective_rules.py",
