@@ -59,7 +59,8 @@ COVERING: dict[str, tuple[str, ...]] = {
             "grid_with_a_double_is_refused_before_anything_runs",
             "the_same_seed_proposes_the_same_trials_and_another_seed_does_not",
         )
-    ),
+    )
+    + ("tests/test_mut_sampler.py",),
     "pipelines/study/failure_rules.py": ("tests/test_failure_rules.py",),
     "pipelines/study/objectives.py": (
         "tests/test_objective_rules.py",
