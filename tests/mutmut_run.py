@@ -134,8 +134,8 @@ def also_copied() -> list[str]:
     return sorted(tops - set(PACKAGES))
 
 
-def scores(folder: Path) -> dict[str, collections.Counter[str]]:
-    """Mutant outcomes per mutated file, from `mutmut results --all true`."""
+def outcomes(folder: Path) -> dict[str, str]:
+    """Each mutant's outcome (`killed`, `survived`, `no tests`, ...), from `mutmut results`."""
     out = subprocess.run(
         [str(MUTMUT), "results", "--all", "true"],
         cwd=folder,
@@ -143,16 +143,23 @@ def scores(folder: Path) -> dict[str, collections.Counter[str]]:
         text=True,
         env=environment(folder),
     ).stdout
-    per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    found: dict[str, str] = {}
     for line in out.splitlines():
         name, _, outcome = line.strip().rpartition(": ")
-        if not name or "__mutmut_" not in name:
-            continue
+        if name and "__mutmut_" in name:
+            found[name] = outcome.strip()
+    return found
+
+
+def scores(found: dict[str, str]) -> dict[str, collections.Counter[str]]:
+    """Mutant outcomes per mutated file, and the name of each mutant not killed."""
+    per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for name, outcome in found.items():
         module = name.rsplit(".", 1)[0]  # mutmut names a mutant module.x_function__mutmut_N
-        per[module][outcome.strip()] += 1
+        per[module][outcome] += 1
         per[module]["total"] += 1
-        if outcome.strip() != "killed":
-            per[module][f"names: {name} ({outcome.strip()})"] += 1
+        if outcome != "killed":
+            per[module][f"names: {name} ({outcome})"] += 1
     return per
 
 
@@ -171,6 +178,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     parser.add_argument("--keep", action="store_true", help="reuse the folder's earlier results")
     parser.add_argument("--debug", action="store_true", help="mutmut's debug output, in the log")
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="rerun only the mutants the last run of these modules did not kill (after adding "
+        "tests); the ones it killed stay killed",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for module, tests in COVERING.items():
@@ -180,21 +193,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for module in modules:
         if not (ROOT / module).exists():
             sys.exit(f"mutmut_run: {module}: no such module or folder (expected a path)")
-    tests = list(dict.fromkeys(t for m in modules for t in covering(m)))
+    selected = list(dict.fromkeys(t for m in modules for t in covering(m)))
     digest = hashlib.sha256(" ".join(modules).encode()).hexdigest()[:10]
     folder = ROOT / "runs" / "mutmut" / digest
-    if folder.exists() and not args.keep:
+    earlier = outcomes(folder) if args.survivors and folder.is_dir() else {}
+    rerun = sorted(name for name, outcome in earlier.items() if outcome != "killed")
+    if args.survivors and not rerun:
+        sys.exit(f"mutmut_run: --survivors: no earlier run of {' '.join(modules)} left any")
+    if folder.exists() and not (args.keep or args.survivors):
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     copy_project(folder, project_files())
     with open(folder / "pyproject.toml", "a", encoding="utf-8") as f:
-        f.write(mutmut_section(modules, tests) + ("debug = true\n" if args.debug else ""))
+        f.write(mutmut_section(modules, selected) + ("debug = true\n" if args.debug else ""))
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is never searched.
     (folder / "mutants").mkdir(exist_ok=True)
-    print(f"mutmut over {' '.join(modules)}\n  tests: {' '.join(tests)}\n  in {folder}", flush=True)
+    print(f"mutmut over {' '.join(modules)}\n  tests: {' '.join(selected)}\n  in {folder}", flush=True)
     started = time.monotonic()
     done = subprocess.run(
-        [str(MUTMUT), "run", "--max-children", str(args.jobs)],
+        [str(MUTMUT), "run", "--max-children", str(args.jobs), *rerun],
         cwd=folder,
         env=environment(folder),
         stdout=subprocess.PIPE,
@@ -208,7 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mutmut run failed (exit {done.returncode}) after {seconds:.0f}s")
         return done.returncode
     total = collections.Counter[str]()
-    for module, counts in sorted(scores(folder).items()):
+    found = outcomes(folder)
+    if rerun:  # mutmut forgets every verdict when the test selection changes: merge
+        found = {**earlier, **{name: found.get(name, "not checked") for name in rerun}}
+        print(f"reran the {len(rerun)} mutants the last run left; its kills stand")
+    for module, counts in sorted(scores(found).items()):
         killed, all_ = counts["killed"], counts["total"]
         total.update({"killed": killed, "total": all_})
         other = ", ".join(

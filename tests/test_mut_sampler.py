@@ -35,7 +35,9 @@ def proposals(optuna_sampler, n: int, parameters=DOUBLES) -> list[dict]:
 
 def test_a_log_integer_is_drawn_log_uniformly():
     width = Parameter("width", "integer", min=1, max=1024, scale="log")
-    widths = [p["width"] for p in proposals(sampler.make_sampler("RANDOM_SEARCH", 0, 400), 400, (width,))]
+    widths = [
+        p["width"] for p in proposals(sampler.make_sampler("RANDOM_SEARCH", 0, 400), 400, (width,))
+    ]
     assert all(type(w) is int and 1 <= w <= 1024 for w in widths)
     # log-uniform over [1, 1024]: median near 32; uniform would put it near 512
     assert statistics.median(widths) < 128

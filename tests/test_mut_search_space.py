@@ -237,7 +237,8 @@ def test_values_the_user_writes_in_range_are_accepted(tmp_path):
         "  - {id: learning_rate, type: discrete, values: [0.5, 1, 2], scale: log}\n"
         "  - id: ratio\n    type: discrete\n    values: [0.3, 64]\n"
         "    conditional:\n"
-        "      - {id: epochs, type: integer, min: 1, max: 2, parent_values: [0.30000000000000004]}\n",
+        "      - {id: epochs, type: integer, min: 1, max: 2,"
+        " parent_values: [0.30000000000000004]}\n",
         open_ended=True,
     )
     assert [p.parameter_id for p in space.all_parameters()] == [
