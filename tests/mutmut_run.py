@@ -208,7 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f.write(mutmut_section(modules, selected) + ("debug = true\n" if args.debug else ""))
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is never searched.
     (folder / "mutants").mkdir(exist_ok=True)
-    print(f"mutmut over {' '.join(modules)}\n  tests: {' '.join(selected)}\n  in {folder}", flush=True)
+    print(
+        f"mutmut over {' '.join(modules)}",
+        f"tests: {' '.join(selected)}",
+        f"in {folder}",
+        sep="\n  ",
+    )
     started = time.monotonic()
     done = subprocess.run(
         [str(MUTMUT), "run", "--max-children", str(args.jobs), *rerun],
