@@ -1,18 +1,20 @@
 """mutmut over chosen modules, with only the test files that cover them, in a copy.
 
 `make mutmut MODULES="pipelines/study/selection.py pipelines/jobs/machines.py"` (or
-`.venv/bin/python tests/mutmut_run.py MODULE ... [--jobs N] [--keep]`; `--list` shows the
-modules and their test files). The project's files (tracked, and untracked ones git does not
-ignore) are copied to `runs/mutmut/<modules' digest>/`; the copy's `pyproject.toml` gets a
-`[tool.mutmut]` section (the packages as `source_paths`, the modules as `only_mutate`, their
-test files from `COVERING` as `pytest_add_cli_args_test_selection`); `mutmut run` runs
-there, with `PWD` and `PYTHONPATH` set to its `mutants/` folder so that the processes the
-tests start (trainer runs, studies) import the mutated code too. It prints each module's
-score and every surviving mutant's name (`cd runs/mutmut/... && mutmut show NAME`).
+`.venv/bin/python tests/mutmut_run.py MODULE ... [--jobs N] [--keep] [--survivors]`;
+`--list` shows the modules and their test files). The project's files (tracked, and
+untracked ones git does not ignore) are copied to `runs/mutmut/<modules' digest>/`; the
+copy's `pyproject.toml` gets a `[tool.mutmut]` section (the packages as `source_paths`, the
+modules as `only_mutate`, their test files from `COVERING` as
+`pytest_add_cli_args_test_selection`); `mutmut run` runs there, with `PWD` and `PYTHONPATH`
+set to its `mutants/` folder so that the processes the tests start (trainer runs, studies)
+import the mutated code too. It prints each module's score and every surviving mutant's name
+(`cd runs/mutmut/... && mutmut show NAME`).
 
 mutmut (3.x) finds which tests reach a mutated function by recording calls in the pytest
 process; a function reached only from a process a test starts has "no tests" and is reported
-as not covered, not as killed. Not collected by pytest (no `test_` prefix).
+as not covered, not as killed. After adding tests, `--survivors` reruns only the mutants
+the last run of the same modules left. Not collected by pytest (no `test_` prefix).
 """
 
 from __future__ import annotations
@@ -213,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"tests: {' '.join(selected)}",
         f"in {folder}",
         sep="\n  ",
+        flush=True,
     )
     started = time.monotonic()
     done = subprocess.run(
