@@ -153,7 +153,9 @@ for _value in ("100", "64.5", "abc", "'64'"):  # near, within 1, a word, a numbe
 @pytest.mark.parametrize("case", REFUSED, ids=list(REFUSED))
 def test_a_space_file_written_wrong_is_refused_in_one_line_saying_what_is_expected(tmp_path, case):
     text, expected = REFUSED[case]
-    assert expected in refusal(tmp_path, text)
+    message = refusal(tmp_path, text)
+    assert expected in message
+    assert message.startswith(expected) or message.endswith(expected)  # nothing around it
 
 
 def test_a_yaml_error_keeps_the_parsers_words_and_where_on_one_line(tmp_path):
@@ -203,6 +205,9 @@ def test_hint_names_the_type_to_use_for_the_trainers_flag(tmp_path):
     assert refusal(tmp_path, P + "  - {id: optimizer, type: double, min: 1, max: 2}\n") == (
         "parameter 'optimizer': a double, but --optimizer takes one of sgd, adam "
         "(use type categorical)"
+    )
+    assert refusal(tmp_path, P + "  - {id: momentum, type: categorical, values: [a, b]}\n") == (
+        "parameter 'momentum': a categorical, but --momentum takes a number in [0, 1)"
     )
     assert refusal(tmp_path, P + "  - {id: optimizer, type: categorical, values: [rmsprop]}\n") == (
         "parameter 'optimizer': value rmsprop is refused by the trainer "
@@ -271,11 +276,17 @@ def test_grid_search_follows_each_parents_value_to_its_children():
     assert all(type(p["momentum"]) is float for p in points if "momentum" in p)
     assert Parameter("n", "integer", min=0, max=2).feasible_values() == (0, 1, 2)
     assert Parameter("n", "integer", min=-2, max=0).feasible_values() == (-2, -1, 0)
+    with pytest.raises(SearchSpaceError) as err:
+        sampler.grid_points((Parameter("learning_rate", "double", min=0.01, max=0.1), units))
+    assert str(err.value) == (
+        "parameter 'learning_rate': a double has no finite set of values "
+        "(grid search needs integer, discrete or categorical parameters)"
+    )
 
 
 def test_a_trial_value_is_cast_to_what_the_trainer_flag_takes():
     assert Parameter("optimizer", "categorical", values=("sgd",)).cast("sgd") == "sgd"
-    assert Parameter("n", "integer", min=1, max=9).cast(3.0) == 3
+    assert type(Parameter("n", "integer", min=1, max=9).cast(3.0)) is int
     lr = Parameter("lr", "discrete", values=(0.5, 1.0))
     assert lr.cast(0.5) == 0.5 and type(lr.cast(1.0)) is int
     assert type(Parameter("lr", "double", min=0.1, max=2.0).cast(1.0)) is float
