@@ -71,7 +71,10 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "pipelines/study/continuation.py": ("tests/test_continuation.py",),
     "pipelines/study/feature_plan.py": ("tests/test_features_pipeline.py",),
-    "pipelines/study/interruption.py": ("tests/test_interruption.py",),
+    "pipelines/study/interruption.py": (
+        "tests/test_interruption.py",
+        "tests/test_mut_interruption.py",
+    ),
     "pipelines/app/study_identity.py": ("tests/test_run_ownership.py",),
     "pipelines/settings.py": ("tests/test_settings.py", "tests/test_behaviour_settings.py"),
     "pipelines/settings_space.py": ("tests/test_settings.py", "tests/test_models.py"),
