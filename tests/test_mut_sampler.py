@@ -68,3 +68,11 @@ def test_no_trial_replays_an_earlier_trials_draws(algorithm):
     trials = proposals(sampler.make_sampler(algorithm, 3, 12), 12, space)
     rates = [t["learning_rate"] for t in trials]
     assert len(set(rates)) == len(rates), rates
+
+
+def test_a_reverse_log_integer_crowds_at_its_top_and_stays_an_integer():
+    units = Parameter("units", "integer", min=1, max=1000, scale="reverse_log")
+    drawn = proposals(sampler.make_sampler("RANDOM_SEARCH", 0, 300), 300, (units,))
+    values = [p["units"] for p in drawn]
+    assert all(type(v) is int and 1 <= v <= 1000 for v in values)
+    assert statistics.median(values) > 900  # reflected log-uniform: the top is dense
