@@ -156,6 +156,12 @@ def outcomes(folder: Path) -> dict[str, str]:
     return found
 
 
+def merged(earlier: dict[str, str], now: dict[str, str], rerun: Sequence[str]) -> dict[str, str]:
+    """`earlier`'s outcomes, with `now`'s for the mutants `rerun` (mutmut forgets every verdict
+    when the test selection changes, so `now` says "not checked" for the rest)."""
+    return {**earlier, **{name: now.get(name, "not checked") for name in rerun}}
+
+
 def scores(found: dict[str, str]) -> dict[str, collections.Counter[str]]:
     """Mutant outcomes per mutated file, and the name of each mutant not killed."""
     per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
@@ -237,8 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return done.returncode
     total = collections.Counter[str]()
     found = outcomes(folder)
-    if rerun:  # mutmut forgets every verdict when the test selection changes: merge
-        found = {**earlier, **{name: found.get(name, "not checked") for name in rerun}}
+    if rerun:
+        found = merged(earlier, found, rerun)
         print(f"reran the {len(rerun)} mutants the last run left; its kills stand")
     for module, counts in sorted(scores(found).items()):
         killed, all_ = counts["killed"], counts["total"]

@@ -39,6 +39,27 @@ def test_every_module_mutmut_covers_exists_with_its_test_files():
     assert all(covering(m) for m in DEFAULT)
 
 
+def test_a_survivors_rerun_keeps_the_earlier_kills_and_scores_what_the_rerun_found():
+    """`make mutmut ARGS=--survivors`: only the mutants left are rerun; kills stand."""
+    from tests.mutmut_run import merged, scores
+
+    earlier = {
+        "m.x_f__mutmut_1": "killed",
+        "m.x_f__mutmut_2": "survived",
+        "m.x_g__mutmut_1": "no tests",
+    }
+    now = {name: "not checked" for name in earlier} | {"m.x_f__mutmut_2": "killed"}
+    found = merged(earlier, now, ["m.x_f__mutmut_2", "m.x_g__mutmut_1"])
+    assert found == {
+        "m.x_f__mutmut_1": "killed",
+        "m.x_f__mutmut_2": "killed",
+        "m.x_g__mutmut_1": "not checked",
+    }
+    counts = scores(found)["m"]
+    assert (counts["killed"], counts["total"]) == (2, 3)
+    assert counts["names: m.x_g__mutmut_1 (not checked)"] == 1
+
+
 def test_a_test_file_that_passes_only_after_another_is_reported_failing_alone(tmp_path):
     """`tests/run_each_file.py`: the second file relies on the first having imported json."""
     from tests.run_each_file import main
