@@ -70,7 +70,17 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_behaviour_objectives.py",
     ),
     "pipelines/study/continuation.py": ("tests/test_continuation.py",),
-    "pipelines/study/feature_plan.py": ("tests/test_features_pipeline.py",),
+    "pipelines/study/feature_plan.py": tuple(
+        f"tests/test_features_pipeline.py::test_{name}"
+        for name in (
+            "discrete_values_cache_every_frozen_prefix_but_not_the_whole_network",
+            "an_integer_range_is_capped_at_the_deepest_frozen_prefixes",
+            "a_conditional_trainable_blocks_is_found_under_its_parent",
+            "nothing_is_cached_and_the_plan_says_why",
+            "nothing_to_cache_gives_empty_pools_and_no_folder",
+            "trials_and_the_final_job_get_features_only_when_a_cache_was_computed",
+        )
+    ),
     "pipelines/study/interruption.py": (
         "tests/test_interruption.py",
         "tests/test_mut_interruption.py",
