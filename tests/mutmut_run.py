@@ -80,7 +80,8 @@ COVERING: dict[str, tuple[str, ...]] = {
             "nothing_to_cache_gives_empty_pools_and_no_folder",
             "trials_and_the_final_job_get_features_only_when_a_cache_was_computed",
         )
-    ),
+    )
+    + ("tests/test_mut_feature_plan.py",),
     "pipelines/study/interruption.py": (
         "tests/test_interruption.py",
         "tests/test_mut_interruption.py",
