@@ -69,7 +69,10 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_pareto.py",
         "tests/test_behaviour_objectives.py",
     ),
-    "pipelines/study/continuation.py": ("tests/test_continuation.py",),
+    "pipelines/study/continuation.py": (
+        "tests/test_continuation.py",
+        "tests/test_mut_continuation.py",
+    ),
     "pipelines/study/feature_plan.py": tuple(
         f"tests/test_features_pipeline.py::test_{name}"
         for name in (
