@@ -63,8 +63,10 @@ def test_tpe_takes_over_after_max_2_min_10_a_third_of_the_budget_random_trials(
 
 
 @pytest.mark.parametrize("algorithm", ["ALGORITHM_UNSPECIFIED", "RANDOM_SEARCH"])
-def test_no_trial_replays_an_earlier_trials_draws(algorithm):
-    space = (*DOUBLES, Parameter("optimizer", "categorical", values=("sgd", "adam", "rmsprop")))
+@pytest.mark.parametrize("categorical", [True, False], ids=["with_categorical", "numbers_only"])
+def test_no_trial_replays_an_earlier_trials_draws(algorithm, categorical):
+    optimizer = Parameter("optimizer", "categorical", values=("sgd", "adam", "rmsprop"))
+    space = (*DOUBLES, optimizer) if categorical else DOUBLES
     trials = proposals(sampler.make_sampler(algorithm, 3, 12), 12, space)
     rates = [t["learning_rate"] for t in trials]
     assert len(set(rates)) == len(rates), rates
