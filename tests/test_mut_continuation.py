@@ -71,6 +71,7 @@ def test_a_configuration_measured_earlier_is_skipped_whatever_order_its_paramete
         ("projects/p/locations/l/pipelineJobs/run 7", "run-7"),
         ("-weird-", "weird"),
         ("///", "earlier"),
+        ("runs/X-ray-X", "X-ray-X"),  # its own ends are kept
     ],
 )
 def test_a_runs_label_is_its_last_path_part_made_id_safe(source, label):
