@@ -91,7 +91,11 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "pipelines/app/study_identity.py": ("tests/test_run_ownership.py",),
     "pipelines/settings.py": ("tests/test_settings.py", "tests/test_behaviour_settings.py"),
-    "pipelines/settings_cloud.py": ("tests/test_settings.py", "tests/test_behaviour_settings.py"),
+    "pipelines/settings_cloud.py": (
+        "tests/test_settings.py",
+        "tests/test_behaviour_settings.py",
+        "tests/test_mut_settings_cloud.py",
+    ),
     "pipelines/settings_space.py": ("tests/test_settings.py", "tests/test_models.py"),
     "pipelines/targets/kubeflow/katib_rules.py": (
         K + "katib.py",
