@@ -1,18 +1,20 @@
 """mutmut over chosen modules, with only the test files that cover them, in a copy.
 
 `make mutmut MODULES="pipelines/study/selection.py pipelines/jobs/machines.py"` (or
-`.venv/bin/python tests/mutmut_run.py MODULE ... [--jobs N] [--keep]`; `--list` shows the
-modules and their test files). The project's files (tracked, and untracked ones git does not
-ignore) are copied to `runs/mutmut/<modules' digest>/`; the copy's `pyproject.toml` gets a
-`[tool.mutmut]` section (the packages as `source_paths`, the modules as `only_mutate`, their
-test files from `COVERING` as `pytest_add_cli_args_test_selection`); `mutmut run` runs
-there, with `PWD` and `PYTHONPATH` set to its `mutants/` folder so that the processes the
-tests start (trainer runs, studies) import the mutated code too. It prints each module's
-score and every surviving mutant's name (`cd runs/mutmut/... && mutmut show NAME`).
+`.venv/bin/python tests/mutmut_run.py MODULE ... [--jobs N] [--keep] [--survivors]`;
+`--list` shows the modules and their test files). The project's files (tracked, and
+untracked ones git does not ignore) are copied to `runs/mutmut/<modules' digest>/`; the
+copy's `pyproject.toml` gets a `[tool.mutmut]` section (the packages as `source_paths`, the
+modules as `only_mutate`, their test files from `COVERING` as
+`pytest_add_cli_args_test_selection`); `mutmut run` runs there, with `PWD` and `PYTHONPATH`
+set to its `mutants/` folder so that the processes the tests start (trainer runs, studies)
+import the mutated code too. It prints each module's score and every surviving mutant's name
+(`cd runs/mutmut/... && mutmut show NAME`).
 
 mutmut (3.x) finds which tests reach a mutated function by recording calls in the pytest
 process; a function reached only from a process a test starts has "no tests" and is reported
-as not covered, not as killed. Not collected by pytest (no `test_` prefix).
+as not covered, not as killed. After adding tests, `--survivors` reruns only the mutants
+the last run of the same modules left. Not collected by pytest (no `test_` prefix).
 """
 
 from __future__ import annotations
@@ -39,19 +41,61 @@ V = "tests/test_vertex_"
 # Each module (or folder, ending in /) → the test files that cover it, cheapest first.
 COVERING: dict[str, tuple[str, ...]] = {
     "pipelines/study/selection.py": ("tests/test_selection.py",),
-    "pipelines/study/search_space.py": ("tests/test_search_space.py",),
-    "pipelines/study/sampler.py": ("tests/test_local_study.py",),
+    "pipelines/study/search_space.py": (
+        "tests/test_search_space.py",
+        "tests/test_mut_search_space.py",
+        "tests/test_contract.py::test_a_space_the_trainer_would_refuse_is_refused_when_loaded",
+        "tests/test_model_choice.py::test_a_model_choice_the_trainer_cannot_take_is_refused_in_one_line",
+    ),
+    "pipelines/study/sampler.py": tuple(
+        f"tests/test_local_study.py::test_{name}"
+        for name in (
+            "scales_and_types_are_honoured_by_the_sampler",
+            "reverse_log_maps_back_and_forth",
+            "tpe_beats_random_search_on_average_within_the_same_budget",
+            "a_short_study_tries_every_categorical_value_first",
+            "after_the_start_up_tpe_takes_over_from_the_balanced_draws",
+            "a_resumed_study_goes_on_covering_the_values_it_has_not_tried",
+            "grid_covers_the_grid_once_and_ends_there",
+            "grid_points_expand_conditional_children",
+            "grid_with_a_double_is_refused_before_anything_runs",
+            "the_same_seed_proposes_the_same_trials_and_another_seed_does_not",
+        )
+    )
+    + ("tests/test_mut_sampler.py",),
     "pipelines/study/failure_rules.py": ("tests/test_failure_rules.py",),
     "pipelines/study/objectives.py": (
         "tests/test_objective_rules.py",
         "tests/test_pareto.py",
         "tests/test_behaviour_objectives.py",
     ),
-    "pipelines/study/continuation.py": ("tests/test_continuation.py",),
-    "pipelines/study/feature_plan.py": ("tests/test_features_pipeline.py",),
-    "pipelines/study/interruption.py": ("tests/test_interruption.py",),
+    "pipelines/study/continuation.py": (
+        "tests/test_continuation.py",
+        "tests/test_mut_continuation.py",
+    ),
+    "pipelines/study/feature_plan.py": tuple(
+        f"tests/test_features_pipeline.py::test_{name}"
+        for name in (
+            "discrete_values_cache_every_frozen_prefix_but_not_the_whole_network",
+            "an_integer_range_is_capped_at_the_deepest_frozen_prefixes",
+            "a_conditional_trainable_blocks_is_found_under_its_parent",
+            "nothing_is_cached_and_the_plan_says_why",
+            "nothing_to_cache_gives_empty_pools_and_no_folder",
+            "trials_and_the_final_job_get_features_only_when_a_cache_was_computed",
+        )
+    )
+    + ("tests/test_mut_feature_plan.py",),
+    "pipelines/study/interruption.py": (
+        "tests/test_interruption.py",
+        "tests/test_mut_interruption.py",
+    ),
     "pipelines/app/study_identity.py": ("tests/test_run_ownership.py",),
     "pipelines/settings.py": ("tests/test_settings.py", "tests/test_behaviour_settings.py"),
+    "pipelines/settings_cloud.py": (
+        "tests/test_settings.py",
+        "tests/test_behaviour_settings.py",
+        "tests/test_mut_settings_cloud.py",
+    ),
     "pipelines/settings_space.py": ("tests/test_settings.py", "tests/test_models.py"),
     "pipelines/targets/kubeflow/katib_rules.py": (
         K + "katib.py",
@@ -114,8 +158,8 @@ def also_copied() -> list[str]:
     return sorted(tops - set(PACKAGES))
 
 
-def scores(folder: Path) -> dict[str, collections.Counter[str]]:
-    """Mutant outcomes per mutated file, from `mutmut results --all true`."""
+def outcomes(folder: Path) -> dict[str, str]:
+    """Each mutant's outcome (`killed`, `survived`, `no tests`, ...), from `mutmut results`."""
     out = subprocess.run(
         [str(MUTMUT), "results", "--all", "true"],
         cwd=folder,
@@ -123,16 +167,29 @@ def scores(folder: Path) -> dict[str, collections.Counter[str]]:
         text=True,
         env=environment(folder),
     ).stdout
-    per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    found: dict[str, str] = {}
     for line in out.splitlines():
         name, _, outcome = line.strip().rpartition(": ")
-        if not name or "__mutmut_" not in name:
-            continue
+        if name and "__mutmut_" in name:
+            found[name] = outcome.strip()
+    return found
+
+
+def merged(earlier: dict[str, str], now: dict[str, str], rerun: Sequence[str]) -> dict[str, str]:
+    """`earlier`'s outcomes, with `now`'s for the mutants `rerun` (mutmut forgets every verdict
+    when the test selection changes, so `now` says "not checked" for the rest)."""
+    return {**earlier, **{name: now.get(name, "not checked") for name in rerun}}
+
+
+def scores(found: dict[str, str]) -> dict[str, collections.Counter[str]]:
+    """Mutant outcomes per mutated file, and the name of each mutant not killed."""
+    per: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for name, outcome in found.items():
         module = name.rsplit(".", 1)[0]  # mutmut names a mutant module.x_function__mutmut_N
-        per[module][outcome.strip()] += 1
+        per[module][outcome] += 1
         per[module]["total"] += 1
-        if outcome.strip() != "killed":
-            per[module][f"names: {name} ({outcome.strip()})"] += 1
+        if outcome != "killed":
+            per[module][f"names: {name} ({outcome})"] += 1
     return per
 
 
@@ -151,6 +208,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="list the modules and their tests")
     parser.add_argument("--keep", action="store_true", help="reuse the folder's earlier results")
     parser.add_argument("--debug", action="store_true", help="mutmut's debug output, in the log")
+    parser.add_argument(
+        "--survivors",
+        action="store_true",
+        help="rerun only the mutants the last run of these modules did not kill (after adding "
+        "tests); the ones it killed stay killed",
+    )
     args = parser.parse_args(argv)
     if args.list:
         for module, tests in COVERING.items():
@@ -160,21 +223,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     for module in modules:
         if not (ROOT / module).exists():
             sys.exit(f"mutmut_run: {module}: no such module or folder (expected a path)")
-    tests = list(dict.fromkeys(t for m in modules for t in covering(m)))
+    selected = list(dict.fromkeys(t for m in modules for t in covering(m)))
     digest = hashlib.sha256(" ".join(modules).encode()).hexdigest()[:10]
     folder = ROOT / "runs" / "mutmut" / digest
-    if folder.exists() and not args.keep:
+    earlier = outcomes(folder) if args.survivors and folder.is_dir() else {}
+    rerun = sorted(name for name, outcome in earlier.items() if outcome != "killed")
+    if args.survivors and not rerun:
+        sys.exit(f"mutmut_run: --survivors: no earlier run of {' '.join(modules)} left any")
+    if folder.exists() and not (args.keep or args.survivors):
         shutil.rmtree(folder)
     folder.mkdir(parents=True, exist_ok=True)
     copy_project(folder, project_files())
     with open(folder / "pyproject.toml", "a", encoding="utf-8") as f:
-        f.write(mutmut_section(modules, tests) + ("debug = true\n" if args.debug else ""))
+        f.write(mutmut_section(modules, selected) + ("debug = true\n" if args.debug else ""))
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is never searched.
     (folder / "mutants").mkdir(exist_ok=True)
-    print(f"mutmut over {' '.join(modules)}\n  tests: {' '.join(tests)}\n  in {folder}", flush=True)
+    print(
+        f"mutmut over {' '.join(modules)}",
+        f"tests: {' '.join(selected)}",
+        f"in {folder}",
+        sep="\n  ",
+        flush=True,
+    )
     started = time.monotonic()
     done = subprocess.run(
-        [str(MUTMUT), "run", "--max-children", str(args.jobs)],
+        [str(MUTMUT), "run", "--max-children", str(args.jobs), *rerun],
         cwd=folder,
         env=environment(folder),
         stdout=subprocess.PIPE,
@@ -188,7 +261,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mutmut run failed (exit {done.returncode}) after {seconds:.0f}s")
         return done.returncode
     total = collections.Counter[str]()
-    for module, counts in sorted(scores(folder).items()):
+    found = outcomes(folder)
+    if rerun:
+        found = merged(earlier, found, rerun)
+        print(f"reran the {len(rerun)} mutants the last run left; its kills stand")
+    for module, counts in sorted(scores(found).items()):
         killed, all_ = counts["killed"], counts["total"]
         total.update({"killed": killed, "total": all_})
         other = ", ".join(

@@ -32,8 +32,32 @@ def test_every_module_mutmut_covers_exists_with_its_test_files():
 
     for module, tests in COVERING.items():
         assert (ROOT / module).exists(), module
-        assert tests and all((ROOT / t).is_file() for t in tests), (module, tests)
+        assert tests and all((ROOT / t.split("::")[0]).is_file() for t in tests), (module, tests)
+        for test in (t for t in tests if "::" in t):  # a test picked out of a slow file
+            path, name = test.split("::")
+            assert f"def {name}(" in (ROOT / path).read_text(), test
     assert all(covering(m) for m in DEFAULT)
+
+
+def test_a_survivors_rerun_keeps_the_earlier_kills_and_scores_what_the_rerun_found():
+    """`make mutmut ARGS=--survivors`: only the mutants left are rerun; kills stand."""
+    from tests.mutmut_run import merged, scores
+
+    earlier = {
+        "m.x_f__mutmut_1": "killed",
+        "m.x_f__mutmut_2": "survived",
+        "m.x_g__mutmut_1": "no tests",
+    }
+    now = {name: "not checked" for name in earlier} | {"m.x_f__mutmut_2": "killed"}
+    found = merged(earlier, now, ["m.x_f__mutmut_2", "m.x_g__mutmut_1"])
+    assert found == {
+        "m.x_f__mutmut_1": "killed",
+        "m.x_f__mutmut_2": "killed",
+        "m.x_g__mutmut_1": "not checked",
+    }
+    counts = scores(found)["m"]
+    assert (counts["killed"], counts["total"]) == (2, 3)
+    assert counts["names: m.x_g__mutmut_1 (not checked)"] == 1
 
 
 def test_a_test_file_that_passes_only_after_another_is_reported_failing_alone(tmp_path):
