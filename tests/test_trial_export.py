@@ -9,6 +9,7 @@ training does. A job (no trial id) exports the whole model as before.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -167,6 +168,12 @@ def test_the_rebuilt_model_predicts_as_the_whole_export_of_the_same_training(
     found, rebuilt_count = serve(tmp_path / "rebuilt", pngs)
     assert rebuilt_count == count == whole_variable_count()
     np.testing.assert_allclose(found, expected, atol=1e-5)
+    # And as the same trial trained from images (no cache) serves, within float error.
+    from_images = train.train(hparams, dataclasses.replace(run, features=""))
+    assert from_images.frozen_depth == 0 and from_images.source == "images"
+    module = export.ServingModule(from_images.whole_model(), shape, names)
+    export.save_module(module, model_dir=str(tmp_path / "images"), card={})
+    np.testing.assert_allclose(found, serve(tmp_path / "images", pngs)[0], atol=2e-3)
 
 
 def test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_trial(
