@@ -139,3 +139,13 @@ def test_the_summary_and_the_lineage_show_the_features_step(three_runs):
     assert {"task:trial-job-spec", "task:final-job-spec"} <= set(graph.children(features))
     assert "task:features-job-spec" in graph.parents("task:features-locally")
     assert "artifact:prepare-dataset/dataset" in graph.parents("task:features-job-spec")
+
+
+def test_the_cached_trials_save_what_trained_and_the_final_model_is_whole(three_runs):
+    root, first, *_ = three_runs
+    trials = sorted((root / "run" / "study").glob("*/model"))
+    assert len(trials) == 2
+    for folder in trials:  # docs/feature-cache.md: nothing reads a trial's folder
+        assert sorted(p.name for p in folder.iterdir()) == ["model.json", "trained_part.npz"]
+    final = Path(summarize(first)["model"])
+    assert (final / "saved_model.pb").is_file()  # the final job exports the whole model
