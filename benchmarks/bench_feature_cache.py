@@ -7,8 +7,11 @@ process, timed from after its imports (TensorFlow loaded, as the local study's f
 trials have it) to its last export:
 
 * `auto`: `python -m trainer.features` (`features.main`) for the cacheable values, then
-  each trial `train.train(..., features=...)` + `export.export_model` (the whole model);
-* `off`: each trial from images + the export;
+  each trial `train.train(..., features=...)` and what a trial does after training
+  (`task.export_and_measure` with `CLOUD_ML_TRIAL_ID` set: the cost measured on the whole
+  serving model, then the export: a cached trial saves its trained part,
+  `trainer/trial_export.py`; an uncached one the whole SavedModel);
+* `off`: each trial from images, then the same (the whole SavedModel every trial);
 * `seeds`: each trial the seeds' way (`benchmarks/seed001_trainer.py`'s `create_dataset`:
   encoded PNGs decoded and resized every epoch, `model.fit`, `model.save`), the backbone's
   blocks frozen as the trial says.
@@ -75,8 +78,10 @@ def run_unit(args: Any) -> dict[str, Any]:
     """One side of one study, in this process: wall seconds after imports, val accuracies."""
     import keras
 
-    from trainer import export, features, train
+    from trainer import features, task, train
     from trainer.config import HParams, RunConfig
+
+    os.environ["CLOUD_ML_TRIAL_ID"] = "1"  # each trial exports as an HPT trial does
 
     data, folder = args.data, args.folder
     out = Path(args.out)
@@ -104,19 +109,12 @@ def run_unit(args: Any) -> dict[str, Any]:
             model_params={"trainable_blocks": tb},
             **common_h,
         )
-        run = RunConfig(data=data, features=cache if args.side == "auto" else "")
+        features_dir = cache if args.side == "auto" else ""
+        run = RunConfig(data=data, features=features_dir, model_dir=model_dir)
         trial_started = time.perf_counter()
         result = train.train(hparams, run)
-        metadata = result.metadata
         exported = time.perf_counter()
-        export.export_model(
-            result.weights,
-            model_dir=model_dir,
-            image_shape=metadata["image_shape"],
-            class_names=metadata["class_names"],
-            hparams=hparams,
-            card={},
-        )
+        task.export_and_measure(hparams, run, result)
         accuracies.append(result.history[-1]["val_accuracy"])
         split["train"] += exported - trial_started
         split["export"] += time.perf_counter() - exported
@@ -271,12 +269,15 @@ def spawn(args: Any, work: Path, *unit: str) -> dict[str, Any]:
     command = [sys.executable, "-m", "benchmarks.bench_feature_cache", "--unit", *unit]
     command += [f"--work={work}", f"--size={args.size}", f"--batch={args.batch}"]
     command += [f"--epochs={args.epochs}", f"--flop-steps={args.flop_steps}"]
+    load_before = os.getloadavg()
     proc = subprocess.run(
         command, cwd=common.ROOT, env=common.bench_env(), capture_output=True, text=True
     )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])
+            result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+            result["load_average_before_after"] = [load_before[0], os.getloadavg()[0]]
+            return result
     raise RuntimeError(f"{unit} failed: {proc.stderr[-2000:]}")
 
 
@@ -291,6 +292,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--flop-steps", type=int, default=8)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--studies", default="frozen,mixed", help="frozen, mixed or both")
+    parser.add_argument("--sides", default=",".join(SIDES), help="of auto, off, seeds")
     parser.add_argument("--work", type=Path, default=common.ROOT / "runs" / "bench_feature_cache")
     parser.add_argument("--unit", nargs=3, default=None, help=argparse_unit_help())
     args = parser.parse_args(argv)
@@ -313,9 +316,10 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[dict[str, Any]]] = {}
     for round_index in range(args.rounds):
         for model in args.models.split(","):
-            for study in ("frozen", "mixed"):
-                order = SIDES[round_index % 3 :] + SIDES[: round_index % 3]
-                for side in order:
+            for study in args.studies.split(","):
+                sides = tuple(args.sides.split(","))
+                shift = round_index % len(sides)
+                for side in sides[shift:] + sides[:shift]:  # each round starts one side later
                     key = f"{model}/{study}/{side}"
                     shutil.rmtree(work / "out", ignore_errors=True)  # every round computes afresh
                     result = spawn(args, work, model, study, side)
@@ -327,7 +331,7 @@ def main(argv: list[str] | None = None) -> None:
                         f"best val {result['best_val_accuracy']:.3f}",
                         flush=True,
                     )
-    flops = spawn(args, work, "flops", "-", "-")
+    flops = spawn(args, work, "flops", "-", "-") if args.flop_steps else {}  # 0: not measured
     figures = {
         "settings": vars_of(args),
         "runs": runs,
@@ -365,8 +369,11 @@ def headline(runs: dict[str, list[dict[str, Any]]], flops: dict[str, Any]) -> li
     """Rows: per model and study, median wall time of each side, ratios, best accuracies."""
     rows = []
     for key in sorted({k.rsplit("/", 1)[0] for k in runs}):
-        med = {s: common.median(r["seconds"] for r in runs[f"{key}/{s}"]) for s in SIDES}
-        best = {s: common.median(r["best_val_accuracy"] for r in runs[f"{key}/{s}"]) for s in SIDES}
+        here = [s for s in SIDES if f"{key}/{s}" in runs]
+        med = {s: common.median(r["seconds"] for r in runs[f"{key}/{s}"]) for s in here}
+        best = {s: common.median(r["best_val_accuracy"] for r in runs[f"{key}/{s}"]) for s in here}
+        med.setdefault("seeds", float("nan"))
+        best.setdefault("seeds", float("nan"))
         rows.append(
             [
                 f"{key}: study wall s (auto / off / seeds)",
@@ -385,7 +392,7 @@ def headline(runs: dict[str, list[dict[str, Any]]], flops: dict[str, Any]) -> li
                 f"{best['auto']:.3f} / {best['off']:.3f} / {best['seeds']:.3f}",
             ]
         )
-    for policy in ("float32", "mixed_bfloat16"):
+    for policy in ("float32", "mixed_bfloat16") if flops else ():
         f = flops[policy]
         rows.append(
             [

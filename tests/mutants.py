@@ -670,10 +670,26 @@ MUTANTS = [
     m(
         "the export of a frozen-backbone trial keeps the untrained head",
         "trainer/stages.py",
-        "model.get_layer(name).set_weights(head.get_layer(name).get_weights())",
-        "model.get_layer(name).get_weights()",
+        'frozen.trainable_part(model, spec, depth, "float32").set_weights(list(trained))',
+        'frozen.trainable_part(model, spec, depth, "float32").get_weights()',
         "tests/test_feature_training.py",
         "test_a_cached_trial_trains_as_from_images_and_exports_the_whole_model",
+    ),
+    m(
+        "a trial from images saves only its trained part",
+        "trainer/trial_export.py",
+        'return frozen_depth > 0 and bool(environ.get("CLOUD_ML_TRIAL_ID"))',
+        'return bool(environ.get("CLOUD_ML_TRIAL_ID"))',
+        "tests/test_trainer.py",
+        "test_mirrored_over_two_logical_cpus_reports_every_epoch",
+    ),
+    m(
+        "a trial's whole model is rebuilt on other backbone weights",
+        "trainer/trial_export.py",
+        "if recorded and found != recorded:",
+        "if recorded and found != recorded and not recorded:",
+        "tests/test_trial_export.py",
+        "test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_trial",
     ),
 ]
 

@@ -175,3 +175,13 @@ def test_the_runs_steps_and_trials_were_forked_from_the_one_server(three_runs):
     assert "started afresh" not in run_log and FRESH_NOTE not in run_log
     logs = [p.read_text() for p in (root / "run").rglob("local/*.log")]
     assert logs and all(log.splitlines()[1].startswith(FORKED_NOTE) for log in logs)
+
+
+def test_the_cached_trials_save_what_trained_and_the_final_model_is_whole(three_runs):
+    root, first, *_ = three_runs
+    trials = sorted((root / "run" / "study").glob("*/model"))
+    assert len(trials) == 2
+    for folder in trials:  # docs/features-step.md: nothing reads a trial's folder
+        assert sorted(p.name for p in folder.iterdir()) == ["model.json", "trained_part.npz"]
+    final = Path(summarize(first)["model"])
+    assert (final / "saved_model.pb").is_file()  # the final job exports the whole model

@@ -104,9 +104,14 @@ def save_module(module: ServingModule, *, model_dir: str, card: dict[str, Any]) 
     """Save `module` with `card` as model.json at `model_dir`, all or nothing (`export_model`)."""
     with staging.staged_directory(model_dir, markers=COMMIT_MARKERS) as stage:
         tf.saved_model.save(module, stage, signatures={"serving_default": module.serve})
-        with tf.io.gfile.GFile(posixpath.join(stage, MODEL_CARD), "w") as f:
-            json.dump(card, f, indent=2, sort_keys=True, default=str)
+        write_card(stage, card)
     return model_dir
+
+
+def write_card(folder: str, card: dict[str, Any]) -> None:
+    """Write `card` as `folder`'s model.json."""
+    with tf.io.gfile.GFile(posixpath.join(folder, MODEL_CARD), "w") as f:
+        json.dump(card, f, indent=2, sort_keys=True, default=str)
 
 
 def read_model_card(model_dir: str) -> dict[str, Any]:

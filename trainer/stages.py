@@ -7,16 +7,18 @@ frozen prefix's outputs, sharded, shuffled and batched as the images would be, a
 model stage builds only what trains: for a frozen backbone (trainable_blocks=0) the
 head alone, the backbone being built only for the export, never traced; for a partial
 depth, the model's layers above the boundary. Either way the export stage gets the
-whole model's weights (`Built.full_weights`).
+whole model (`Built.whole`), built once, when it is first asked for.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
+import functools
 import itertools
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import keras
@@ -61,12 +63,15 @@ class Built:
 
     Attributes:
         model: What the train and evaluation steps call (inputs → logits).
-        full_weights: The whole model's weights (preprocessing, backbone, trained layers),
-            as the export builds it.
+        whole: The whole model (preprocessing, backbone, trained layers) holding the
+            trained weights: float32, undistributed (saving it needs no collective),
+            built on the first call and the same object on every later one.
+        depth: The frozen depth of the feature entry trained on (0: from images).
     """
 
     model: keras.Model
-    full_weights: Callable[[], list[np.ndarray]]
+    whole: Callable[[], keras.Model]
+    depth: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,8 +159,55 @@ def feature_data(
     return Data(batches, element_spec, validation, entry.path)
 
 
-def _weights_of(model: keras.Model) -> Callable[[], list[np.ndarray]]:
-    return lambda: [np.asarray(w) for w in model.get_weights()]
+@contextlib.contextmanager
+def _float32() -> Iterator[None]:
+    """Build in float32 whatever the run's policy (the export's dtype), outside any strategy."""
+    policy = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        with tf.distribute.get_strategy().scope():  # the default strategy: plain variables
+            yield
+    finally:
+        keras.mixed_precision.set_global_policy(policy)
+
+
+def _copy_of(
+    trained: keras.Model, spec: ModelSpec, hparams: HParams, image_shape: Any, num_classes: int
+) -> Callable[[], keras.Model]:
+    """A fresh whole model holding `trained`'s weights, built when first asked for."""
+
+    @functools.cache
+    def whole() -> keras.Model:
+        with _float32():  # no pretrained weights to load: the trained ones replace them all
+            model = build_model(spec, hparams.model_params, "none", image_shape, num_classes)
+        model.set_weights(trained.get_weights())
+        return model
+
+    return whole
+
+
+def assemble(
+    spec: ModelSpec,
+    hparams: HParams,
+    image_shape: Sequence[int],
+    num_classes: int,
+    seed: int,
+    depth: int,
+    trained: Sequence[np.ndarray],
+) -> keras.Model:
+    """The whole model: its pretrained part, and `trained` for what trains above `depth`.
+
+    Seeded with the run's `seed` first, as the run and `python -m trainer.features` build
+    it, so a random backbone (`--weights none`) is the one the features came from.
+    Float32, undistributed; `trained` is the weights of `frozen.trainable_part` at `depth`.
+    """
+    with _float32():
+        keras.utils.set_random_seed(seed)
+        model = build_model(
+            spec, hparams.model_params, hparams.weights, image_shape, num_classes, "float32"
+        )
+        frozen.trainable_part(model, spec, depth, "float32").set_weights(list(trained))
+    return model
 
 
 def whole_model(
@@ -165,7 +217,7 @@ def whole_model(
     model = build_model(
         spec, hparams.model_params, hparams.weights, image_shape, num_classes, dtype
     )
-    return Built(model, _weights_of(model))
+    return Built(model, _copy_of(model, spec, hparams, image_shape, num_classes))
 
 
 def cached_model(
@@ -179,16 +231,16 @@ def cached_model(
 ) -> Built:
     """Only what trains above the entry's depth (build it in the strategy's scope).
 
-    A frozen backbone's trial builds the head alone, and the whole model (with its
-    pretrained weights) only when the export asks for its weights: seeded with the run's
-    `seed` first, as the run and `python -m trainer.features` build it, so a random
-    backbone (`--weights none`) is the one the features came from.
+    A frozen backbone's trial builds the head alone; the whole model (its pretrained
+    weights, the trained head) is built once, when the export asks for it (`assemble`).
     """
     if entry.depth < spec.blocks:
         model = build_model(
             spec, hparams.model_params, hparams.weights, image_shape, num_classes, dtype
         )
-        return Built(frozen.trainable_part(model, spec, entry.depth, dtype), _weights_of(model))
+        trained = frozen.trainable_part(model, spec, entry.depth, dtype)
+        copy = _copy_of(model, spec, hparams, image_shape, num_classes)
+        return Built(trained, copy, entry.depth)
     units = spec.all_hyperparameters()["num_units"].default
     head = backbones.head_model(
         entry.metadata["feature_shape"][-1],
@@ -197,14 +249,9 @@ def cached_model(
         input_dtype=dtype,
     )
 
-    def full_weights() -> list[np.ndarray]:
-        keras.utils.set_random_seed(seed)
-        with tf.distribute.get_strategy().scope():  # the default strategy: plain variables
-            model = build_model(
-                spec, hparams.model_params, hparams.weights, image_shape, num_classes, "float32"
-            )
-        for name in frozen.HEAD_LAYERS:
-            model.get_layer(name).set_weights(head.get_layer(name).get_weights())
-        return [np.asarray(w) for w in model.get_weights()]
+    @functools.cache
+    def whole() -> keras.Model:
+        weights = head.get_weights()
+        return assemble(spec, hparams, image_shape, num_classes, seed, entry.depth, weights)
 
-    return Built(head, full_weights)
+    return Built(head, whole, entry.depth)

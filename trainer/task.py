@@ -110,18 +110,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 def export_and_measure(hparams: HParams, run: RunConfig, result: Any) -> dict[str, float]:
     """Measure the serving model's cost (`trainer.cost_metrics`), then export it if asked.
 
-    The serving function is traced once for both; the costs go into model.json too.
+    The whole model is built once, its serving function traced once for both; the costs go
+    into model.json too. A trial that trained on a feature cache saves only its trained
+    part and the way to rebuild the whole model (`trainer.trial_export`).
     """
-    from trainer import cost_metrics, export
+    from trainer import cost_metrics, export, trial_export
     from trainer.models import builder_of
 
     shape = result.metadata["image_shape"]
-    model, module = export.serving_model(
-        result.weights,
-        image_shape=shape,
-        class_names=result.metadata["class_names"],
-        hparams=hparams,
-    )
+    model = result.whole_model()
+    module = export.ServingModule(model, shape, result.metadata["class_names"])
     builder = builder_of(model_spec(hparams.model))
     started = time.perf_counter()
     costs = cost_metrics.measure(module.serve, module.model_variables, shape, builder, model)
@@ -132,10 +130,21 @@ def export_and_measure(hparams: HParams, run: RunConfig, result: Any) -> dict[st
         + f" (measured in {took:.2f}s)",
         file=sys.stderr,
     )
-    if run.model_dir:
-        card = {**model_card(hparams, run, result), "cost": costs}
-        export.save_module(module, model_dir=run.model_dir, card=card)
-        print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)
+    if not run.model_dir:
+        return costs
+    card = {**model_card(hparams, run, result), "cost": costs}
+    if trial_export.applies(result.frozen_depth, os.environ):
+        section = trial_export.card_section(result.frozen_depth, result.cache_keys, run.model_dir)
+        trained = result.trained_part()
+        trial_export.save(trained, model_dir=run.model_dir, card={**card, "export": section})
+        print(
+            f"{PROG}: saved the trained part ({len(trained)} arrays) to {run.model_dir}: a "
+            f"trial on the feature cache; the whole model: {section['whole_model']}",
+            file=sys.stderr,
+        )
+        return costs
+    export.save_module(module, model_dir=run.model_dir, card=card)
+    print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)
     return costs
 
 

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import distribute, precision, records, stages
+from trainer import distribute, feature_keys, precision, records, stages
 from trainer.config import HParams, RunConfig
 from trainer.models import ModelSpec, model_spec
 
@@ -30,10 +30,16 @@ EpochCallback = Callable[[int, dict[str, float]], None]
 
 @dataclasses.dataclass
 class TrainResult:
-    """What a run produced."""
+    """What a run produced.
+
+    `whole_model()` is the whole model holding the trained weights (float32, undistributed,
+    built on its first call: a worker that does not export never builds it);
+    `trained_part()` the weights of what trained (the whole model's, from images).
+    """
 
     history: list[dict[str, float]]
-    weights: list[np.ndarray]
+    whole_model: Callable[[], keras.Model]
+    trained_part: Callable[[], list[np.ndarray]]
     metadata: dict[str, Any]
     replicas_in_sync: int  # devices training in step (TF's name): all processes' together
     training_tasks: int  # processes that train: chief + workers (1 without a cluster)
@@ -43,6 +49,13 @@ class TrainResult:
     precision: precision.Choice
     first_step_seconds: float | None = None  # since process start; None when resumed past the end
     source: str = "images"  # or the feature cache entry trained on
+    frozen_depth: int = 0  # the entry's frozen depth (0: trained on images)
+    cache_keys: dict[str, Any] = dataclasses.field(default_factory=dict)  # the entry's keys
+
+    @property
+    def weights(self) -> list[np.ndarray]:
+        """The whole model's weights (builds it if it was not yet)."""
+        return [np.asarray(w) for w in self.whole_model().get_weights()]
 
 
 class Diverged(ArithmeticError):
@@ -158,8 +171,8 @@ def _train(
     """Train on a prepared dataset (or its feature cache), resuming from a checkpoint if any.
 
     The stages: data (images, or a matching feature entry's features), model (the whole
-    model, or only what trains above the cached depth), loop, and the whole model's
-    weights for the export (`trainer.stages`).
+    model, or only what trains above the cached depth), loop, and the whole model for the
+    export, built when first asked for (`trainer.stages`).
 
     Args:
         hparams: Hyperparameters.
@@ -169,7 +182,7 @@ def _train(
         on_epoch: Called on every worker after each epoch with (epoch, metrics).
 
     Returns:
-        History of per-epoch metrics and the final weights of the whole model.
+        History of per-epoch metrics and the trained model (`TrainResult`).
     """
     metadata = records.read_metadata(run.data)
     strategy, cluster = distribute.make_strategy(run.distribution)
@@ -199,7 +212,8 @@ def _train(
     history, start_epoch, first_step = loop.fit(built.model, batches, choice, rewrites, on_epoch)
     return TrainResult(
         history=history,
-        weights=built.full_weights(),
+        whole_model=built.whole,
+        trained_part=built.model.get_weights,
         metadata=metadata,
         replicas_in_sync=strategy.num_replicas_in_sync,
         training_tasks=max(cluster.num_training_tasks, 1),
@@ -209,6 +223,12 @@ def _train(
         precision=choice,
         first_step_seconds=first_step,
         source=batches.source,
+        frozen_depth=built.depth,
+        cache_keys=(
+            {k: entry.metadata[k] for k in feature_keys.KEY_FIELDS if k in entry.metadata}
+            if entry
+            else {}
+        ),
     )
 
 
