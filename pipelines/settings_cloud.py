@@ -96,6 +96,7 @@ def _check(s: Any) -> None:
         "kubeflow_pending_grace_s",
         "an integer >= 30 (seconds)",
     )
+    need(s.kubeflow_trial_nodes >= 1, "kubeflow_trial_nodes", "an integer >= 1 (pods per trial)")
     need(
         s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
         "model_registry_url",

@@ -318,3 +318,12 @@ class HeldCustomObjects:
 
     def get_api_resources(self, group: str, version: str) -> Any:
         return Cluster().custom.get_api_resources(group, version)
+
+
+INJECTED = ("api", "core_api", "clock", "sleep", "now", "echo")  # a step's injectable keywords
+
+
+def call_with_request(step: Callable[..., Any], request: type, args: dict[str, Any]) -> Any:
+    """`step(request(**fields), **injected)` from one flat dict, as the components call it."""
+    injected = {k: args.pop(k) for k in INJECTED if k in args}
+    return step(request(**args), **injected)
