@@ -51,6 +51,7 @@ def _job_api(settings: Settings) -> str:
     """The job API both steps resolve: one choice for trials and the final job (`job_kind`)."""
     from pipelines.targets.kubeflow.job_kind import job_api_setting
 
+    check_settings(settings)
     return job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
 
 
