@@ -5,6 +5,8 @@ args; one replica), with `--<id>=${trialParameters.<id>}` appended exactly as Ve
 appends `--<id>=<value>`, the hypertune metric file and trial id in the environment,
 `AIP_*` directories per trial as Vertex sets them, pod resources (cpu/memory, and
 `nvidia.com/gpu` for NVIDIA accelerators), the service account and an optional PVC.
+`trial_container` is what every trial pod runs, shared with the multi-node trial
+(`trial_trainjob.py`); `TrialPods` carries the tune step's cluster settings to both.
 
 Katib's pod webhook rewrites the primary container to `sh -c "<command and args joined
 by spaces> && echo completed > <dir>/$$$$.pid"` (`pkg/webhook/v1beta1/pod/utils.go`
