@@ -497,3 +497,97 @@ def test_the_final_step_takes_the_same_choice(monkeypatch: pytest.MonkeyPatch) -
     assert [p for p, _ in cluster.objects] == ["trainjobs"]
     assert trainjob_checks.OPENAPI_PATH in [p for _, p, _ in cluster.calls]
     assert final_job.FinalJobRequest.__dataclass_fields__["job_api_setting"].default == "tfjob"
+
+
+# --------------------------------------------------------------------------- exactly (mutmut)
+
+
+def test_the_runtime_in_full() -> None:
+    """Every field the runtime carries, and why (a typo here would run another runtime)."""
+    pod = {
+        "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
+        "spec": {
+            "restartPolicy": "Never",  # one failed node fails the job, as for the TFJob
+            "securityContext": {
+                "fsGroup": 1000,
+                "runAsGroup": 1000,
+                "runAsNonRoot": True,
+                "runAsUser": 1000,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [
+                {
+                    "name": "node",
+                    "ports": [{"name": "tf-port", "containerPort": 2222}],
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                }
+            ],
+        },
+    }
+    node = {
+        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+        "spec": {"backoffLimit": 0, "template": pod},
+    }
+    spec = {
+        "mlPolicy": {"numNodes": 1},
+        "template": {
+            "spec": {
+                "network": {"publishNotReadyAddresses": True},
+                "replicatedJobs": [{"name": "node", "replicas": 1, "template": node}],
+            }
+        },
+    }
+    labels = {"trainer.kubeflow.org/framework": "tensorflow"}
+    assert trainjob.runtime_manifest() == {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "hpt-tensorflow-distributed", "labels": labels},
+        "spec": spec,
+    }
+    assert trainjob.runtime_manifest(name="tf", namespace="team") == {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "tf", "labels": labels, "namespace": "team"},
+        "spec": spec,
+    }
+
+
+def test_each_trial_node_runs_the_trial_pools_image_and_command() -> None:
+    trainer = rendered(trial_experiment())["spec"]["trainer"]
+    assert trainer["image"] == "ghcr.io/acme/hpt-trainer:v1"
+    assert trainer["command"] == ["python", "-m", "trainer.task"]
+
+
+def test_katib_config_read_errors_and_an_empty_config() -> None:
+    from types import SimpleNamespace
+
+    from tests.fake_kube import refusal
+
+    class Core:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        def read_namespaced_config_map(self, name: str, namespace: str) -> Any:
+            assert (name, namespace) == ("katib-config", "kubeflow")
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    broken = Core(refusal(500, "InternalError", "etcd timed out"))
+    with pytest.raises(KubeflowJobError) as err:
+        trainjob_checks.katib_trial_resources(broken)
+    assert str(err.value) == "ConfigMap kubeflow/katib-config: 500 InternalError: etcd timed out"
+    assert trainjob_checks.katib_trial_resources(Core(SimpleNamespace(data=None))) == []
+    assert trainjob_checks.katib_trial_resources(Core(SimpleNamespace(data={}))) == []
+    with pytest.raises(KubeflowJobError) as err:
+        trainjob_checks.check_katib_runs_trainjobs(Core(SimpleNamespace(data=None)))
+    assert str(err.value) == (
+        f"ConfigMap kubeflow/katib-config: trialResources lacks {TRIAL_RESOURCE} (multi-node "
+        "trials, kubeflow_trial_nodes > 1, run as TrainJobs): use Katib 0.19+ and add it under "
+        "init.controller.trialResources, apply the katib-controller ClusterRole `hpt-pipeline "
+        "manifests` writes (trainjob/katib.yaml), restart katib-controller; or set "
+        "kubeflow_trial_nodes: 1"
+    )
