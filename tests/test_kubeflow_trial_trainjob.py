@@ -591,3 +591,55 @@ def test_katib_config_read_errors_and_an_empty_config() -> None:
         "manifests` writes (trainjob/katib.yaml), restart katib-controller; or set "
         "kubeflow_trial_nodes: 1"
     )
+
+
+def test_the_openapi_read_sends_the_accounts_bearer_token() -> None:
+    cluster = Cluster(trainer="2.3")
+    config = cluster.custom.api_client.configuration
+    config.api_key = {"authorization": "tok"}
+    config.api_key_prefix = {"authorization": "Bearer"}
+    sent: list[dict[str, Any]] = []
+    answer = cluster.request
+
+    def request(method: str, url: str, query_params: Any = None, **kw: Any) -> Any:
+        sent.append(dict(kw.get("headers") or {}))
+        return answer(method, url, query_params, **kw)
+
+    cluster.custom.api_client.request = request  # type: ignore[method-assign]
+    assert trainjob_checks.trainjob_override_field(cluster.custom) == "runtimePatches"
+    assert sent[-1].get("authorization") == "Bearer tok"
+
+
+def test_openapi_and_runtime_read_failures_are_one_line_each() -> None:
+    from types import SimpleNamespace
+
+    from tests.fake_kube import refusal
+
+    def failing(*_: Any, **__: Any) -> Any:
+        raise refusal(500, "InternalError", "apiserver busy")
+
+    broken = SimpleNamespace(api_client=SimpleNamespace(call_api=failing))
+    with pytest.raises(KubeflowJobError) as err:
+        trainjob_checks.trainjob_override_field(broken)
+    assert str(err.value) == (
+        "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1: 500 InternalError: apiserver busy"
+    )
+    neither = SimpleNamespace(api_client=SimpleNamespace(call_api=lambda *a, **k: {"x": 1}))
+    with pytest.raises(KubeflowJobError) as err:
+        trainjob_checks.trainjob_override_field(neither)
+    assert str(err.value) == (
+        "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1: the TrainJob schema has neither "
+        "podTemplateOverrides nor runtimePatches: expected Kubeflow Trainer v2.1 or later"
+    )
+    with pytest.raises(KubeflowJobError) as err:
+        trainjob_checks.check_runtime(SimpleNamespace(get_cluster_custom_object=failing))
+    assert str(err.value) == (
+        "ClusterTrainingRuntime hpt-tensorflow-distributed: 500 InternalError: apiserver busy"
+    )
+    with pytest.raises(KubeflowJobError) as err:
+        trainjob_checks.check_runtime(Cluster(trainer="2.3", runtime_installed=False).custom)
+    assert str(err.value) == (
+        "ClusterTrainingRuntime hpt-tensorflow-distributed: not installed; apply the "
+        "trainjob/trainingruntime.yaml that `hpt-pipeline manifests --target kubeflow` writes "
+        "(cluster admin)"
+    )
