@@ -643,3 +643,57 @@ def test_openapi_and_runtime_read_failures_are_one_line_each() -> None:
         "trainjob/trainingruntime.yaml that `hpt-pipeline manifests --target kubeflow` writes "
         "(cluster admin)"
     )
+
+
+def final_pools(workers: int = 1) -> list[dict[str, Any]]:
+    from tests.test_kubeflow_trainjob import pools
+
+    return pools(workers=workers, gpus=0)
+
+
+def refusal_of(specs: list[dict[str, Any]]) -> str:
+    from pipelines.targets.kubeflow.tfjob import TFJobError
+
+    with pytest.raises(TFJobError) as err:
+        trainjob.build_trainjob(
+            "j", "team", specs, "/mnt/hpt/f", cpu="1", memory="1Gi", override_field=trainjob.PATCHES
+        )
+    return str(err.value)
+
+
+def test_pools_that_make_no_trainjob_are_refused_in_their_whole_line() -> None:
+    chief, worker = final_pools()
+    assert refusal_of([]) == "worker_pool_specs: empty, expected pool 0 (the chief)"
+    assert refusal_of([chief, worker, worker]) == (
+        "worker_pool_specs: 3 pools, a TrainJob here has one node pool (chief and workers alike; "
+        "no parameter servers or evaluator)"
+    )
+    assert refusal_of([{**chief, "container_spec": {}}]) == (
+        "worker_pool_specs[0]: needs container_spec.image_uri (a container image)"
+    )
+    assert refusal_of([{**chief, "replica_count": 2}]) == (
+        "worker_pool_specs[0]: replica_count=2, pool 0 is the chief (1 replica)"
+    )
+    other = {**worker, "machine_spec": {"machine_type": "n1-highmem-8"}}
+    assert refusal_of([chief, other]) == (
+        "worker_pool_specs[1]: differs from pool 0 in container or machine; a TrainJob's nodes "
+        "share one template (use kubeflow_job_api: tfjob for distinct pools)"
+    )
+
+
+def test_a_missing_replica_count_is_one_chief_and_no_worker() -> None:
+    chief, worker = final_pools()
+    bare_chief = {k: v for k, v in chief.items() if k != "replica_count"}
+    bare_worker = {k: v for k, v in worker.items() if k != "replica_count"}
+    for specs, nodes in (([bare_chief], 1), ([bare_chief, bare_worker], 1), ([chief, worker], 2)):
+        job = trainjob.build_trainjob(
+            "j", "team", specs, "/mnt/hpt/f", cpu="1", memory="1Gi", override_field=trainjob.PATCHES
+        )
+        assert job["spec"]["trainer"]["numNodes"] == nodes
+
+
+def test_the_override_field_is_read_from_the_documents_text_too() -> None:
+    text = '{"properties": {"spec": {"properties": {"runtimePatches": {}}}}}'
+    assert trainjob.override_field(text) == "runtimePatches"
+    assert trainjob.override_field('{"podTemplateOverrides": 1}') == "podTemplateOverrides"
+    assert trainjob.override_field("{}") is None
