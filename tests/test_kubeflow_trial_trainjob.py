@@ -697,3 +697,47 @@ def test_the_override_field_is_read_from_the_documents_text_too() -> None:
     assert trainjob.override_field(text) == "runtimePatches"
     assert trainjob.override_field('{"podTemplateOverrides": 1}') == "podTemplateOverrides"
     assert trainjob.override_field("{}") is None
+
+
+def made(specs: list[dict[str, Any]] | None = None, **options: Any) -> dict[str, Any]:
+    values: dict[str, Any] = dict(cpu="1", memory="1Gi", override_field=trainjob.PATCHES)
+    values.update(options)
+    return trainjob.build_trainjob("j", "team", specs or final_pools(), "/mnt/hpt/f", **values)
+
+
+def test_the_final_trainjobs_defaults_labels_and_runtime_kind() -> None:
+    job = made(data_pvc="hpt-data", labels={"team": "a"}, runtime_kind=trainjob.RUNTIME)
+    assert job["metadata"]["labels"] == {"app.kubernetes.io/part-of": "hpt-pipeline", "team": "a"}
+    assert job["spec"]["runtimeRef"]["kind"] == "TrainingRuntime"
+    (patch,) = job["spec"]["runtimePatches"]
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    mounts = node["template"]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    assert mounts == [{"name": "hpt-data", "mountPath": "/mnt/hpt"}]  # the default mount path
+
+
+@pytest.mark.parametrize(
+    "machine",
+    [
+        {"machine_type": "n1-standard-4", "accelerator_type": "NVIDIA_TESLA_T4"},  # no count
+        {
+            "machine_type": "n1-standard-4",
+            "accelerator_type": "NVIDIA_TESLA_T4",
+            "accelerator_count": 0,
+        },
+        {"machine_type": "n1-standard-4", "accelerator_count": 2},  # no type
+    ],
+)
+def test_a_gpu_is_requested_only_with_a_type_and_a_count(machine: dict[str, Any]) -> None:
+    (chief,) = final_pools(workers=0)
+    job = made([{**chief, "machine_spec": machine}])
+    assert job["spec"]["trainer"]["resourcesPerNode"]["limits"] == {"cpu": "1", "memory": "1Gi"}
+
+
+def test_an_unknown_override_field_is_named_with_the_choices() -> None:
+    from pipelines.targets.kubeflow.tfjob import TFJobError
+
+    with pytest.raises(TFJobError) as err:
+        made(override_field="overrides")
+    assert str(err.value) == (
+        "override field 'overrides': expected one of podTemplateOverrides, runtimePatches"
+    )
