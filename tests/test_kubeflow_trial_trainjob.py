@@ -624,13 +624,16 @@ def test_openapi_and_runtime_read_failures_are_one_line_each() -> None:
     assert str(err.value) == (
         "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1: 500 InternalError: apiserver busy"
     )
-    neither = SimpleNamespace(api_client=SimpleNamespace(call_api=lambda *a, **k: {"x": 1}))
-    with pytest.raises(KubeflowJobError) as err:
-        trainjob_checks.trainjob_override_field(neither)
-    assert str(err.value) == (
-        "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1: the TrainJob schema has neither "
-        "podTemplateOverrides nor runtimePatches: expected Kubeflow Trainer v2.1 or later"
-    )
+    for answer in ({"x": 1}, None, ({"runtimePatches": {}}, 200, {})):  # not the document
+        neither = SimpleNamespace(
+            api_client=SimpleNamespace(call_api=lambda *a, _answer=answer, **k: _answer)
+        )
+        with pytest.raises(KubeflowJobError) as err:
+            trainjob_checks.trainjob_override_field(neither)
+        assert str(err.value) == (
+            "/openapi/v3/apis/trainer.kubeflow.org/v1alpha1: the TrainJob schema has neither "
+            "podTemplateOverrides nor runtimePatches: expected Kubeflow Trainer v2.1 or later"
+        )
     with pytest.raises(KubeflowJobError) as err:
         trainjob_checks.check_runtime(SimpleNamespace(get_cluster_custom_object=failing))
     assert str(err.value) == (

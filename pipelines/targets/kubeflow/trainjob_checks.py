@@ -15,7 +15,7 @@ skipped (the checks help, they ask for no new permission; `rbac.yaml` grants wha
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pipelines.targets.kubeflow import kube, trainjob
@@ -45,7 +45,7 @@ def trainjob_override_field(custom: Any) -> str:
         )
     except ApiException as err:
         raise KubeflowJobError(f"{OPENAPI_PATH}: {kube.api_error_line(err)}") from None
-    field = trainjob.override_field(document or {})
+    field = trainjob.override_field(document) if isinstance(document, Mapping) else None
     if field is None:
         raise KubeflowJobError(
             f"{OPENAPI_PATH}: the TrainJob schema has neither "
