@@ -39,19 +39,21 @@ def features_on_kubeflow(
     result = features_artifact.SKIPPED
     if worker_pool_specs:
         final_job.run_final_job(
-            worker_pool_specs=worker_pool_specs,
-            base_output_directory=base_output_directory,
-            display_name=display_name,
-            namespace=namespace,
-            cpu=cpu,
-            memory=memory,
-            service_account=service_account,
-            data_pvc=data_pvc,
-            data_mount_path=data_mount_path,
-            timeout_s=timeout_s,
-            gpu_setting="trial_accelerator_count",
-            job_api_setting=job_api,
-            pending_grace_s=pending_grace_s,
+            final_job.FinalJobRequest(
+                worker_pool_specs=worker_pool_specs,
+                base_output_directory=base_output_directory,
+                display_name=display_name,
+                namespace=namespace,
+                cpu=cpu,
+                memory=memory,
+                service_account=service_account,
+                data_pvc=data_pvc,
+                data_mount_path=data_mount_path,
+                timeout_s=timeout_s,
+                gpu_setting="trial_accelerator_count",
+                job_api_setting=job_api,
+                pending_grace_s=pending_grace_s,
+            )
         )
         result = features_artifact.outcome(before, features_artifact.entries(features_dir))
     print(

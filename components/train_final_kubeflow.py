@@ -36,18 +36,20 @@ def train_with_tfjob(
     from pipelines.targets.kubeflow import final_job
 
     job = final_job.run_final_job(
-        worker_pool_specs=worker_pool_specs,
-        base_output_directory=base_output_directory,
-        display_name=display_name,
-        namespace=namespace,
-        cpu=cpu,
-        memory=memory,
-        service_account=service_account,
-        data_pvc=data_pvc,
-        data_mount_path=data_mount_path,
-        timeout_s=timeout_s,
-        job_api_setting=job_api,
-        pending_grace_s=pending_grace_s,
+        final_job.FinalJobRequest(
+            worker_pool_specs=worker_pool_specs,
+            base_output_directory=base_output_directory,
+            display_name=display_name,
+            namespace=namespace,
+            cpu=cpu,
+            memory=memory,
+            service_account=service_account,
+            data_pvc=data_pvc,
+            data_mount_path=data_mount_path,
+            timeout_s=timeout_s,
+            job_api_setting=job_api,
+            pending_grace_s=pending_grace_s,
+        )
     )
     meta = job["metadata"]
     model_artifact.describe(model, base_output_directory, job=f"{meta['namespace']}/{meta['name']}")

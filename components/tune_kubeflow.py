@@ -36,16 +36,18 @@ def tune_on_katib(
     study_dir: str = "",
     job_api: str = "tfjob",
     pending_grace_s: int = 600,
+    trial_nodes: int = 1,
 ):
     """Run the study on Katib and write its trials (source `katib`).
 
     With `study_dir` (the user's stable study folder) the Experiment can be resumed by a
-    later run; without, it is per run and keeps no PVC.
+    later run; without, it is per run and keeps no PVC. `trial_nodes` > 1 makes each trial a
+    TrainJob of that many nodes (Katib 0.19+).
     """
     from pipelines.study import trials_artifact
     from pipelines.targets.kubeflow import katib_tune
 
-    done, converted = katib_tune.run_katib_study(
+    request = katib_tune.StudyRequest(
         study_spec_parameters=study_spec_parameters,
         study_spec_metrics=study_spec_metrics,
         study_spec_algorithm=study_spec_algorithm,
@@ -68,7 +70,9 @@ def tune_on_katib(
         timeout_s=timeout_s,
         job_api_setting=job_api,
         pending_grace_s=pending_grace_s,
+        trial_nodes=int(trial_nodes),
     )
+    done, converted = katib_tune.run_katib_study(request)
     meta = done["metadata"]
     trials_artifact.write(
         trials, converted, source="katib", study_dir=f"{meta['namespace']}/{meta['name']}"

@@ -135,6 +135,7 @@ class Settings:
     kubeflow_timeout_s: int = 24 * 3600  # how long the tune and train steps wait for Katib/TFJob
     kubeflow_job_api: str = "auto"  # final job: tfjob | trainjob | auto (what the cluster serves)
     kubeflow_pending_grace_s: int = 600  # a trial/replica pod Pending longer stops the step
+    kubeflow_trial_nodes: int = 1  # pods per Katib trial; > 1: TrainJob trials (Katib 0.19+)
     # Kubeflow Pipelines API credentials (one at most; never shown in messages or repr)
     kubeflow_token: str | None = dataclasses.field(default=None, repr=False)  # bearer token
     kubeflow_token_file: str | None = None  # a token file re-read per request (projected SA token)

@@ -116,6 +116,9 @@ def _check_places(s: Any) -> None:
         "an integer >= 30 (seconds)",
     )
     _need(
+        s, s.kubeflow_trial_nodes >= 1, "kubeflow_trial_nodes", "an integer >= 1 (pods per trial)"
+    )
+    _need(
         s,
         s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
         "model_registry_url",

@@ -8,7 +8,8 @@ own models. Each answer is what a standard Kubeflow install's API server says, f
 condition the test sets up: a profile namespace or not, a TFJob API or not (Kubeflow
 1.11), Katib 0.17 (its defaulting webhook drops `distribution`) or 0.18+ (it defaults it
 to `uniform`), the data claim's access modes, the nodes' GPUs, 403s, and a Katib
-controller that restarts a patched Experiment only after some polls; Kubeflow Trainer v2
+controller that restarts a patched Experiment only after some polls (and its `katib-config`
+trial resources); Kubeflow Trainer v2
 (`trainer="2.1"` or `"2.3"`: its API, its OpenAPI document from the release's CRD in
 tests/crds, the TensorFlow runtime installed or not) and the step's pods (`pods`).
 """
@@ -94,6 +95,7 @@ class Cluster:
         trainer: str | None = None,
         runtime_installed: bool = True,
         pods: list[dict[str, Any]] | None = None,
+        katib_trial_resources: list[str] | None = None,
     ) -> None:
         self.namespace = namespace
         self.labels = PROFILE_LABELS if labels is None else labels
@@ -104,6 +106,7 @@ class Cluster:
         self.restart_after = restart_after  # polls after a patch before Katib restarts it
         self.trainer, self.runtime_installed = trainer, runtime_installed
         self.pods = pods or []  # what every pod listing answers
+        self.katib_trial_resources = katib_trial_resources  # katib-config's; None: no ConfigMap
         self.deleted: list[tuple[str, str]] = []
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}  # (plural, name) -> object
         self.statuses: list[dict[str, Any]] = []  # what the controller writes, poll by poll
@@ -136,6 +139,7 @@ class Cluster:
         return [
             (ns, ("GET", self.namespace_object)),
             (ns + r"/pods", ("GET", self.pod_list)),
+            (ns + r"/configmaps/([^/]+)", ("GET", self.config_map)),
             (trainer, ("GET", self.trainer_discovery)),
             (r"/openapi/v3" + trainer, ("GET", self.openapi)),
             (trainer + r"/clustertrainingruntimes/([^/]+)", ("GET", self.runtime)),
@@ -201,6 +205,25 @@ class Cluster:
     def pod_list(self, namespace: str, *, query: Any, **_: Any) -> dict[str, Any]:
         self._allowed("pods")
         return {"apiVersion": "v1", "kind": "PodList", "items": self.pods}
+
+    def config_map(self, namespace: str, name: str, **_: Any) -> dict[str, Any]:
+        """Katib's `katib-config` in `kubeflow`, its `trialResources` as the test sets them."""
+        import yaml
+
+        self._allowed("configmaps")
+        if (namespace, name) != ("kubeflow", "katib-config") or self.katib_trial_resources is None:
+            raise refusal(404, "NotFound", f'configmaps "{name}" not found')
+        config = {
+            "apiVersion": "config.kubeflow.org/v1beta1",
+            "kind": "KatibConfig",
+            "init": {"controller": {"trialResources": self.katib_trial_resources}},
+        }
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace},
+            "data": {"katib-config.yaml": yaml.safe_dump(config)},
+        }
 
     # ----------------------------------------------------------------- Trainer v2
     def trainer_discovery(self, **_: Any) -> dict[str, Any]:
@@ -318,3 +341,12 @@ class HeldCustomObjects:
 
     def get_api_resources(self, group: str, version: str) -> Any:
         return Cluster().custom.get_api_resources(group, version)
+
+
+INJECTED = ("api", "core_api", "clock", "sleep", "now", "echo")  # a step's injectable keywords
+
+
+def call_with_request(step: Callable[..., Any], request: type, args: dict[str, Any]) -> Any:
+    """`step(request(**fields), **injected)` from one flat dict, as the components call it."""
+    injected = {k: args.pop(k) for k in INJECTED if k in args}
+    return step(request(**args), **injected)

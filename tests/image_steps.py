@@ -242,7 +242,9 @@ def run_steps(
     from pipelines.compiler import compile_pipeline
     from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 
-    settings = load_settings(defaults=LOCAL_RUN_DEFAULTS, overrides={}, environ={})
+    # A profile namespace: compile refuses `kubeflow` for the kubeflow target.
+    profile = {"kubeflow_namespace": "team-a"}
+    settings = load_settings(defaults=LOCAL_RUN_DEFAULTS, overrides=profile, environ={})
     rows = []
     outputs = produced(run_dir, model)
     for target in TARGETS:

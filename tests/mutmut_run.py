@@ -108,6 +108,11 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "pipelines/targets/kubeflow/trial_template.py": (K + "katib.py", K + "manifests.py"),
     "pipelines/targets/kubeflow/tfjob.py": (K + "tfjob.py", K + "cluster.py"),
+    "pipelines/targets/kubeflow/pod_watch.py": (K + "pod_watch.py",),
+    "pipelines/targets/kubeflow/trainjob.py": (K + "trainjob.py", K + "trial_trainjob.py"),
+    "pipelines/targets/kubeflow/job_kind.py": (K + "trial_trainjob.py",),
+    "pipelines/targets/kubeflow/trial_trainjob.py": (K + "trial_trainjob.py",),
+    "pipelines/targets/kubeflow/trainjob_checks.py": (K + "trial_trainjob.py", K + "trainjob.py"),
     "pipelines/targets/vertex/": (
         V + "client.py",
         V + "hpt_job.py",

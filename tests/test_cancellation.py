@@ -27,8 +27,8 @@ import yaml
 from components import base
 from pipelines.compiler import compile_pipeline
 from pipelines.jobs import worker_pools
-from pipelines.settings import Settings
 from pipelines.study.search_space import default_search_space
+from tests.test_pipeline_spec import for_target
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_APIS = Path(__file__).resolve().parent / "fake_apis"
@@ -38,7 +38,7 @@ LOGS: dict[int, Path] = {}  # a step's process id → its output file
 
 
 def compiled_executor(tmp_path: Path, target: str, executor: str) -> dict[str, Any]:
-    path = compile_pipeline(target, Settings(), tmp_path / f"{target}.yaml")
+    path = compile_pipeline(target, for_target(target), tmp_path / f"{target}.yaml")
     spec = yaml.safe_load(Path(path).read_text())
     return spec["deploymentSpec"]["executors"][executor]["container"]  # type: ignore[no-any-return]
 
@@ -184,7 +184,7 @@ def test_every_lightweight_component_execs_python() -> None:
 @pytest.mark.parametrize("target", ["vertex", "kubeflow", "local"])
 def test_every_compiled_step_signals_python_directly(tmp_path: Path, target: str) -> None:
     """Ours exec Python; GCPC's (the custom job, the model upload) start `python3 -u -m`."""
-    path = compile_pipeline(target, Settings(), tmp_path / f"{target}.yaml")
+    path = compile_pipeline(target, for_target(target), tmp_path / f"{target}.yaml")
     executors = yaml.safe_load(Path(path).read_text())["deploymentSpec"]["executors"]
     starts = {}
     for name, executor in executors.items():

@@ -193,6 +193,7 @@ def test_compile_carries_the_earlier_trials_to_the_selection_step(tmp_path, targ
         continue_from=str(trials_file(tmp_path)),
         trainer_image="registry.example/hpt/trainer:v1",
         components_image="registry.example/hpt/components:v1",
+        kubeflow_namespace="team-a",  # compile refuses `kubeflow` (wiring.kubeflow)
     )
     spec = yaml.safe_load(Path(compile_pipeline(target, settings, tmp_path / "p.yaml")).read_text())
     default = spec["root"]["inputDefinitions"]["parameters"]["continued_trials"]["defaultValue"]
@@ -219,6 +220,7 @@ def test_compile_says_what_the_cloud_target_does_with_the_earlier_trials(
 ):
     monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
     monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    monkeypatch.setenv("HPT_KUBEFLOW_NAMESPACE", "team-a")  # compile refuses `kubeflow`
     source = trials_file(tmp_path)
     out = tmp_path / "p.yaml"
     got = cli("compile", "--target", target, "--output", str(out), "--continue-from", str(source))

@@ -15,6 +15,7 @@ from pipelines.jobs import features_artifact, trainer_args
 from pipelines.settings import Settings, SettingsError, load_settings
 from pipelines.study import feature_plan
 from pipelines.study.search_space import from_dict
+from tests.test_pipeline_spec import for_target
 from trainer.models import MODELS
 
 
@@ -307,7 +308,7 @@ STEP = {
 
 @pytest.mark.parametrize("target", ["local", "vertex", "kubeflow"])
 def test_the_features_step_feeds_the_trial_and_final_job_specs(tmp_path, target):
-    path = compile_pipeline(target, Settings(), tmp_path / "p.yaml")
+    path = compile_pipeline(target, for_target(target), tmp_path / "p.yaml")
     spec = next(yaml.safe_load_all(Path(path).read_text()))
     tasks = spec["root"]["dag"]["tasks"]
     plan = tasks["features-job-spec"]

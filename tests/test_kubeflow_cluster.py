@@ -18,7 +18,7 @@ from pipelines.study.search_space import Metric, Parameter, SearchSpace
 from pipelines.targets.kubeflow import cluster_checks, final_job, katib_tune
 from pipelines.targets.kubeflow.cluster_checks import ClusterCheckError
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
-from tests.fake_kube import PROFILE_LABELS, Cluster
+from tests.fake_kube import PROFILE_LABELS, Cluster, call_with_request
 from tests.test_kubeflow_katib import KATIB_TRIALS, SUCCEEDED, component_args, pools, study
 from tests.test_kubeflow_tfjob import pools as final_pools
 
@@ -31,13 +31,13 @@ def tune(cluster: Cluster, lines: list[str] | None = None, **changes: Any) -> An
         args.pop(key)
     args.update(pvc_name="hpt-data", pvc_mount_path="/mnt/hpt")
     args.update({k: changes[k] for k in ("pvc_name", "pvc_mount_path") if k in changes})
-    return katib_tune.run_katib_study(
-        **args,
+    args.update(
         api=cluster.custom,
         core_api=cluster.core,
         sleep=lambda s: None,
         echo=(lines if lines is not None else []).append,
     )
+    return call_with_request(katib_tune.run_katib_study, katib_tune.StudyRequest, args)
 
 
 def created(cluster: Cluster) -> list[str]:
@@ -219,33 +219,41 @@ def test_a_data_path_under_the_mount_path_with_no_claim_mounted_is_refused() -> 
 def test_the_train_step_checks_the_cluster_before_creating_the_tfjob() -> None:
     cluster = Cluster(tfjob_api=False)
     with pytest.raises(ClusterCheckError, match="serves no TFJob API"):
-        final_job.run_final_job(
-            worker_pool_specs=final_pools(gpus=0),
-            base_output_directory="/mnt/hpt/runs/r1/final",
-            display_name="hpt",
-            namespace="team",
-            cpu="2",
-            memory="8Gi",
-            data_pvc="hpt-data",
-            api=cluster.custom,
-            core_api=cluster.core,
-            sleep=lambda s: None,
-            echo=lambda line: None,
+        call_with_request(
+            final_job.run_final_job,
+            final_job.FinalJobRequest,
+            dict(
+                worker_pool_specs=final_pools(gpus=0),
+                base_output_directory="/mnt/hpt/runs/r1/final",
+                display_name="hpt",
+                namespace="team",
+                cpu="2",
+                memory="8Gi",
+                data_pvc="hpt-data",
+                api=cluster.custom,
+                core_api=cluster.core,
+                sleep=lambda s: None,
+                echo=lambda line: None,
+            ),
         )
     assert created(cluster) == []
     with pytest.raises(ClusterCheckError, match="base_output_directory=/tmp/out: only this pod"):
-        final_job.run_final_job(
-            worker_pool_specs=final_pools(gpus=0),
-            base_output_directory="/tmp/out",
-            display_name="hpt",
-            namespace="team",
-            cpu="2",
-            memory="8Gi",
-            data_pvc="hpt-data",
-            api=Cluster().custom,
-            core_api=Cluster().core,
-            sleep=lambda s: None,
-            echo=lambda line: None,
+        call_with_request(
+            final_job.run_final_job,
+            final_job.FinalJobRequest,
+            dict(
+                worker_pool_specs=final_pools(gpus=0),
+                base_output_directory="/tmp/out",
+                display_name="hpt",
+                namespace="team",
+                cpu="2",
+                memory="8Gi",
+                data_pvc="hpt-data",
+                api=Cluster().custom,
+                core_api=Cluster().core,
+                sleep=lambda s: None,
+                echo=lambda line: None,
+            ),
         )
 
 
@@ -293,8 +301,7 @@ def test_a_restart_katib_never_makes_is_a_one_line_timeout() -> None:
         args.pop(key)
     args.update(max_trial_count=12, pvc_name="hpt-data", pvc_mount_path="/mnt/hpt")
     with pytest.raises(KubeflowJobError, match=r"patched, but Katib has not restarted it .* 600s"):
-        katib_tune.run_katib_study(
-            **args,
+        args.update(
             api=cluster.custom,
             core_api=cluster.core,
             poll_s=30,
@@ -302,6 +309,7 @@ def test_a_restart_katib_never_makes_is_a_one_line_timeout() -> None:
             sleep=sleep,
             echo=lambda line: None,
         )
+        call_with_request(katib_tune.run_katib_study, katib_tune.StudyRequest, args)
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ file the way Katib's File collector (JSON) does.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import os
 import sys
@@ -24,9 +25,10 @@ from pipelines.study.search_space import Metric, Parameter, SearchSpace, default
 from pipelines.targets.kubeflow import experiment as katib
 from pipelines.targets.kubeflow import katib_trials, katib_tune, kube
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
+from pipelines.targets.kubeflow.trial_template import TrialPods
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests import fake_trainer
-from tests.fake_kube import Cluster, HeldCustomObjects
+from tests.fake_kube import Cluster, HeldCustomObjects, call_with_request
 
 ROOT = Path(__file__).resolve().parents[1]
 IMAGE = "ghcr.io/acme/hpt-trainer:v1"
@@ -96,7 +98,15 @@ def build(space: SearchSpace | None = None, **overrides: Any) -> dict[str, Any]:
             if not k.startswith(("study_", "max_", "parallel_", "worker_"))
         }
     )
-    return katib.build_experiment(**options)
+    study_fields = {f.name for f in dataclasses.fields(katib.StudyPayload)}
+    pod_fields = {f.name for f in dataclasses.fields(TrialPods)}
+    return katib.build_experiment(
+        name=options.pop("name"),
+        namespace=options.pop("namespace"),
+        study=katib.StudyPayload(**{k: options.pop(k) for k in study_fields & set(options)}),
+        pods=TrialPods(**{k: options.pop(k) for k in pod_fields & set(options)}),
+        **options,
+    )
 
 
 def container(exp: dict[str, Any]) -> dict[str, Any]:
@@ -966,7 +976,7 @@ def run(tmp_path: Path, api: Any, **options: Any) -> tuple[dict[str, Any], list[
         echo=lambda line: None,
     )
     args.update(options)
-    return katib_tune.run_katib_study(**args)
+    return call_with_request(katib_tune.run_katib_study, katib_tune.StudyRequest, args)
 
 
 def test_a_rerun_resumes_the_same_experiment(tmp_path: Path) -> None:

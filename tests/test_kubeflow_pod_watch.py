@@ -201,3 +201,89 @@ def test_each_pod_state(obj: dict[str, Any], expected: str | None) -> None:
         assert found is None
     else:
         assert found is not None and expected in found and "\n" not in found
+
+
+# --------------------------------------------------------------------------- each line, exactly
+
+AT = START + dt.timedelta(seconds=30)
+
+
+def scheduled(status: str, reason: str | None) -> dict[str, Any]:
+    return pod("a", conditions=[{"type": "PodScheduled", "status": status, "reason": reason}])
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        scheduled("True", None),  # scheduled: nothing to say
+        scheduled("True", "Unschedulable"),  # a stale reason on a scheduled pod
+        scheduled("False", "SchedulingGated"),  # waiting on a gate, not refused by the scheduler
+        pod("a", phase="Running", waiting=None),
+    ],
+)
+def test_only_an_unschedulable_verdict_is_one(obj: dict[str, Any]) -> None:
+    assert pod_watch.pod_problem(read(obj), AT, 600) is None
+
+
+def test_each_reason_names_its_remedy_in_full() -> None:
+    lines = {
+        name: pod_watch.pod_problem(read(obj), AT, 600)
+        for name, obj in (
+            ("unschedulable", unschedulable("a")),
+            ("pull", image_pull("a")),
+            ("config", pod("a", waiting={"reason": "CreateContainerConfigError", "message": "m"})),
+        )
+    }
+    assert lines == {
+        "unschedulable": f"pod team/a: Unschedulable ({UNSCHEDULABLE}): no node has what it "
+        "requests; lower kubeflow_cpu, kubeflow_memory or the accelerator counts, or add nodes "
+        "that offer them",
+        "pull": "pod team/a: ImagePullBackOff for image registry.example/hpt-trainer:1 (Back-off "
+        'pulling image "registry.example/hpt-trainer:1"): check that trainer_image is pushed and '
+        "this cluster can pull it (registry access, an imagePullSecret on the service account)",
+        "config": "pod team/a: CreateContainerConfigError (m): a Secret or ConfigMap it names is "
+        "missing",
+    }
+    late = pod_watch.pod_problem(read(pod("a")), START + dt.timedelta(seconds=601), 600)
+    assert late == (
+        "pod team/a: Pending for 601s, longer than kubeflow_pending_grace_s=600: see `kubectl "
+        "describe pod -n team a`; raise kubeflow_pending_grace_s if pulls or volumes are slow here"
+    )
+
+
+def test_the_grace_period_is_for_pending_pods_and_ends_after_it() -> None:
+    at_grace = START + dt.timedelta(seconds=600)
+    assert pod_watch.pod_problem(read(pod("a")), at_grace, 600) is None  # not past it yet
+    old_running = read(pod("a", phase="Running"))
+    assert pod_watch.pod_problem(old_running, START + dt.timedelta(days=2), 600) is None
+
+
+def test_every_container_is_read_not_only_up_to_a_running_one() -> None:
+    obj = crash_loop("a")
+    running = {**obj["status"]["containerStatuses"][0], "name": "sidecar", "state": {}}
+    no_state = {k: v for k, v in running.items() if k != "state"} | {"name": "init"}
+    obj["status"]["containerStatuses"] = [no_state, running, *obj["status"]["containerStatuses"]]
+    found = pod_watch.pod_problem(read(obj), AT, 600)
+    assert found is not None and "container node CrashLoopBackOff after 3 restarts" in found
+
+
+def test_long_messages_are_cut_to_one_short_line() -> None:
+    assert pod_watch._short(None) == ""
+    assert pod_watch._short(" a\n  b ") == "a b"
+    assert pod_watch._short("x" * 240) == "x" * 240
+    cut = pod_watch._short("x" * 241)
+    assert cut == "x" * 239 + "…" and len(cut) == 240
+
+
+def test_the_clock_is_aware_utc_as_the_pods_timestamps_are() -> None:
+    now = pod_watch._utcnow()
+    assert now.utcoffset() == dt.timedelta(0)
+    assert (now - START).total_seconds() > 0  # a naive clock could not be compared
+
+
+def test_the_watcher_calls_the_progress_callback_first_and_works_without_one() -> None:
+    cluster = Cluster()
+    seen: list[dict[str, Any]] = []
+    pod_watch.watcher(cluster.core, "team", "x=y", grace_s=600, then=seen.append)({"a": 1})
+    assert seen == [{"a": 1}]
+    pod_watch.watcher(cluster.core, "team", "x=y", grace_s=600)({"a": 2})  # no callback: fine

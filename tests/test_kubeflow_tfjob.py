@@ -13,7 +13,7 @@ from pipelines.jobs.replica_env import cluster_env, output_dirs
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.targets.kubeflow import final_job, kube, rbac, tfjob
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
-from tests.fake_kube import Cluster, HeldCustomObjects
+from tests.fake_kube import Cluster, HeldCustomObjects, call_with_request
 from trainer import cluster
 
 IMAGE = "registry.example.com/hpt/trainer:v1"
@@ -282,13 +282,19 @@ def test_the_rbac_grants_what_the_components_do_and_nothing_else() -> None:
         ("kubeflow.org", "trials"): full,
         ("kubeflow.org", "tfjobs"): full,
         ("trainer.kubeflow.org", "trainjobs"): full,  # kubeflow_job_api: trainjob
+        ("trainer.kubeflow.org", "trainingruntimes"): ["get", "list"],  # a namespaced runtime
         ("", "pods"): ["get", "list", "watch"],
         ("", "pods/log"): ["get", "list", "watch"],
         ("", "namespaces"): ["get"],  # the profile labels check
         ("", "persistentvolumeclaims"): ["get"],  # the ReadWriteMany check
     }
     assert nodes["kind"] == "ClusterRole" and nodes["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}  # the GPU check
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},  # the GPU check
+        {  # the train step's runtime check
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["clustertrainingruntimes"],
+            "verbs": ["get", "list"],
+        },
     ]
     assert nodes_binding["subjects"] == binding["subjects"]
     assert binding["roleRef"] == {
@@ -409,7 +415,7 @@ def run(api: FakeApi, lines: list[str], timeout_s: float = 3600, **changes: Any)
         echo=lines.append,
     )
     options.update(changes)
-    return final_job.run_final_job(**options)
+    return call_with_request(final_job.run_final_job, final_job.FinalJobRequest, options)
 
 
 def replicas(**counts: dict[str, int]) -> dict[str, Any]:

@@ -20,11 +20,11 @@ from typer.testing import CliRunner
 from pipelines.app import cli
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.settings import Settings, SettingsError
-from pipelines.targets.kubeflow import final_job, job_api, manifests, trainjob
+from pipelines.targets.kubeflow import final_job, job_api, manifests, trainjob, trainjob_checks
 from pipelines.targets.kubeflow.cluster_checks import ClusterCheckError
 from pipelines.targets.kubeflow.tfjob import TFJobError
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
-from tests.fake_kube import Cluster, trainer_crd
+from tests.fake_kube import Cluster, call_with_request, trainer_crd
 from trainer import cluster as trainer_cluster
 
 IMAGE = "registry.example/hpt-trainer:1"
@@ -216,7 +216,9 @@ def test_an_unknown_override_field_is_refused() -> None:
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_the_override_field_is_read_from_the_servers_openapi_document(release: str) -> None:
-    assert final_job.trainjob_override_field(Cluster(trainer=release).custom) == FIELD[release]
+    assert (
+        trainjob_checks.trainjob_override_field(Cluster(trainer=release).custom) == FIELD[release]
+    )
     assert trainjob.override_field({"components": {}}) is None
 
 
@@ -333,7 +335,7 @@ def run(cluster: Cluster, lines: list[str], **changes: Any) -> dict[str, Any]:
         echo=lines.append,
     )
     options.update(changes)
-    return final_job.run_final_job(**options)
+    return call_with_request(final_job.run_final_job, final_job.FinalJobRequest, options)
 
 
 @pytest.mark.parametrize("release", RELEASES)
@@ -447,7 +449,9 @@ def test_compile_carries_the_job_api_choice_to_both_kubeflow_steps(tmp_path) -> 
     from pipelines.compiler import compile_pipeline
 
     path = compile_pipeline(
-        "kubeflow", Settings(kubeflow_job_api="trainjob"), tmp_path / "kubeflow.yaml"
+        "kubeflow",
+        Settings(kubeflow_job_api="trainjob", kubeflow_namespace="team-a"),
+        tmp_path / "kubeflow.yaml",
     )
     spec = next(yaml.safe_load_all(Path(path).read_text()))
     tasks = spec["root"]["dag"]["tasks"]

@@ -245,6 +245,7 @@ def test_compile_refuses_placeholder_images_for_a_cloud_target(tmp_path, monkeyp
     assert not spec.exists()
     monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
     monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    monkeypatch.setenv("HPT_KUBEFLOW_NAMESPACE", "team-a")  # compile refuses `kubeflow`
     result = RUNNER.invoke(cli.app, ["compile", "--target", target, "--output", str(spec)])
     assert result.exit_code == 0, result.output
     assert "registry.example/hpt/trainer:v1" in spec.read_text()

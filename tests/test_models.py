@@ -390,7 +390,12 @@ def test_compiled_specs_carry_the_model_reference_to_every_target(on_path, tmp_p
 
     flat = tmp_path / "flat.yaml"  # Katib refuses the optimizer preset's conditional momentum
     flat.write_text("parameters:\n  - {id: learning_rate, type: double, min: 0.001, max: 0.1}\n")
-    settings = Settings(model="teammodels.tiny:build", image_size=32, search_space=str(flat))
+    settings = Settings(
+        model="teammodels.tiny:build",
+        image_size=32,
+        search_space=str(flat),
+        kubeflow_namespace="team-a",  # compile refuses `kubeflow`
+    )
     for target in ("vertex", "kubeflow"):
         path = compile_pipeline(target, settings, tmp_path / f"{target}.yaml")
         text = Path(path).read_text()

@@ -35,9 +35,17 @@ SECRET_MARKERS = (
 )
 
 
+def for_target(target: str, settings: Settings | None = None) -> Settings:
+    """`settings` in a Kubeflow profile namespace for `kubeflow` (compile refuses `kubeflow`)."""
+    settings = settings or Settings()
+    if target == "kubeflow" and settings.kubeflow_namespace == "kubeflow":
+        return dataclasses.replace(settings, kubeflow_namespace="team-a")
+    return settings
+
+
 def compiled(tmp_path: Path, target: str, settings: Settings | None = None) -> dict:
     """The compiled spec; a kfp-kubernetes platform spec (second document) under `platforms`."""
-    path = compile_pipeline(target, settings or Settings(), tmp_path / f"{target}.yaml")
+    path = compile_pipeline(target, for_target(target, settings), tmp_path / f"{target}.yaml")
     spec, *platform = yaml.safe_load_all(Path(path).read_text())
     for doc in platform:
         spec.update(doc or {})
@@ -48,7 +56,7 @@ def compiled(tmp_path: Path, target: str, settings: Settings | None = None) -> d
 def test_golden_spec(tmp_path, target):
     """`make golden` (UPDATE_GOLDEN=1) regenerates these after an intended change."""
     text = normalize_spec(
-        Path(compile_pipeline(target, Settings(), tmp_path / "p.yaml")).read_text()
+        Path(compile_pipeline(target, for_target(target), tmp_path / "p.yaml")).read_text()
     )
     golden = GOLDEN / f"pipeline_{target}.yaml"
     if os.environ.get("UPDATE_GOLDEN"):
@@ -334,7 +342,8 @@ def test_compiled_specs_hold_no_credentials(tmp_path):
         kms_key="projects/p/locations/us-central1/keyRings/r/cryptoKeys/k",
     )
     for target in ("local", "vertex", "kubeflow"):
-        text = Path(compile_pipeline(target, settings, tmp_path / f"{target}.yaml")).read_text()
+        made = compile_pipeline(target, for_target(target, settings), tmp_path / f"{target}.yaml")
+        text = Path(made).read_text()
         assert not [m for m in SECRET_MARKERS if m in text]
         if target == "vertex":  # passed through as given, never anything more
             assert settings.service_account in text and settings.kms_key in text

@@ -10,15 +10,16 @@ from typer.testing import CliRunner
 from pipelines import templates
 from pipelines.app import cli
 from pipelines.compiler import compile_pipeline
-from pipelines.settings import Settings, SettingsError
+from pipelines.settings import SettingsError
 from tests.support import normalize_spec
+from tests.test_pipeline_spec import for_target
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("templates")
     return {
-        target: Path(compile_pipeline(target, Settings(), folder / f"{target}.yaml"))
+        target: Path(compile_pipeline(target, for_target(target), folder / f"{target}.yaml"))
         for target in ("vertex", "kubeflow")
     }
 

@@ -26,8 +26,38 @@ from pipelines.settings import Settings, SettingsError
 from pipelines.wiring.base import Binding, study_inputs
 
 
+def check_settings(settings: Settings) -> None:
+    """Refuse at compile what every run would refuse on the cluster (`submit` refuses it too).
+
+    Raises:
+        SettingsError: `kubeflow_namespace: kubeflow`, or multi-node trials with
+            `kubeflow_job_api: tfjob` (`job_kind`); one line.
+    """
+    from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting
+
+    if settings.kubeflow_namespace == "kubeflow":
+        raise SettingsError(
+            "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
+            "install (no Katib metrics-collector label; PSS restricted from 1.11): set "
+            "kubeflow_namespace (--namespace) to your profile namespace"
+        )
+    try:
+        job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
+    except JobKindError as err:
+        raise SettingsError(str(err)) from None
+
+
+def _job_api(settings: Settings) -> str:
+    """The job API both steps resolve: one choice for trials and the final job (`job_kind`)."""
+    from pipelines.targets.kubeflow.job_kind import job_api_setting
+
+    check_settings(settings)
+    return job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
+
+
 def _cluster(settings: Settings) -> dict[str, Any]:
-    """Where and how the Katib trials and TFJob replicas run."""
+    """Where and how the Katib trials and TFJob replicas run (settings refused first)."""
+    check_settings(settings)
     return dict(
         namespace=settings.kubeflow_namespace,
         service_account=settings.kubeflow_service_account or "",
@@ -56,7 +86,7 @@ def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> A
         trainable_blocks=spec.outputs["trainable_blocks"],
         reason=spec.outputs["reason"],
         display_name=f"{settings.display_name}-features",
-        job_api=settings.kubeflow_job_api,  # as the final job: what the cluster serves
+        job_api=_job_api(settings),  # as the final job: what the cluster serves
         pending_grace_s=settings.kubeflow_pending_grace_s,
         **_cluster(settings),
     ).set_display_name("Features (frozen backbone, one-replica job)")
@@ -72,8 +102,9 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         experiment_name="",  # derived from the study folder: a rerun resumes the Experiment
         early_stopping=p.early_stopping,
         study_dir=p.study_dir,  # given: a later run may resume the Experiment
-        job_api=settings.kubeflow_job_api,  # the final job's API, checked before the study
+        job_api=_job_api(settings),  # the final job's API, checked before the study
         pending_grace_s=settings.kubeflow_pending_grace_s,
+        trial_nodes=settings.kubeflow_trial_nodes,  # > 1: TrainJob trials
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects
@@ -86,12 +117,10 @@ def _kubeflow_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tupl
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],
         display_name=p.final_display_name,
-        job_api=settings.kubeflow_job_api,  # auto: resolved against the cluster at run time
+        job_api=_job_api(settings),  # auto: resolved against the cluster at run time
         pending_grace_s=settings.kubeflow_pending_grace_s,
         **_cluster(settings),
-    ).set_display_name(
-        f"Train final model ({job.get(settings.kubeflow_job_api, 'TFJob or TrainJob')})"
-    )
+    ).set_display_name(f"Train final model ({job.get(_job_api(settings), 'TFJob or TrainJob')})")
     task.set_caching_options(False)  # a training job: never replayed
     _mount_data(task, settings)  # reads the chief's model card
     return task.outputs["model"], task.outputs["Output"]
@@ -143,6 +172,9 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/kubeflow/tfjob.py", "the final job as a TFJob"),
     ("pipelines/targets/kubeflow/trainjob.py", "the final job as a TrainJob; its TF runtime"),
     ("pipelines/targets/kubeflow/job_api.py", "TFJob or TrainJob: what the cluster serves"),
+    ("pipelines/targets/kubeflow/job_kind.py", "one choice: the trials' and final job's kinds"),
+    ("pipelines/targets/kubeflow/trial_trainjob.py", "a multi-node trial as a TrainJob"),
+    ("pipelines/targets/kubeflow/trainjob_checks.py", "what a TrainJob needs from the cluster"),
     ("pipelines/targets/kubeflow/pod_watch.py", "stop a step whose pods cannot run"),
     ("pipelines/targets/kubeflow/final_job.py", "create or reuse the final job, wait"),
     ("pipelines/targets/kubeflow/waiting.py", "waiting on a custom object's conditions"),

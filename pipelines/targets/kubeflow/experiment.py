@@ -13,6 +13,7 @@ Why each choice, with Katib's source lines: docs/kubeflow.md, "Katib, as its sou
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -27,6 +28,8 @@ from pipelines.study.options import (
 )
 from pipelines.study.search_space import Parameter, SearchSpace
 from pipelines.study.spec_reader import from_study_spec
+from pipelines.targets.kubeflow.job_kind import TRAINJOB, trial_kind
+from pipelines.targets.kubeflow.trainjob import PATCHES
 from pipelines.targets.kubeflow.trial_template import (
     JOB_FAILURE,
     JOB_SUCCESS,
@@ -35,8 +38,16 @@ from pipelines.targets.kubeflow.trial_template import (
     TRIAL_ID_ENV,
     TRIAL_NAME_PARAMETER,
     KatibSpecError,
+    TrialPods,
     trial_job,
 )
+from pipelines.targets.kubeflow.trial_trainjob import FAILURE as TRAINJOB_FAILURE
+from pipelines.targets.kubeflow.trial_trainjob import PRIMARY_CONTAINER as TRAINJOB_PRIMARY
+from pipelines.targets.kubeflow.trial_trainjob import (
+    PRIMARY_POD_LABELS as TRAINJOB_PRIMARY_POD_LABELS,
+)
+from pipelines.targets.kubeflow.trial_trainjob import SUCCESS as TRAINJOB_SUCCESS
+from pipelines.targets.kubeflow.trial_trainjob import trial_trainjob
 from trainer.contract import format_value
 
 GROUP = "kubeflow.org"
@@ -136,28 +147,43 @@ def _grid_size(space: SearchSpace) -> int:
     return size
 
 
+@dataclasses.dataclass(frozen=True)
+class StudyPayload:
+    """The study as every target gets it (the Vertex HPT job's inputs, `study_inputs`)."""
+
+    study_spec_parameters: Sequence[Mapping[str, Any] | str]
+    study_spec_metrics: Sequence[Mapping[str, Any] | str]
+    study_spec_algorithm: str
+    study_spec_measurement_selection_type: str
+    max_trial_count: int
+    parallel_trial_count: int
+    max_failed_trial_count: int
+    early_stopping: bool = False
+
+    def space(self) -> SearchSpace:
+        """The search space and metrics, parsed back from the payload."""
+        return from_study_spec(self.study_spec_parameters, self.study_spec_metrics)
+
+
 def build_experiment(
     *,
     name: str,
     namespace: str,
-    study_spec_parameters: Sequence[Mapping[str, Any] | str],
-    study_spec_metrics: Sequence[Mapping[str, Any] | str],
-    study_spec_algorithm: str,
-    study_spec_measurement_selection_type: str,
-    max_trial_count: int,
-    parallel_trial_count: int,
-    max_failed_trial_count: int,
-    worker_pool_specs: Sequence[Mapping[str, Any] | str],
-    cpu: str,
-    memory: str,
-    base_output_directory: str = "",
-    service_account: str = "",
-    pvc_name: str = "",
-    pvc_mount_path: str = "",
-    early_stopping: bool = False,
+    study: StudyPayload,
+    pods: TrialPods,
     resume_policy: str = RESUME_POLICY,
+    override_field: str = PATCHES,
 ) -> dict[str, Any]:
     """The Experiment as a dict, validated by Katib's models (see the module docstring).
+
+    Args:
+        name: The Experiment's name (`experiment_name`).
+        namespace: Where it runs.
+        study: The study payload.
+        pods: The trial pool and where its pods run; `pods.nodes` > 1 makes each trial a
+            TrainJob (`job_kind`, `trial_trainjob`), else a Job.
+        resume_policy: FromVolume (a named `study_dir`: resumable) or Never (per run).
+        override_field: A TrainJob trial's override field (the cluster's Trainer release).
 
     Raises:
         KatibSpecError: A study Katib cannot run (conditional parameters, reverse_log,
@@ -169,74 +195,26 @@ def build_experiment(
             f"experiment name {name!r}: expected lower case letters, digits and '-', starting "
             "with a letter, at most 40 characters (Katib's rule)"
         )
-    space = from_study_spec(study_spec_parameters, study_spec_metrics)
-    if study_spec_algorithm not in ALGORITHMS:
-        raise KatibSpecError(
-            f"study_spec_algorithm={study_spec_algorithm!r}: "
-            f"expected one of {', '.join(ALGORITHMS)}"
-        )
-    check_algorithm(space, study_spec_algorithm)
-    if any(p.parameter_id == TRIAL_NAME_PARAMETER for p in space.parameters):
-        raise KatibSpecError(f"parameter {TRIAL_NAME_PARAMETER!r}: the name is reserved")
-    parameters = [_parameter(p) for p in space.all_parameters()]
-    max_trials = int(max_trial_count)
-    if study_spec_algorithm == "GRID_SEARCH":
+    space = _checked_space(study)
+    max_trials = int(study.max_trial_count)
+    if study.study_spec_algorithm == "GRID_SEARCH":
         max_trials = min(max_trials, _grid_size(space))
-    max_failed = int(max_failed_trial_count) or DEFAULT_FAILURE_FLOOR
-    objective, *additional = space.metrics
-    selection = study_spec_measurement_selection_type
-    job = trial_job(
-        worker_pool_specs,
-        space,
-        cpu=cpu,
-        memory=memory,
-        service_account=service_account,
-        pvc_name=pvc_name,
-        pvc_mount_path=pvc_mount_path,
-        base_output_directory=base_output_directory,
-        pod_labels={EXPERIMENT_POD_LABEL: name},
-    )
-    trial_parameters = [
-        {"name": p.parameter_id, "reference": p.parameter_id, "description": f"--{p.parameter_id}"}
-        for p in space.parameters
-    ]
-    trial_parameters.append(
-        {
-            "name": TRIAL_NAME_PARAMETER,
-            "reference": "${trialSpec.Name}",
-            "description": TRIAL_ID_ENV,
-        }
-    )
+    max_failed = int(study.max_failed_trial_count) or DEFAULT_FAILURE_FLOOR
     spec: dict[str, Any] = {
         "maxTrialCount": max_trials,
-        "parallelTrialCount": min(int(parallel_trial_count), max_trials),
+        "parallelTrialCount": min(int(study.parallel_trial_count), max_trials),
         "maxFailedTrialCount": min(max_failed, max_trials),
         "resumePolicy": resume_policy,
-        "objective": {
-            "type": objective.goal,
-            "objectiveMetricName": objective.metric_id,
-            "additionalMetricNames": [m.metric_id for m in additional] or None,
-            "metricStrategies": [
-                {"name": m.metric_id, "value": STRATEGIES.get(selection, _by_goal(m.goal))}
-                for m in space.metrics
-            ],
-        },
-        "algorithm": {"algorithmName": ALGORITHMS[study_spec_algorithm]},
-        "parameters": parameters,
+        "objective": _objective(space, study.study_spec_measurement_selection_type),
+        "algorithm": {"algorithmName": ALGORITHMS[study.study_spec_algorithm]},
+        "parameters": [_parameter(p) for p in space.all_parameters()],
         "metricsCollectorSpec": {
             "collector": {"kind": "File"},
             "source": {"fileSystemPath": {"path": METRICS_FILE, "kind": "File", "format": "JSON"}},
         },
-        "trialTemplate": {
-            "retain": True,  # keep finished trials' Jobs and pods: failed trials' logs stay
-            "primaryContainerName": PRIMARY_CONTAINER,
-            "successCondition": JOB_SUCCESS,
-            "failureCondition": JOB_FAILURE,
-            "trialParameters": trial_parameters,
-            "trialSpec": job,
-        },
+        "trialTemplate": _trial_template(name, space, pods, override_field),
     }
-    if early_stopping:
+    if study.early_stopping:
         spec["earlyStopping"] = {
             "algorithmName": EARLY_STOPPING,
             "algorithmSettings": [{"name": k, "value": v} for k, v in MEDIANSTOP_SETTINGS.items()],
@@ -250,6 +228,73 @@ def build_experiment(
     out = round_trip(body)
     out["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: spec_hash(out)}
     return round_trip(out)
+
+
+def _checked_space(study: StudyPayload) -> SearchSpace:
+    """The payload's space, with the algorithm Katib runs it with and no reserved name."""
+    space = study.space()
+    if study.study_spec_algorithm not in ALGORITHMS:
+        raise KatibSpecError(
+            f"study_spec_algorithm={study.study_spec_algorithm!r}: "
+            f"expected one of {', '.join(ALGORITHMS)}"
+        )
+    check_algorithm(space, study.study_spec_algorithm)
+    if any(p.parameter_id == TRIAL_NAME_PARAMETER for p in space.parameters):
+        raise KatibSpecError(f"parameter {TRIAL_NAME_PARAMETER!r}: the name is reserved")
+    return space
+
+
+def _objective(space: SearchSpace, selection: str) -> dict[str, Any]:
+    """The first metric is Katib's objective, the others `additionalMetricNames`."""
+    objective, *additional = space.metrics
+    return {
+        "type": objective.goal,
+        "objectiveMetricName": objective.metric_id,
+        "additionalMetricNames": [m.metric_id for m in additional] or None,
+        "metricStrategies": [
+            {"name": m.metric_id, "value": STRATEGIES.get(selection, _by_goal(m.goal))}
+            for m in space.metrics
+        ],
+    }
+
+
+def _trial_template(
+    name: str, space: SearchSpace, pods: TrialPods, override_field: str
+) -> dict[str, Any]:
+    """The trial template: a Job, or a TrainJob for multi-node trials, with Katib's conditions."""
+    labels = {EXPERIMENT_POD_LABEL: name}
+    if trial_kind(pods.nodes) == TRAINJOB:
+        job = trial_trainjob(pods, space, override_field=override_field, pod_labels=labels)
+        primary: dict[str, Any] = {
+            "primaryContainerName": TRAINJOB_PRIMARY,
+            "primaryPodLabels": dict(TRAINJOB_PRIMARY_POD_LABELS),
+            "successCondition": TRAINJOB_SUCCESS,
+            "failureCondition": TRAINJOB_FAILURE,
+        }
+    else:
+        job = trial_job(pods, space, pod_labels=labels)
+        primary = {
+            "primaryContainerName": PRIMARY_CONTAINER,
+            "successCondition": JOB_SUCCESS,
+            "failureCondition": JOB_FAILURE,
+        }
+    trial_parameters = [
+        {"name": p.parameter_id, "reference": p.parameter_id, "description": f"--{p.parameter_id}"}
+        for p in space.parameters
+    ]
+    trial_parameters.append(
+        {
+            "name": TRIAL_NAME_PARAMETER,
+            "reference": "${trialSpec.Name}",
+            "description": TRIAL_ID_ENV,
+        }
+    )
+    return {
+        "retain": True,  # keep finished trials' Jobs and pods: failed trials' logs stay
+        **primary,
+        "trialParameters": trial_parameters,
+        "trialSpec": job,
+    }
 
 
 def _by_goal(goal: str) -> str:

@@ -10,15 +10,23 @@ behaves".
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pipelines.study.spec_reader import from_study_spec
-from pipelines.targets.kubeflow import cluster_checks, kube, pod_watch
+from pipelines.targets.kubeflow import (
+    cluster_checks,
+    job_kind,
+    kube,
+    pod_watch,
+    trainjob,
+    trainjob_checks,
+)
 from pipelines.targets.kubeflow import experiment as katib
 from pipelines.targets.kubeflow.katib_rules import check_experiment
 from pipelines.targets.kubeflow.katib_trials import metric_strategies, to_vertex_trials
+from pipelines.targets.kubeflow.trial_template import TrialPods
 from pipelines.targets.kubeflow.waiting import (
     KubeflowJobError,
     last_true_condition,
@@ -142,41 +150,11 @@ def _restarted(before: Mapping[str, Any]) -> Callable[[dict[str, Any]], bool]:
     return done
 
 
-def run_katib_study(
-    *,
-    study_spec_parameters: Sequence[Mapping[str, Any] | str],
-    study_spec_metrics: Sequence[Mapping[str, Any] | str],
-    study_spec_algorithm: str,
-    study_spec_measurement_selection_type: str,
-    max_trial_count: int,
-    parallel_trial_count: int,
-    max_failed_trial_count: int,
-    worker_pool_specs: Sequence[Mapping[str, Any] | str],
-    base_output_directory: str,
-    namespace: str,
-    display_name: str,
-    cpu: str,
-    memory: str,
-    experiment_name: str = "",
-    service_account: str = "",
-    pvc_name: str = "",
-    pvc_mount_path: str = "",
-    early_stopping: bool = False,
-    resumable: bool = True,
-    timeout_s: float = DEFAULT_TIMEOUT_S,
-    poll_s: float | None = None,
-    job_api_setting: str = "tfjob",
-    pending_grace_s: float = 600.0,
-    now: Callable[[], Any] | None = None,
-    api: Any = None,
-    core_api: Any = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    echo: Callable[[str], None] = print,
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Create (or resume) the Experiment, wait until it ends, and return it with its trials.
+@dataclasses.dataclass(frozen=True)
+class StudyRequest:
+    """What the tune step asks for: the study payload, its trial pods, where and how long.
 
-    Args:
+    Attributes:
         study_spec_parameters: The study payload, as for Vertex (`study_inputs`).
         study_spec_metrics: Idem.
         study_spec_algorithm: Idem (Vertex's names).
@@ -198,14 +176,84 @@ def run_katib_study(
         resumable: A later run may resume it (the user named the study folder): resume
             policy FromVolume; else Never (no PVC kept per run).
         timeout_s: Longest wait.
+        poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
         job_api_setting: `kubeflow_job_api`; the final job's API is checked before the study.
         pending_grace_s: How long a trial pod may stay Pending (`pod_watch`).
-        now: Wall-clock UTC time for pod ages (tests; default: now).
-        poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
+        trial_nodes: Pods per trial (`kubeflow_trial_nodes`): more than one makes each trial a
+            TrainJob, and the final job one too (`job_kind`).
+    """
+
+    study_spec_parameters: Sequence[Mapping[str, Any] | str]
+    study_spec_metrics: Sequence[Mapping[str, Any] | str]
+    study_spec_algorithm: str
+    study_spec_measurement_selection_type: str
+    max_trial_count: int
+    parallel_trial_count: int
+    max_failed_trial_count: int
+    worker_pool_specs: Sequence[Mapping[str, Any] | str]
+    base_output_directory: str
+    namespace: str
+    display_name: str
+    cpu: str
+    memory: str
+    experiment_name: str = ""
+    service_account: str = ""
+    pvc_name: str = ""
+    pvc_mount_path: str = ""
+    early_stopping: bool = False
+    resumable: bool = True
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    poll_s: float | None = None
+    job_api_setting: str = "tfjob"
+    pending_grace_s: float = 600.0
+    trial_nodes: int = 1
+
+    def study(self) -> katib.StudyPayload:
+        """The study payload the Experiment is built from."""
+        return katib.StudyPayload(
+            study_spec_parameters=self.study_spec_parameters,
+            study_spec_metrics=self.study_spec_metrics,
+            study_spec_algorithm=self.study_spec_algorithm,
+            study_spec_measurement_selection_type=self.study_spec_measurement_selection_type,
+            max_trial_count=self.max_trial_count,
+            parallel_trial_count=self.parallel_trial_count,
+            max_failed_trial_count=self.max_failed_trial_count,
+            early_stopping=self.early_stopping,
+        )
+
+    def pods(self) -> TrialPods:
+        """Each trial's pods."""
+        return TrialPods(
+            worker_pool_specs=self.worker_pool_specs,
+            cpu=self.cpu,
+            memory=self.memory,
+            base_output_directory=self.base_output_directory,
+            service_account=self.service_account,
+            pvc_name=self.pvc_name,
+            pvc_mount_path=self.pvc_mount_path,
+            nodes=int(self.trial_nodes),
+        )
+
+
+def run_katib_study(
+    request: StudyRequest,
+    *,
+    api: Any = None,
+    core_api: Any = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], Any] | None = None,
+    echo: Callable[[str], None] = print,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Create (or resume) the Experiment, wait until it ends, and return it with its trials.
+
+    Args:
+        request: The study and its trials (`StudyRequest`).
         api: A `CustomObjectsApi`; default `kube.custom_objects_api()`.
         core_api: A `CoreV1Api` for the cluster checks; default `kube.core_v1_api()`.
         clock: Monotonic clock (tests).
         sleep: Sleep (tests).
+        now: Wall-clock UTC time for pod ages (tests; default: now).
         echo: Where progress lines go.
 
     Returns:
@@ -214,51 +262,89 @@ def run_katib_study(
     Raises:
         KubeflowJobError: Not created, failed (Katib's reason) or timed out; one line.
         KatibSpecError, KatibRuleError: A study Katib cannot run or would refuse.
+        JobKindError: Multi-node trials with `kubeflow_job_api: tfjob`.
         ClusterCheckError: The cluster cannot run it (`cluster_checks`), before anything starts.
         SystemExit: SIGTERM (the run cancelled): the Experiment was deleted; status 143.
     """
-    from kubernetes.client import ApiException
-
-    name = experiment_name or katib.experiment_name(display_name, base_output_directory)
-    body = katib.build_experiment(
-        name=name,
-        namespace=namespace,
-        study_spec_parameters=study_spec_parameters,
-        study_spec_metrics=study_spec_metrics,
-        study_spec_algorithm=study_spec_algorithm,
-        study_spec_measurement_selection_type=study_spec_measurement_selection_type,
-        max_trial_count=max_trial_count,
-        parallel_trial_count=parallel_trial_count,
-        max_failed_trial_count=max_failed_trial_count,
-        worker_pool_specs=worker_pool_specs,
-        cpu=cpu,
-        memory=memory,
-        base_output_directory=base_output_directory,
-        service_account=service_account,
-        pvc_name=pvc_name,
-        pvc_mount_path=pvc_mount_path,
-        early_stopping=early_stopping,
-        resume_policy=katib.RESUME_POLICY if resumable else katib.PER_RUN_POLICY,
-    )
-    check_experiment(body)
-    for note in katib.integer_log_notes(from_study_spec(study_spec_parameters, study_spec_metrics)):
-        echo(note)
+    r = request
+    setting = job_kind.job_api_setting(r.job_api_setting, r.trial_nodes)  # before any call
+    name = r.experiment_name or katib.experiment_name(r.display_name, r.base_output_directory)
+    resume = katib.RESUME_POLICY if r.resumable else katib.PER_RUN_POLICY
+    body = _experiment(r, name, resume, echo, notes=True)  # refused before any call
     api = api if api is not None else kube.custom_objects_api()
     core_api = core_api if core_api is not None else kube.core_v1_api()
     cluster_checks.check_pods_can_run(
         core_api,
         api,
-        namespace=namespace,
-        worker_pool_specs=worker_pool_specs,
-        pvc_name=pvc_name,
-        pvc_mount_path=pvc_mount_path,
+        namespace=r.namespace,
+        worker_pool_specs=r.worker_pool_specs,
+        pvc_name=r.pvc_name,
+        pvc_mount_path=r.pvc_mount_path,
         gpu_setting="trial_accelerator_count",
-        job_api_setting=job_api_setting,  # the final job's API: refused before the study
+        job_api_setting=setting,  # the final job's API: refused before the study
         echo=echo,
     )
+    if job_kind.trial_kind(r.trial_nodes) == job_kind.TRAINJOB:  # in the served field
+        field = trainjob_checks.trainjob_override_field(api)
+        trainjob_checks.check_runtime(api, echo)
+        trainjob_checks.check_katib_runs_trainjobs(core_api, echo)
+        body = _experiment(r, name, resume, echo, field)
     admitted = cluster_checks.dry_run_experiment(api, body, **WHERE)
     if admitted is not None:
         cluster_checks.check_log_scales(body, admitted)
+    timing = dict(
+        timeout_s=r.timeout_s, poll_s=r.poll_s or DEFAULT_POLL_S, clock=clock, sleep=sleep
+    )
+    done = _run(api, core_api, body, r.pending_grace_s, timing, now, echo)
+    listed = api.list_namespaced_custom_object(
+        katib.GROUP,
+        katib.VERSION,
+        r.namespace,
+        katib.TRIALS,
+        label_selector=f"{katib.EXPERIMENT_LABEL}={name}",
+    )
+    trials = to_vertex_trials(listed.get("items") or [], r.study().space(), metric_strategies(done))
+    echo(f"Experiment {r.namespace}/{name}: {len(trials)} trials read")
+    return done, trials
+
+
+def _experiment(
+    r: StudyRequest,
+    name: str,
+    resume_policy: str,
+    echo: Callable[[str], None],
+    override_field: str = trainjob.PATCHES,
+    notes: bool = False,
+) -> dict[str, Any]:
+    """The Experiment, checked against Katib's admission rules; `notes` says what Katib skips."""
+    body = katib.build_experiment(
+        name=name,
+        namespace=r.namespace,
+        study=r.study(),
+        pods=r.pods(),
+        resume_policy=resume_policy,
+        override_field=override_field,
+    )
+    check_experiment(body)
+    if notes:
+        for note in katib.integer_log_notes(r.study().space()):
+            echo(note)
+    return body
+
+
+def _run(
+    api: Any,
+    core_api: Any,
+    body: dict[str, Any],
+    pending_grace_s: float,
+    timing: dict[str, Any],
+    now: Callable[[], Any] | None,
+    echo: Callable[[str], None],
+) -> dict[str, Any]:
+    """Create or resume the Experiment and wait until it ends, watching its trial pods."""
+    from kubernetes.client import ApiException
+
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     with kube.deleted_on_sigterm(api, **WHERE, namespace=namespace, name=name, echo=echo):
         restarting, found = False, None
         try:
@@ -273,29 +359,18 @@ def run_katib_study(
             raise KubeflowJobError(
                 f"Experiment {namespace}/{name}: {what} ({kube.api_error_line(err)})"
             ) from None
-        last: list[str] = []
-
-        def on_status(obj: dict[str, Any]) -> None:
-            line = progress_line(obj)
-            if not last or last[-1] != line:
-                last.append(line)
-                echo(line)
 
         def get() -> dict[str, Any]:
             return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
                 WHERE["group"], WHERE["version"], namespace, WHERE["plural"], name
             )
 
-        poll = poll_s or DEFAULT_POLL_S
         if restarting:  # the first reads after the patch still show the finished study
             wait_until(
                 get,
                 _restarted(found),
                 what="was patched, but Katib has not restarted it (is katib-controller running?)",
-                timeout_s=min(timeout_s, RESTART_TIMEOUT_S),
-                poll_s=poll,
-                clock=clock,
-                sleep=sleep,
+                **{**timing, "timeout_s": min(timing["timeout_s"], RESTART_TIMEOUT_S)},
             )
             echo(f"Experiment {namespace}/{name}: restarted by Katib")
         watch = pod_watch.watcher(
@@ -303,19 +378,12 @@ def run_katib_study(
             namespace,
             f"{katib.EXPERIMENT_POD_LABEL}={name}",
             grace_s=pending_grace_s,
-            then=on_status,
+            then=_progress(echo),
             echo=echo,
             **({"now": now} if now is not None else {}),
         )
         try:
-            done = wait_for(
-                get,
-                timeout_s=timeout_s,
-                poll_s=poll,
-                clock=clock,
-                sleep=sleep,
-                on_status=watch,
-            )
+            return wait_for(get, on_status=watch, **timing)
         except pod_watch.PodProblem as err:
             kube.delete_custom_object(api, **WHERE, namespace=namespace, name=name, echo=echo)
             raise pod_watch.PodProblem(f"{err}; Experiment {namespace}/{name} deleted") from None
@@ -326,14 +394,16 @@ def run_katib_study(
                 f"{err} (the Experiment existed before this task: `kubectl delete experiment -n "
                 f"{namespace} {name}` to start afresh)"
             ) from None
-    listed = api.list_namespaced_custom_object(
-        katib.GROUP,
-        katib.VERSION,
-        namespace,
-        katib.TRIALS,
-        label_selector=f"{katib.EXPERIMENT_LABEL}={name}",
-    )
-    space = from_study_spec(study_spec_parameters, study_spec_metrics)
-    trials = to_vertex_trials(listed.get("items") or [], space, metric_strategies(done))
-    echo(f"Experiment {namespace}/{name}: {len(trials)} trials read")
-    return done, trials
+
+
+def _progress(echo: Callable[[str], None]) -> Callable[[dict[str, Any]], None]:
+    """An `on_status` callback echoing `progress_line` when it changes."""
+    last: list[str] = []
+
+    def on_status(obj: dict[str, Any]) -> None:
+        line = progress_line(obj)
+        if not last or last[-1] != line:
+            last.append(line)
+            echo(line)
+
+    return on_status

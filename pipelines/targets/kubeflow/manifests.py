@@ -4,6 +4,10 @@ The final job follows `kubeflow_job_api`: `tfjob.yaml` (a TFJob), or for a Train
 `trainjob/`, the TensorFlow runtime to install once (`trainingruntime.yaml`, cluster admin)
 and an example TrainJob in each release's override field (`trainjob.yaml`: Trainer v2.2+
 `runtimePatches`; `trainjob-v2.1.yaml`: `podTemplateOverrides`); `auto` writes both kinds.
+With `kubeflow_trial_nodes` > 1 each trial is a TrainJob (`job_kind`: the final job is one
+too), and `trainjob/` also holds what Katib needs for them (`katib.yaml`: its controller
+allowed to run TrainJobs, the step allowed to read `katib-config`) and the Experiment in
+Trainer v2.1's field (`experiment-v2.1.yaml`).
 
 `hpt-pipeline manifests --target kubeflow --output DIR` writes them from the settings
 with the same builders the pipeline's steps use, so `kubectl apply --dry-run=server -f
@@ -22,7 +26,9 @@ import yaml
 from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
 from pipelines.settings_space import study_space
-from pipelines.targets.kubeflow import experiment, katib_rules, rbac, tfjob, trainjob
+from pipelines.targets.kubeflow import experiment, job_kind, katib_rules, rbac, tfjob, trainjob
+from pipelines.targets.kubeflow.trial_template import TrialPods
+from pipelines.targets.kubeflow.trial_trainjob import TRIAL_RESOURCE
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
 FILES = ("experiment.yaml", "tfjob.yaml", "rbac.yaml")
@@ -33,6 +39,10 @@ TRAINJOB_FILES = {  # file → the TrainJob override field its example uses
     "trainjob/trainjob-v2.1.yaml": trainjob.V21_OVERRIDES,
 }
 RUNTIME_FILE = "trainjob/trainingruntime.yaml"
+# Multi-node trials (kubeflow_trial_nodes > 1): Katib's side, and the Experiment whose trial
+# TrainJobs use Trainer v2.1's override field (experiment.yaml uses v2.2+'s).
+KATIB_FILE = "trainjob/katib.yaml"
+EXPERIMENT_V21_FILE = "trainjob/experiment-v2.1.yaml"
 NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
 
 
@@ -58,37 +68,48 @@ def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -
     return {**pools[0], "replica_count": count}
 
 
-def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
-    """The documents of each file, built and checked as the pipeline's steps do."""
+def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> dict[str, Any]:
+    """The Experiment a run creates (trials as Jobs, or TrainJobs in `override_field`)."""
     space = study_space(settings)
-    cluster = dict(
-        namespace=settings.kubeflow_namespace,
-        cpu=settings.kubeflow_cpu,
-        memory=settings.kubeflow_memory,
-        service_account=settings.kubeflow_service_account or "",
-    )
     study_dir = f"{_root(settings)}/example/study"
     trial = _pool(settings, 1, settings.trial_accelerator_count, settings.trial_accelerator_type)
     exp = experiment.build_experiment(
         name=experiment.experiment_name(f"{settings.display_name}-study", study_dir),
-        study_spec_parameters=space.to_study_spec_parameters(),
-        study_spec_metrics=space.to_study_spec_metrics(),
-        study_spec_algorithm=settings.algorithm,
-        study_spec_measurement_selection_type=settings.measurement_selection,
-        max_trial_count=settings.max_trials,
-        parallel_trial_count=settings.parallel_trials,
-        max_failed_trial_count=settings.max_failed_trials,
-        worker_pool_specs=[trial],
-        base_output_directory=study_dir,
-        pvc_name=settings.data_pvc or "",
-        pvc_mount_path=settings.data_mount_path if settings.data_pvc else "",
-        early_stopping=settings.early_stopping,
+        namespace=settings.kubeflow_namespace,
+        study=experiment.StudyPayload(
+            study_spec_parameters=space.to_study_spec_parameters(),
+            study_spec_metrics=space.to_study_spec_metrics(),
+            study_spec_algorithm=settings.algorithm,
+            study_spec_measurement_selection_type=settings.measurement_selection,
+            max_trial_count=settings.max_trials,
+            parallel_trial_count=settings.parallel_trials,
+            max_failed_trial_count=settings.max_failed_trials,
+            early_stopping=settings.early_stopping,
+        ),
+        pods=TrialPods(
+            worker_pool_specs=[trial],
+            cpu=settings.kubeflow_cpu,
+            memory=settings.kubeflow_memory,
+            base_output_directory=study_dir,
+            service_account=settings.kubeflow_service_account or "",
+            pvc_name=settings.data_pvc or "",
+            pvc_mount_path=settings.data_mount_path if settings.data_pvc else "",
+            nodes=settings.kubeflow_trial_nodes,
+        ),
         # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
         # submit, and then the Experiment is per run (`katib_tune`: resumable=bool(study_dir)).
         resume_policy=experiment.PER_RUN_POLICY,
-        **cluster,
+        override_field=override_field,
     )
     katib_rules.check_experiment(exp)
+    return exp
+
+
+def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    """The documents of each file, built and checked as the pipeline's steps do."""
+    api = job_kind.job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
+    trial_trainjobs = job_kind.trial_kind(settings.kubeflow_trial_nodes) == job_kind.TRAINJOB
+    files: dict[str, list[dict[str, Any]]] = {"experiment.yaml": [_experiment(settings)]}
     chief = _pool(settings, 1, settings.final_accelerator_count, settings.final_accelerator_type)
     pools = [chief] + ([{**chief, "replica_count": settings.workers}] if settings.workers else [])
     final_dir = f"{_root(settings)}/example/final"
@@ -100,14 +121,13 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         data_pvc=settings.data_pvc,
         data_mount_path=settings.data_mount_path,
     )
-    files: dict[str, list[dict[str, Any]]] = {"experiment.yaml": [exp]}
-    if settings.kubeflow_job_api in ("tfjob", "auto"):
+    if api in ("tfjob", "auto"):
         job = tfjob.to_manifest(
             tfjob.build_tfjob(name, settings.kubeflow_namespace, pools, final_dir, **pod)  # type: ignore[arg-type]
         )
         tfjob.validate_tfjob(job)
         files["tfjob.yaml"] = [job]
-    if settings.kubeflow_job_api in ("trainjob", "auto"):
+    if api in ("trainjob", "auto"):
         files[RUNTIME_FILE] = [trainjob.runtime_manifest()]
         for file, field in TRAINJOB_FILES.items():
             files[file] = [
@@ -120,6 +140,11 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
                     **pod,  # type: ignore[arg-type]
                 )
             ]
+    if trial_trainjobs:  # the Experiment in Trainer v2.1's field; what Katib's side needs
+        files[EXPERIMENT_V21_FILE] = [_experiment(settings, trainjob.V21_OVERRIDES)]
+        files[KATIB_FILE] = rbac.katib_trainjobs(
+            settings.kubeflow_namespace, settings.kubeflow_service_account
+        )
     files["rbac.yaml"] = rbac.manifests(
         settings.kubeflow_namespace, settings.kubeflow_service_account
     )
@@ -128,7 +153,16 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
 
 def notes(settings: Settings) -> list[str]:
     """What the reader should know that no file says (`experiment.integer_log_notes`)."""
-    return experiment.integer_log_notes(study_space(settings))
+    lines = experiment.integer_log_notes(study_space(settings))
+    if job_kind.trial_kind(settings.kubeflow_trial_nodes) == job_kind.TRAINJOB:
+        lines.append(
+            f"kubeflow_trial_nodes={settings.kubeflow_trial_nodes}: each trial is a TrainJob "
+            f"(Katib 0.19+): ConfigMap {rbac.KATIB_NAMESPACE}/{rbac.KATIB_CONFIG} must list "
+            f"{TRIAL_RESOURCE} under init.controller.trialResources (Katib 0.19's installs do; "
+            f"else add it and restart katib-controller); apply {KATIB_FILE} once (cluster "
+            f"admin); {EXPERIMENT_V21_FILE} is the Experiment for Trainer v2.1"
+        )
+    return lines
 
 
 def write(settings: Settings, output: str | Path) -> list[Path]:

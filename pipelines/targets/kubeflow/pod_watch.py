@@ -117,16 +117,17 @@ def watcher(
     """
     from kubernetes.client import ApiException
 
-    said: list[str] = []
+    said = False  # the 403 line is said once
 
     def on_status(obj: dict[str, Any]) -> None:
+        nonlocal said
         if then is not None:
             then(obj)
         try:
             pods = core.list_namespaced_pod(namespace, label_selector=label_selector)
         except ApiException as err:
             if err.status == 403 and not said:  # a help, not a new permission
-                said.append("pods")
+                said = True
                 echo(f"pods in {namespace}: not readable by this service account, not watched")
             return
         moment = now()

@@ -3,10 +3,14 @@
 The tune and train components run as the KFP run's service account and create,
 watch and delete Katib Experiments (reading their Trials), TFJobs and TrainJobs, and read
 the pods and logs of trials and replicas for progress and errors; their cluster
-checks read the namespace, the data claim and (optionally) the nodes. `manifests`
-returns a `Role` and a `RoleBinding` (rbac.authorization.k8s.io/v1), and a
-ClusterRole reading nodes with its binding, as dicts, ready to be written as YAML
-and applied by a cluster admin.
+checks read the namespace, the data claim, the TrainJob runtimes and (optionally) the
+nodes. `manifests` returns a `Role` and a `RoleBinding` (rbac.authorization.k8s.io/v1),
+and a ClusterRole reading nodes and ClusterTrainingRuntimes with its binding, as dicts,
+ready to be written as YAML and applied by a cluster admin. For TrainJob trials
+(`kubeflow_trial_nodes` > 1), `katib_trainjobs` is what Katib's side needs: its controller
+allowed to run TrainJobs (Katib 0.19's own ClusterRole has it,
+`manifests/v1beta1/components/controller/rbac.yaml`; an older or trimmed install may not)
+and the step allowed to read `katib-config` (`trainjob_checks`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ JOB_VERBS = ["create", "get", "list", "watch", "delete"]
 # A rerun resumes a finished Experiment by raising its trial counts (resumePolicy FromVolume).
 EXPERIMENT_VERBS = [*JOB_VERBS, "patch"]
 READ_VERBS = ["get", "list", "watch"]
+RUNTIME_VERBS = ["get", "list"]  # the train step reads the runtime it names (`trainjob_checks`)
 STANDALONE_ACCOUNT = "pipeline-runner"  # KFP's run account in `kubeflow` (standalone KFP)
 PROFILE_ACCOUNT = "default-editor"  # multi-user KFP runs as it in each profile namespace
 
@@ -38,6 +43,11 @@ def rules() -> list[dict[str, Any]]:
         {"apiGroups": ["kubeflow.org"], "resources": ["trials"], "verbs": JOB_VERBS},
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs"], "verbs": JOB_VERBS},
         {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": JOB_VERBS},
+        {
+            "apiGroups": ["trainer.kubeflow.org"],
+            "resources": ["trainingruntimes"],
+            "verbs": RUNTIME_VERBS,
+        },
         {"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": READ_VERBS},
         # The steps' cluster checks: the namespace's own labels (a RoleBinding grants its own
         # namespace object) and the data claim's access modes.
@@ -50,9 +60,10 @@ def rules() -> list[dict[str, Any]]:
 
 
 def node_reader(name: str, namespace: str, account: str) -> list[dict[str, Any]]:
-    """A ClusterRole reading nodes (the GPU check) and its binding; optional.
+    """A ClusterRole reading nodes (the GPU check) and ClusterTrainingRuntimes, and its binding.
 
-    Without it the steps say they could not check the GPUs and go on.
+    Optional: without it the steps say they could not check the GPUs or the TrainJob
+    runtime, and go on.
     """
     cluster_name = f"{name}-{namespace}-nodes"
     labels = {"app.kubernetes.io/part-of": "hpt-pipeline"}
@@ -60,7 +71,14 @@ def node_reader(name: str, namespace: str, account: str) -> list[dict[str, Any]]
         "apiVersion": RBAC_API,
         "kind": "ClusterRole",
         "metadata": {"name": cluster_name, "labels": labels},
-        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}],
+        "rules": [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+            {
+                "apiGroups": ["trainer.kubeflow.org"],
+                "resources": ["clustertrainingruntimes"],
+                "verbs": RUNTIME_VERBS,
+            },
+        ],
     }
     binding = {
         "apiVersion": RBAC_API,
@@ -114,3 +132,70 @@ def manifests(
         ],
     }
     return [role, binding, *node_reader(name, service_account_namespace or namespace, account)]
+
+
+KATIB_NAMESPACE = "kubeflow"  # where Kubeflow installs Katib
+KATIB_CONTROLLER = "katib-controller"  # its controller's service account there
+KATIB_CONFIG = "katib-config"  # the ConfigMap naming its trial resources
+
+
+def _binding(kind: str, name: str, role: str, account: str, namespace: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {"app.kubernetes.io/part-of": "hpt-pipeline"}}
+    if kind == "RoleBinding":
+        meta["namespace"] = KATIB_NAMESPACE
+    return {
+        "apiVersion": RBAC_API,
+        "kind": kind,
+        "metadata": meta,
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": kind.removesuffix("Binding"),
+            "name": role,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+
+
+def katib_trainjobs(
+    namespace: str, service_account: str | None = None, *, name: str = "hpt-pipeline"
+) -> list[dict[str, Any]]:
+    """What TrainJob trials need on Katib's side (`kubeflow_trial_nodes` > 1).
+
+    A ClusterRole letting `katib-controller` create and watch TrainJobs (and read their
+    JobSets), bound to it; a Role in Katib's namespace letting the pipeline's account read
+    `katib-config` (the tune step checks its `trialResources`), bound to it.
+    """
+    labels = {"app.kubernetes.io/part-of": "hpt-pipeline"}
+    controller = f"{name}-katib-trainjobs"
+    reader = f"{name}-{namespace}-katib-config"
+    account = service_account or default_service_account(namespace)
+    return [
+        {
+            "apiVersion": RBAC_API,
+            "kind": "ClusterRole",
+            "metadata": {"name": controller, "labels": labels},
+            "rules": [
+                {
+                    "apiGroups": ["trainer.kubeflow.org"],
+                    "resources": ["trainjobs"],
+                    "verbs": ["create", "get", "list", "watch", "delete"],
+                },
+                {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": READ_VERBS},
+            ],
+        },
+        _binding("ClusterRoleBinding", controller, controller, KATIB_CONTROLLER, KATIB_NAMESPACE),
+        {
+            "apiVersion": RBAC_API,
+            "kind": "Role",
+            "metadata": {"name": reader, "namespace": KATIB_NAMESPACE, "labels": labels},
+            "rules": [
+                {
+                    "apiGroups": [""],
+                    "resources": ["configmaps"],
+                    "resourceNames": [KATIB_CONFIG],
+                    "verbs": ["get"],
+                }
+            ],
+        },
+        _binding("RoleBinding", reader, reader, account, namespace),
+    ]

@@ -118,10 +118,13 @@ def _one_node_container(worker_pool_specs: Sequence[Mapping[str, Any] | str]) ->
     return dict(first), 1 + workers
 
 
-def _pod_override(
-    service_account: str | None, data_pvc: str | None, data_mount_path: str
+def pod_override(
+    service_account: str | None,
+    data_pvc: str | None,
+    data_mount_path: str,
+    labels: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(pod metadata, pod spec) the override field carries."""
+    """(pod metadata, pod spec) the override field carries: no Istio, labels, claim, account."""
     spec: dict[str, Any] = {}
     if service_account:
         spec["serviceAccountName"] = service_account
@@ -129,10 +132,13 @@ def _pod_override(
         spec["volumes"] = [{"name": DATA_VOLUME, "persistentVolumeClaim": {"claimName": data_pvc}}]
         mount = {"name": DATA_VOLUME, "mountPath": data_mount_path}
         spec["containers"] = [{"name": NODE, "volumeMounts": [mount]}]
-    return {"annotations": dict(NO_SIDECAR)}, spec
+    metadata: dict[str, Any] = {"annotations": dict(NO_SIDECAR)}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return metadata, spec
 
 
-def _override(field: str, metadata: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
+def override(field: str, metadata: dict[str, Any], spec: dict[str, Any]) -> list[dict[str, Any]]:
     """The override entry in `field`'s shape (Trainer v2.1 or v2.2+)."""
     if field == V21_OVERRIDES:
         return [{"targetJobs": [{"name": NODE}], "metadata": metadata, "spec": spec}]
@@ -142,6 +148,45 @@ def _override(field: str, metadata: dict[str, Any], spec: dict[str, Any]) -> lis
         runtime = {"template": {"spec": {"replicatedJobs": [job]}}}
         return [{"manager": PATCH_MANAGER, "trainingRuntimeSpec": runtime}]
     raise TFJobError(f"override field {field!r}: expected one of {', '.join(OVERRIDE_FIELDS)}")
+
+
+def node_address(name: str) -> str:
+    """`HPT_NODE_ADDRESS` for the TrainJob `name`: JobSet host names, `{index}` per node."""
+    return f"{name}-{NODE}-0-{{index}}.{name}:{PORT}"
+
+
+def trainer_spec(
+    image: str,
+    command: Sequence[str],
+    args: Sequence[str],
+    env: Mapping[str, str],
+    amounts: Mapping[str, str],
+    nodes: int,
+) -> dict[str, Any]:
+    """The TrainJob's `trainer`: every node's container, requests = limits = `amounts`."""
+    trainer: dict[str, Any] = {"image": image, "numNodes": nodes}
+    if command:
+        trainer["command"] = [str(c) for c in command]
+    if args:
+        trainer["args"] = [str(a) for a in args]
+    trainer["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    trainer["resourcesPerNode"] = {"requests": dict(amounts), "limits": dict(amounts)}
+    return trainer
+
+
+def trainjob_spec(
+    trainer: dict[str, Any],
+    override_field: str,
+    pod: tuple[dict[str, Any], dict[str, Any]],
+    runtime: str = RUNTIME_NAME,
+    runtime_kind: str = CLUSTER_RUNTIME,
+) -> dict[str, Any]:
+    """A TrainJob's `spec`: the runtime it refers to, `trainer`, and `pod` in `override_field`."""
+    return {
+        "runtimeRef": {"apiGroup": GROUP, "kind": runtime_kind, "name": runtime},
+        "trainer": trainer,
+        override_field: override(override_field, *pod),
+    }
 
 
 def build_trainjob(
@@ -185,21 +230,22 @@ def build_trainjob(
     env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
     env.update(output_dirs(base_output_directory))
     env[NUM_NODES_ENV] = str(nodes)
-    env[NODE_ADDRESS_ENV] = f"{name}-{NODE}-0-{{index}}.{name}:{PORT}"  # JobSet host names
+    env[NODE_ADDRESS_ENV] = node_address(name)
     machine = pool.get("machine_spec") or {}
     amounts = {"cpu": cpu, "memory": memory}
     gpus = int(float(machine.get("accelerator_count") or 0))
     if gpus > 0 and machine.get("accelerator_type"):
         amounts[GPU_RESOURCE] = str(gpus)
     env.update(gpu_env(amounts))
-    trainer: dict[str, Any] = {"image": container["image_uri"], "numNodes": nodes}
-    if container.get("command"):
-        trainer["command"] = [str(c) for c in container["command"]]
-    if container.get("args"):
-        trainer["args"] = [str(a) for a in container["args"]]
-    trainer["env"] = [{"name": k, "value": v} for k, v in env.items()]
-    trainer["resourcesPerNode"] = {"requests": dict(amounts), "limits": dict(amounts)}
-    metadata, spec = _pod_override(service_account, data_pvc, data_mount_path)
+    trainer = trainer_spec(
+        container["image_uri"],
+        container.get("command") or [],
+        container.get("args") or [],
+        env,
+        amounts,
+        nodes,
+    )
+    pod = pod_override(service_account, data_pvc, data_mount_path)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -208,11 +254,7 @@ def build_trainjob(
             "namespace": namespace,
             "labels": {"app.kubernetes.io/part-of": "hpt-pipeline", **(labels or {})},
         },
-        "spec": {
-            "runtimeRef": {"apiGroup": GROUP, "kind": runtime_kind, "name": runtime},
-            "trainer": trainer,
-            override_field: _override(override_field, metadata, spec),
-        },
+        "spec": trainjob_spec(trainer, override_field, pod, runtime, runtime_kind),
     }
 
 

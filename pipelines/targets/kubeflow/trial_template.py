@@ -5,6 +5,8 @@ args; one replica), with `--<id>=${trialParameters.<id>}` appended exactly as Ve
 appends `--<id>=<value>`, the hypertune metric file and trial id in the environment,
 `AIP_*` directories per trial as Vertex sets them, pod resources (cpu/memory, and
 `nvidia.com/gpu` for NVIDIA accelerators), the service account and an optional PVC.
+`trial_container` is what every trial pod runs, shared with the multi-node trial
+(`trial_trainjob.py`); `TrialPods` carries the tune step's cluster settings to both.
 
 Katib's pod webhook rewrites the primary container to `sh -c "<command and args joined
 by spaces> && echo completed > <dir>/$$$$.pid"` (`pkg/webhook/v1beta1/pod/utils.go`
@@ -15,10 +17,12 @@ command word must be shell-safe, which is checked here, and the command must be 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipelines.jobs.replica_env import output_dirs
 from pipelines.payloads import payload_items
 from pipelines.study.search_space import SearchSpace
 from pipelines.targets.kubeflow.kube import (
@@ -72,32 +76,56 @@ def _resources(machine: Mapping[str, Any], cpu: str, memory: str) -> dict[str, d
     return {"requests": dict(amounts), "limits": dict(amounts)}
 
 
-def trial_job(
-    worker_pool_specs: Sequence[Mapping[str, Any] | str],
-    space: SearchSpace,
-    *,
-    cpu: str,
-    memory: str,
-    service_account: str = "",
-    pvc_name: str = "",
-    pvc_mount_path: str = "",
-    base_output_directory: str = "",
-    pod_labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The trial's `batch/v1` Job: the trial pool's container with `--<id>=${trialParameters.<id>}`.
+@dataclasses.dataclass(frozen=True)
+class TrialPods:
+    """Where and how every trial's pods run: the trial pool and the tune step's cluster settings.
 
-    Built with the `kubernetes` client models and serialized by its `ApiClient`. Its pods
-    carry `pod_labels` (the tune step finds them by its experiment label), run as the
-    pipeline's non-root uid, and see no GPU when they ask for none.
+    Attributes:
+        worker_pool_specs: The trial's one pool (`trial_worker_pool_specs`), as for Vertex.
+        cpu: Each trial pod's CPU request and limit.
+        memory: Each trial pod's memory request and limit.
+        base_output_directory: The study folder; each trial's `AIP_*` folders under it.
+        service_account: The pods' service account ("" for the namespace's default).
+        pvc_name: A PVC mounted in every trial pod ("" for none).
+        pvc_mount_path: Where it is mounted.
+        nodes: Pods per trial (`kubeflow_trial_nodes`): 1 is a Job, more a TrainJob
+            (`job_kind`).
     """
-    from kubernetes import client
 
-    pools = payload_items(worker_pool_specs)
+    worker_pool_specs: Sequence[Mapping[str, Any] | str]
+    cpu: str
+    memory: str
+    base_output_directory: str = ""
+    service_account: str = ""
+    pvc_name: str = ""
+    pvc_mount_path: str = ""
+    nodes: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class TrialContainer:
+    """What every trial pod runs, whichever kind holds it (a Job or a TrainJob's nodes)."""
+
+    image: str
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    resources: dict[str, dict[str, str]]
+
+
+def trial_container(pods: TrialPods, space: SearchSpace) -> TrialContainer:
+    """The trial pool's container with `--<id>=${trialParameters.<id>}` appended, checked.
+
+    Raises:
+        KatibSpecError: Not one pool of one replica, no image or command, a word the pod
+            webhook's `sh -c` would split, or a non-NVIDIA accelerator.
+    """
+    pools = payload_items(pods.worker_pool_specs)
     replicas = sum(int(float(p.get("replica_count", 1))) for p in pools)
     if not pools or replicas != 1:
         raise KatibSpecError(
-            f"worker_pool_specs: {replicas} replicas; a Katib trial here runs one pod "
-            "(trial_worker_pool_specs gives one)"
+            f"worker_pool_specs: {replicas} replicas; a Katib trial here runs one pod per node "
+            "(trial_worker_pool_specs gives one; kubeflow_trial_nodes sets the nodes)"
         )
     container_spec = pools[0].get("container_spec") or {}
     image = container_spec.get("image_uri")
@@ -115,40 +143,47 @@ def trial_job(
             _shell_safe(format_value(value), f"parameter {p.parameter_id!r} value")
     args += [f"--{p.parameter_id}={placeholder(p.parameter_id)}" for p in space.parameters]
     trial = placeholder(TRIAL_NAME_PARAMETER)
-    env = [
-        client.V1EnvVar(name=METRICS_FILE_ENV, value=METRICS_FILE),
-        client.V1EnvVar(name=TRIAL_ID_ENV, value=trial),
-    ]
-    if base_output_directory:  # Vertex's per-trial AIP_* directories: <base>/<trial>/...
-        root = f"{base_output_directory.rstrip('/')}/{trial}"
-        for key, leaf in (
-            ("AIP_MODEL_DIR", "model"),
-            ("AIP_CHECKPOINT_DIR", "checkpoints"),
-            ("AIP_TENSORBOARD_LOG_DIR", "logs"),
-        ):
-            env.append(client.V1EnvVar(name=key, value=f"{root}/{leaf}/"))
-    resources = _resources(pools[0].get("machine_spec") or {}, cpu, memory)
-    env += [client.V1EnvVar(name=k, value=v) for k, v in gpu_env(resources["limits"]).items()]
+    env = {item["name"]: str(item["value"]) for item in container_spec.get("env") or []}
+    env.update({METRICS_FILE_ENV: METRICS_FILE, TRIAL_ID_ENV: trial})
+    if pods.base_output_directory:  # Vertex's per-trial AIP_* directories: <base>/<trial>/...
+        env.update(output_dirs(pods.base_output_directory, trial))
+    resources = _resources(pools[0].get("machine_spec") or {}, pods.cpu, pods.memory)
+    env.update(gpu_env(resources["limits"]))
+    if pods.pvc_name and not pods.pvc_mount_path.startswith("/"):
+        raise KatibSpecError(f"pvc_mount_path={pods.pvc_mount_path!r}: expected an absolute path")
+    return TrialContainer(str(image), command, args, env, resources)
+
+
+def trial_job(
+    pods: TrialPods, space: SearchSpace, pod_labels: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """The trial's `batch/v1` Job: the trial pool's container with `--<id>=${trialParameters.<id>}`.
+
+    Built with the `kubernetes` client models and serialized by its `ApiClient`. Its pods
+    carry `pod_labels` (the tune step finds them by its experiment label), run as the
+    pipeline's non-root uid, and see no GPU when they ask for none.
+    """
+    from kubernetes import client
+
+    made = trial_container(pods, space)
     mounts, volumes = None, None
-    if pvc_name:
-        if not pvc_mount_path.startswith("/"):
-            raise KatibSpecError(f"pvc_mount_path={pvc_mount_path!r}: expected an absolute path")
-        mounts = [client.V1VolumeMount(name="data", mount_path=pvc_mount_path)]
+    if pods.pvc_name:
+        mounts = [client.V1VolumeMount(name="data", mount_path=pods.pvc_mount_path)]
         volumes = [
             client.V1Volume(
                 name="data",
                 persistent_volume_claim=client.V1PersistentVolumeClaimVolumeSource(
-                    claim_name=pvc_name
+                    claim_name=pods.pvc_name
                 ),
             )
         ]
     container = client.V1Container(
         name=PRIMARY_CONTAINER,
-        image=image,
-        command=command,
-        args=args,
-        env=env,
-        resources=client.V1ResourceRequirements(**resources),
+        image=made.image,
+        command=made.command,
+        args=made.args,
+        env=[client.V1EnvVar(name=k, value=v) for k, v in made.env.items()],
+        resources=client.V1ResourceRequirements(**made.resources),
         volume_mounts=mounts,
         security_context=container_security_context(),
     )
@@ -165,7 +200,7 @@ def trial_job(
                     security_context=pod_security_context(),
                     containers=[container],
                     restart_policy="Never",
-                    service_account_name=service_account or None,
+                    service_account_name=pods.service_account or None,
                     volumes=volumes,
                 ),
             ),
