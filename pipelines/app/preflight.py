@@ -56,12 +56,9 @@ def check_kubeflow_run(settings: Settings) -> None:
             "kubeflow_host is not set: pass --host URL (the Kubeflow Pipelines API, e.g. "
             f"http://localhost:8080 after a port-forward), or set {ENV_PREFIX}KUBEFLOW_HOST"
         )
-    if settings.kubeflow_namespace == "kubeflow":
-        raise SettingsError(
-            "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
-            "install (no Katib metrics-collector label; PSS restricted from 1.11): pass "
-            f"--namespace with your profile namespace, or set {ENV_PREFIX}KUBEFLOW_NAMESPACE"
-        )
+    from pipelines.wiring import kubeflow as kubeflow_wiring
+
+    kubeflow_wiring.check_settings(settings)  # the namespace and job kind, as compile checks
     if not settings.data_pvc and not (settings.pipeline_root or "").startswith("gs://"):
         root = settings.pipeline_root or "unset (KFP's default, minio://mlpipeline)"
         raise SettingsError(

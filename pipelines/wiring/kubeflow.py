@@ -22,7 +22,7 @@ from components.features_kubeflow import features_on_kubeflow
 from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
-from pipelines.settings import Settings, SettingsError
+from pipelines.settings import ENV_PREFIX, Settings, SettingsError
 from pipelines.wiring.base import Binding, study_inputs
 
 
@@ -38,8 +38,9 @@ def check_settings(settings: Settings) -> None:
     if settings.kubeflow_namespace == "kubeflow":
         raise SettingsError(
             "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
-            "install (no Katib metrics-collector label; PSS restricted from 1.11): set "
-            "kubeflow_namespace (--namespace) to your profile namespace"
+            "install (no Katib metrics-collector label; PSS restricted from 1.11): pass "
+            "--namespace with your profile namespace (submit, schedule), or set "
+            f"kubeflow_namespace in --config or {ENV_PREFIX}KUBEFLOW_NAMESPACE"
         )
     try:
         job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
