@@ -62,7 +62,7 @@ def tune_on_katib(
         experiment_name=experiment_name,
         service_account=service_account,
         pvc_name=data_pvc,
-        pvc_mount_path=data_mount_path,
+        data_mount_path=data_mount_path,
         cpu=cpu,
         memory=memory,
         early_stopping=early_stopping,

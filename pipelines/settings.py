@@ -127,7 +127,7 @@ class Settings:
     data_pvc: str | None = None  # a PVC holding datasets and models, instead of object storage
     # Where data_pvc is mounted in every pod. One path, three names: the pipeline parameter
     # `shared_root` carries it (empty without data_pvc), Kubeflow's manifest builders take
-    # it as `pvc_mount_path`.
+    # it as `data_mount_path`.
     data_mount_path: str = "/mnt/hpt"
     kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
     kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod

@@ -29,8 +29,8 @@ def tune(cluster: Cluster, lines: list[str] | None = None, **changes: Any) -> An
     args = component_args(Path("/nonexistent"), **changes)
     for key in ("trials", "data_pvc", "data_mount_path"):
         args.pop(key)
-    args.update(pvc_name="hpt-data", pvc_mount_path="/mnt/hpt")
-    args.update({k: changes[k] for k in ("pvc_name", "pvc_mount_path") if k in changes})
+    args.update(pvc_name="hpt-data", data_mount_path="/mnt/hpt")
+    args.update({k: changes[k] for k in ("pvc_name", "data_mount_path") if k in changes})
     args.update(
         api=cluster.custom,
         core_api=cluster.core,
@@ -299,7 +299,7 @@ def test_a_restart_katib_never_makes_is_a_one_line_timeout() -> None:
     args = component_args(Path("/nonexistent"))
     for key in ("trials", "data_pvc", "data_mount_path"):
         args.pop(key)
-    args.update(max_trial_count=12, pvc_name="hpt-data", pvc_mount_path="/mnt/hpt")
+    args.update(max_trial_count=12, pvc_name="hpt-data", data_mount_path="/mnt/hpt")
     with pytest.raises(KubeflowJobError, match=r"patched, but Katib has not restarted it .* 600s"):
         args.update(
             api=cluster.custom,

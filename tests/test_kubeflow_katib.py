@@ -171,7 +171,7 @@ def test_trial_template_runs_the_trial_pool_with_vertex_style_flags() -> None:
         ),
         service_account="hpt-runner",
         pvc_name="hpt-data",
-        pvc_mount_path="/mnt/hpt",
+        data_mount_path="/mnt/hpt",
         base_output_directory="/mnt/hpt/runs/r1/study",
     )
     template = exp["spec"]["trialTemplate"]
@@ -318,8 +318,8 @@ def test_algorithms_counts_and_selection_are_mapped() -> None:
             "worker_pool_specs[0].container_spec: needs image_uri and command",
         ),
         (
-            dict(pvc_name="data", pvc_mount_path="mnt"),
-            "pvc_mount_path='mnt': expected an absolute path",
+            dict(pvc_name="data", data_mount_path="mnt"),
+            "data_mount_path='mnt': expected an absolute path",
         ),
     ],
 )
@@ -337,7 +337,7 @@ def test_what_katib_cannot_run_is_refused_in_one_line(change: dict[str, Any], me
 
 def test_built_experiments_pass_the_webhook_rules() -> None:
     check_experiment(build())
-    check_experiment(build(mixed_space(), early_stopping=True, pvc_name="d", pvc_mount_path="/d"))
+    check_experiment(build(mixed_space(), early_stopping=True, pvc_name="d", data_mount_path="/d"))
 
 
 def test_grid_experiments_respect_the_grid_services_rules() -> None:
@@ -901,7 +901,7 @@ def test_tune_component_end_to_end_with_the_api_replaced(
         early_stopping=True,
         service_account="hpt-runner",
         pvc_name="hpt-data",
-        pvc_mount_path="/mnt/hpt",
+        data_mount_path="/mnt/hpt",
         base_output_directory="/mnt/hpt/runs/r1/study",
         resume_policy="Never",  # a per-run study folder (no study_dir): no PVC left per run
     )
@@ -969,7 +969,7 @@ def run(tmp_path: Path, api: Any, **options: Any) -> tuple[dict[str, Any], list[
         args.pop(key)
     args.update(
         pvc_name="hpt-data",
-        pvc_mount_path="/mnt/hpt",
+        data_mount_path="/mnt/hpt",
         api=api,
         core_api=Cluster().core,
         sleep=lambda s: None,

@@ -8,6 +8,7 @@ from typer.testing import CliRunner
 from pipelines.app import cli
 from pipelines.settings import Settings
 from pipelines.targets.kubeflow import experiment, katib_rules, manifests, tfjob
+from tests.support import tfjob_from_manifest, tfjob_replica_counts
 from trainer.flags import parse_args
 
 
@@ -29,7 +30,7 @@ def test_the_command_writes_the_experiment_the_tfjob_and_the_rbac(tmp_path):
     assert exp["spec"]["resumePolicy"] == "Never"  # what a run without study_dir creates
     (job,) = yaml.safe_load_all((out / "tfjob.yaml").read_text())
     tfjob.validate_tfjob(job)
-    assert tfjob.to_manifest(tfjob.from_manifest(job)) == job
+    assert tfjob.to_manifest(tfjob_from_manifest(job)) == job
     for rtype, replica in job["spec"]["tfReplicaSpecs"].items():  # out of Istio injection
         assert replica["template"]["metadata"]["annotations"] == {
             "sidecar.istio.io/inject": "false"
@@ -65,7 +66,7 @@ def test_the_trial_template_runs_the_trainer_with_every_flag_the_study_can_set(t
             parse_args([f"--data={data}", f"--{p['name']}={value}"])
     assert pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "hpt-data"
     (job,) = docs["tfjob.yaml"]
-    assert tfjob.replica_counts(job) == {"Chief": 1, "Worker": 2}
+    assert tfjob_replica_counts(job) == {"Chief": 1, "Worker": 2}
 
 
 def test_manifests_refuse_another_target_in_one_line(tmp_path):

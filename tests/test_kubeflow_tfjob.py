@@ -12,8 +12,10 @@ import pytest
 from pipelines.jobs.replica_env import cluster_env, output_dirs
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.targets.kubeflow import final_job, kube, rbac, tfjob
+from pipelines.targets.kubeflow.kube import ReplicaPods
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests.fake_kube import Cluster, HeldCustomObjects, call_with_request
+from tests.support import tfjob_from_manifest, tfjob_replica_counts, with_pods
 from trainer import cluster
 
 IMAGE = "registry.example.com/hpt/trainer:v1"
@@ -44,8 +46,9 @@ def build(workers: int = 2, gpus: int = 1, **changes: Any) -> Any:
         data_mount_path="/mnt/hpt",
     )
     options.update(changes)
+    pods, rest = with_pods(options)
     return tfjob.build_tfjob(
-        "hpt-final-0123456789", NAMESPACE, pools(workers, gpus), BASE, **options
+        "hpt-final-0123456789", NAMESPACE, pools(workers, gpus), BASE, pods, **rest
     )
 
 
@@ -57,7 +60,7 @@ def test_the_tfjob_round_trips_through_the_typed_models_and_the_api_serializer()
 
     job = build()
     manifest = tfjob.to_manifest(job)
-    back = tfjob.from_manifest(json.loads(json.dumps(manifest)))  # as the API returns it
+    back = tfjob_from_manifest(json.loads(json.dumps(manifest)))  # as the API returns it
     assert isinstance(back, models.KubeflowOrgV1TFJob)
     assert back == job
     assert tfjob.to_manifest(back) == manifest
@@ -75,7 +78,7 @@ def test_the_manifest_field_by_field() -> None:
     spec = manifest["spec"]
     assert spec["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 0}
     assert set(spec["tfReplicaSpecs"]) == {"Chief", "Worker"}
-    assert tfjob.replica_counts(manifest) == {"Chief": 1, "Worker": 2}
+    assert tfjob_replica_counts(manifest) == {"Chief": 1, "Worker": 2}
     for rtype in ("Chief", "Worker"):
         replica = spec["tfReplicaSpecs"][rtype]
         assert replica["restartPolicy"] == "Never"
@@ -106,7 +109,7 @@ def test_a_chief_alone_without_gpus_pvc_or_account_has_no_such_fields() -> None:
     manifest = tfjob.to_manifest(
         build(workers=0, gpus=0, service_account=None, data_pvc=None, active_deadline_seconds=60)
     )
-    assert tfjob.replica_counts(manifest) == {"Chief": 1}
+    assert tfjob_replica_counts(manifest) == {"Chief": 1}
     assert manifest["spec"]["runPolicy"]["activeDeadlineSeconds"] == 60
     pod = manifest["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
     assert set(pod) == {"containers", "securityContext"}
@@ -122,8 +125,7 @@ def test_the_pools_environment_is_kept_and_the_output_dirs_win() -> None:
         NAMESPACE,
         pools(env={"HPT_EXTRA": "1", "AIP_MODEL_DIR": "gs://elsewhere/"}),
         BASE,
-        cpu="1",
-        memory="1Gi",
+        ReplicaPods(cpu="1", memory="1Gi"),
     )
     container = tfjob.to_manifest(job)["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"][
         "containers"
@@ -134,16 +136,16 @@ def test_the_pools_environment_is_kept_and_the_output_dirs_win() -> None:
 
 def test_json_string_pools_as_kfp_passes_them_are_accepted() -> None:
     job = tfjob.build_tfjob(
-        "hpt-final-x", NAMESPACE, [json.dumps(p) for p in pools()], BASE, cpu="1", memory="1Gi"
+        "hpt-final-x", NAMESPACE, [json.dumps(p) for p in pools()], BASE, ReplicaPods("1", "1Gi")
     )
-    assert tfjob.replica_counts(tfjob.to_manifest(job)) == {"Chief": 1, "Worker": 2}
+    assert tfjob_replica_counts(tfjob.to_manifest(job)) == {"Chief": 1, "Worker": 2}
 
 
 def test_the_typed_models_refuse_what_kubernetes_would() -> None:
     manifest = tfjob.to_manifest(build())
     del manifest["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["name"]
     with pytest.raises(ValueError, match="name"):
-        tfjob.from_manifest(manifest)
+        tfjob_from_manifest(manifest)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +162,7 @@ def test_the_typed_models_refuse_what_kubernetes_would() -> None:
 )
 def test_pools_that_make_no_tfjob_are_one_line_errors(specs: list, message: str) -> None:
     with pytest.raises(tfjob.TFJobError, match=message) as err:
-        tfjob.build_tfjob("hpt-final-x", NAMESPACE, specs, BASE, cpu="1", memory="1Gi")
+        tfjob.build_tfjob("hpt-final-x", NAMESPACE, specs, BASE, ReplicaPods("1", "1Gi"))
     assert "\n" not in str(err.value)
 
 
@@ -233,7 +235,7 @@ def test_the_operators_tf_config_for_chief_and_workers() -> None:
 
 def test_the_trainer_reads_the_operators_tf_config_chief_is_chief_workers_are_not() -> None:
     manifest = tfjob.to_manifest(build(workers=2))
-    name, replicas = manifest["metadata"]["name"], tfjob.replica_counts(manifest)
+    name, replicas = manifest["metadata"]["name"], tfjob_replica_counts(manifest)
     seen = []
     for rtype, count in replicas.items():
         for index in range(count):
@@ -439,7 +441,7 @@ def test_a_succeeded_job_is_returned_with_progress_lines() -> None:
     job = run(api, lines)
     assert job["status"]["conditions"][-1]["type"] == "Succeeded"
     assert api.created == [("kubeflow.org", "v1", NAMESPACE, "tfjobs")]
-    assert tfjob.replica_counts(api.body) == {"Chief": 1, "Worker": 2}
+    assert tfjob_replica_counts(api.body) == {"Chief": 1, "Worker": 2}
     assert api.body["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
     name = tfjob.tfjob_name("hpt-pipeline", BASE)
     assert lines[:3] == [  # the cluster checks, before the job is created

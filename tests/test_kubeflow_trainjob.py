@@ -22,9 +22,11 @@ from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.settings import Settings, SettingsError
 from pipelines.targets.kubeflow import final_job, job_api, manifests, trainjob, trainjob_checks
 from pipelines.targets.kubeflow.cluster_checks import ClusterCheckError
+from pipelines.targets.kubeflow.kube import ReplicaPods
 from pipelines.targets.kubeflow.tfjob import TFJobError
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests.fake_kube import Cluster, call_with_request, trainer_crd
+from tests.support import with_pods
 from trainer import cluster as trainer_cluster
 
 IMAGE = "registry.example/hpt-trainer:1"
@@ -89,7 +91,8 @@ def build(field: str, **changes: Any) -> dict[str, Any]:
         data_mount_path="/mnt/hpt",
     )
     options.update(changes)
-    return trainjob.build_trainjob("hpt-final-abc", "team", pools(), BASE, **options)
+    pods, rest = with_pods(options)
+    return trainjob.build_trainjob("hpt-final-abc", "team", pools(), BASE, pods, **rest)
 
 
 # --------------------------------------------------------------------------- the objects
@@ -166,7 +169,7 @@ def test_the_trainjob_field_by_field() -> None:
 
 def test_a_cpu_job_asks_for_no_gpu_and_carries_no_claim_or_account() -> None:
     job = trainjob.build_trainjob(
-        "j", "team", pools(workers=0, gpus=0), BASE, cpu="2", memory="8Gi",
+        "j", "team", pools(workers=0, gpus=0), BASE, ReplicaPods("2", "8Gi"),
         override_field=trainjob.PATCHES,
     )  # fmt: skip
     assert job["spec"]["trainer"]["numNodes"] == 1
@@ -195,7 +198,7 @@ def test_the_v2_3_trainjob_parses_into_the_trainer_api_models() -> None:
 def test_pools_that_make_no_trainjob_are_one_line_errors(specs: list, message: str) -> None:
     with pytest.raises(TFJobError, match=message):
         trainjob.build_trainjob(
-            "j", "team", specs, BASE, cpu="1", memory="1Gi", override_field=trainjob.PATCHES
+            "j", "team", specs, BASE, ReplicaPods("1", "1Gi"), override_field=trainjob.PATCHES
         )
 
 
@@ -204,7 +207,7 @@ def test_distinct_chief_and_worker_pools_are_refused_naming_the_tfjob_path() -> 
     workers["machine_spec"]["accelerator_count"] = 4
     with pytest.raises(TFJobError, match="one template.*kubeflow_job_api: tfjob"):
         trainjob.build_trainjob(
-            "j", "team", [chief, workers], BASE, cpu="1", memory="1Gi",
+            "j", "team", [chief, workers], BASE, ReplicaPods("1", "1Gi"),
             override_field=trainjob.PATCHES,
         )  # fmt: skip
 

@@ -31,14 +31,17 @@ from pipelines.targets.kubeflow import (
 from pipelines.targets.kubeflow.experiment import EXPERIMENT_POD_LABEL
 from pipelines.targets.kubeflow.job_kind import JobKindError, Kinds
 from pipelines.targets.kubeflow.katib_rules import check_experiment
+from pipelines.targets.kubeflow.kube import ReplicaPods
 from pipelines.targets.kubeflow.trial_trainjob import TRIAL_RESOURCE
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests.fake_kube import Cluster, call_with_request
+from tests.support import with_pods
 from tests.test_kubeflow_katib import KATIB_TRIALS, SUCCEEDED, build, component_args
 from tests.test_kubeflow_trainjob import FIELD, RELEASES, validate
 from tests.test_kubeflow_trainjob import run as run_final
 from trainer import cluster as trainer_cluster
 
+PODS = ReplicaPods(cpu="1", memory="1Gi")
 TRIAL = "hpt-study-x7k2p9qz"  # a Trial's name: the Experiment's and a suffix, as Katib names it
 KATIB_019 = [TRIAL_RESOURCE, "Job.v1.batch", "TFJob.v1.kubeflow.org"]  # katib-with-kubeflow 0.19
 
@@ -112,7 +115,7 @@ def trial_experiment(release: str = "2.3", **changes: Any) -> dict[str, Any]:
         override_field=FIELD[release],
         service_account="hpt-runner",
         pvc_name="hpt-data",
-        pvc_mount_path="/mnt/hpt",
+        data_mount_path="/mnt/hpt",
         base_output_directory="/mnt/hpt/runs/r1/study",
     )
     options.update(changes)
@@ -218,7 +221,7 @@ def tune(cluster: Cluster, lines: list[str], **changes: Any) -> Any:
     args = component_args(Path("/nonexistent"), **changes)
     for key in ("trials", "data_pvc", "data_mount_path"):
         args.pop(key)
-    args.update(pvc_name="hpt-data", pvc_mount_path="/mnt/hpt", trial_nodes=2)
+    args.update(pvc_name="hpt-data", data_mount_path="/mnt/hpt", trial_nodes=2)
     args.update(job_api_setting="auto")
     args.update({k: v for k, v in changes.items() if k in ("trial_nodes", "job_api_setting")})
     args.update(api=cluster.custom, core_api=cluster.core, sleep=lambda s: None, echo=lines.append)
@@ -659,7 +662,7 @@ def refusal_of(specs: list[dict[str, Any]]) -> str:
 
     with pytest.raises(TFJobError) as err:
         trainjob.build_trainjob(
-            "j", "team", specs, "/mnt/hpt/f", cpu="1", memory="1Gi", override_field=trainjob.PATCHES
+            "j", "team", specs, "/mnt/hpt/f", PODS, override_field=trainjob.PATCHES
         )
     return str(err.value)
 
@@ -690,7 +693,7 @@ def test_a_missing_replica_count_is_one_chief_and_no_worker() -> None:
     bare_worker = {k: v for k, v in worker.items() if k != "replica_count"}
     for specs, nodes in (([bare_chief], 1), ([bare_chief, bare_worker], 1), ([chief, worker], 2)):
         job = trainjob.build_trainjob(
-            "j", "team", specs, "/mnt/hpt/f", cpu="1", memory="1Gi", override_field=trainjob.PATCHES
+            "j", "team", specs, "/mnt/hpt/f", PODS, override_field=trainjob.PATCHES
         )
         assert job["spec"]["trainer"]["numNodes"] == nodes
 
@@ -705,7 +708,8 @@ def test_the_override_field_is_read_from_the_documents_text_too() -> None:
 def made(specs: list[dict[str, Any]] | None = None, **options: Any) -> dict[str, Any]:
     values: dict[str, Any] = dict(cpu="1", memory="1Gi", override_field=trainjob.PATCHES)
     values.update(options)
-    return trainjob.build_trainjob("j", "team", specs or final_pools(), "/mnt/hpt/f", **values)
+    pods, rest = with_pods(values)
+    return trainjob.build_trainjob("j", "team", specs or final_pools(), "/mnt/hpt/f", pods, **rest)
 
 
 def test_the_final_trainjobs_defaults_labels_and_runtime_kind() -> None:

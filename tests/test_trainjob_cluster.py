@@ -20,6 +20,7 @@ import pytest
 
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.targets.kubeflow import trainjob
+from pipelines.targets.kubeflow.kube import ReplicaPods
 from tests.conftest import ROOT
 
 
@@ -48,7 +49,7 @@ def test_two_trainjob_nodes_train_together_and_only_node_0_exports(tmp_path, syn
         worker_count=1,
     )
     job = trainjob.build_trainjob(
-        "hpt-final-x", "team", pools, str(base), cpu="1", memory="2Gi",
+        "hpt-final-x", "team", pools, str(base), ReplicaPods("1", "2Gi"),
         override_field=trainjob.PATCHES,
     )  # fmt: skip
     trainer = job["spec"]["trainer"]

@@ -211,7 +211,7 @@ def check_pods_can_run(
     namespace: str,
     worker_pool_specs: Sequence[Mapping[str, Any] | str],
     pvc_name: str,
-    pvc_mount_path: str,
+    data_mount_path: str,
     gpu_setting: str,
     job_api_setting: str = "tfjob",
     echo: Echo = print,
@@ -232,7 +232,7 @@ def check_pods_can_run(
         check_claim(core, namespace, pvc_name, echo)
     data = flag_value(worker_pool_specs, "data")
     if data is not None:
-        check_shared_path(data, "--data", pvc_name, pvc_mount_path)
+        check_shared_path(data, "--data", pvc_name, data_mount_path)
     check_gpus(core, gpu_count(worker_pool_specs), gpu_setting, echo)
     return resolved
 

@@ -98,9 +98,9 @@ class FinalJobRequest:
     pending_grace_s: float = DEFAULT_PENDING_GRACE_S
     gpu_setting: str = "final_accelerator_count"
 
-    def pod(self) -> dict[str, Any]:
-        """The builders' keyword arguments for every replica's pod."""
-        return dict(
+    def pod(self) -> kube.ReplicaPods:
+        """What the builders give every replica's pod."""
+        return kube.ReplicaPods(
             cpu=self.cpu,
             memory=self.memory,
             service_account=self.service_account or None,
@@ -155,9 +155,7 @@ def run_final_job(
     r = request
     name = tfjob.tfjob_name(r.display_name, r.base_output_directory)
     if r.job_api_setting == job_api.TFJOB:  # refused before any call, as it always was
-        tfjob.build_tfjob(
-            name, r.namespace, r.worker_pool_specs, r.base_output_directory, **r.pod()
-        )
+        tfjob.build_tfjob(name, r.namespace, r.worker_pool_specs, r.base_output_directory, r.pod())
     api = api if api is not None else kube.custom_objects_api()
     core_api = core_api if core_api is not None else kube.core_v1_api()
     chosen = cluster_checks.check_pods_can_run(
@@ -166,7 +164,7 @@ def run_final_job(
         namespace=r.namespace,
         worker_pool_specs=r.worker_pool_specs,
         pvc_name=r.data_pvc or "",
-        pvc_mount_path=r.data_mount_path,
+        data_mount_path=r.data_mount_path,
         gpu_setting=r.gpu_setting,
         job_api_setting=r.job_api_setting,
         echo=echo,
@@ -198,8 +196,8 @@ def _job(r: FinalJobRequest, name: str, kind: str, api: Any, echo: Callable[[str
             r.namespace,
             r.worker_pool_specs,
             r.base_output_directory,
+            r.pod(),
             override_field=field,
-            **r.pod(),
         )
         trainjob_checks.check_runtime(api, echo)
         where = dict(group=trainjob.GROUP, version=trainjob.VERSION, plural=trainjob.PLURAL)
@@ -210,8 +208,8 @@ def _job(r: FinalJobRequest, name: str, kind: str, api: Any, echo: Callable[[str
         r.namespace,
         r.worker_pool_specs,
         r.base_output_directory,
+        r.pod(),
         active_deadline_seconds=int(r.timeout_s),
-        **r.pod(),
     )
     where = dict(group=tfjob.GROUP, version=tfjob.VERSION, plural=tfjob.PLURAL)
     selector = f"training.kubeflow.org/job-name={name}"

@@ -171,7 +171,7 @@ class StudyRequest:
         experiment_name: Overrides the derived name.
         service_account: The trial pods' service account ("" for the default).
         pvc_name: A PVC mounted in every trial pod ("" for none).
-        pvc_mount_path: Where it is mounted.
+        data_mount_path: Where it is mounted.
         early_stopping: Katib's median stopping rule.
         resumable: A later run may resume it (the user named the study folder): resume
             policy FromVolume; else Never (no PVC kept per run).
@@ -199,7 +199,7 @@ class StudyRequest:
     experiment_name: str = ""
     service_account: str = ""
     pvc_name: str = ""
-    pvc_mount_path: str = ""
+    data_mount_path: str = ""
     early_stopping: bool = False
     resumable: bool = True
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -230,7 +230,7 @@ class StudyRequest:
             base_output_directory=self.base_output_directory,
             service_account=self.service_account,
             pvc_name=self.pvc_name,
-            pvc_mount_path=self.pvc_mount_path,
+            data_mount_path=self.data_mount_path,
             nodes=int(self.trial_nodes),
         )
 
@@ -279,7 +279,7 @@ def run_katib_study(
         namespace=r.namespace,
         worker_pool_specs=r.worker_pool_specs,
         pvc_name=r.pvc_name,
-        pvc_mount_path=r.pvc_mount_path,
+        data_mount_path=r.data_mount_path,
         gpu_setting="trial_accelerator_count",
         job_api_setting=setting,  # the final job's API: refused before the study
         echo=echo,

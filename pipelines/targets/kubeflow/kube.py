@@ -11,6 +11,7 @@ step's pod with SIGTERM, which reaches Python: `components.base.exec_python`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -25,6 +26,25 @@ NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 # a shared claim (NFS with root_squash) stay writable by every step, and PSS `restricted`
 # (Kubeflow 1.11's profile namespaces) admits the pods.
 RUN_AS_UID = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplicaPods:
+    """What every pod of a final job (TFJob replica or TrainJob node) gets.
+
+    Attributes:
+        cpu: CPU request and limit (a Kubernetes quantity).
+        memory: Memory request and limit.
+        service_account: The pods' service account (None: the namespace's default).
+        data_pvc: A PersistentVolumeClaim mounted in every pod at `data_mount_path`.
+        data_mount_path: Where `data_pvc` is mounted (the setting of that name).
+    """
+
+    cpu: str
+    memory: str
+    service_account: str | None = None
+    data_pvc: str | None = None
+    data_mount_path: str = "/mnt/hpt"
 
 
 def pod_security_context() -> Any:

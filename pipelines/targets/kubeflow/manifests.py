@@ -26,7 +26,15 @@ import yaml
 from pipelines.jobs import trainer_args, worker_pools
 from pipelines.settings import Settings
 from pipelines.settings_space import study_space
-from pipelines.targets.kubeflow import experiment, job_kind, katib_rules, rbac, tfjob, trainjob
+from pipelines.targets.kubeflow import (
+    experiment,
+    job_kind,
+    katib_rules,
+    kube,
+    rbac,
+    tfjob,
+    trainjob,
+)
 from pipelines.targets.kubeflow.trial_template import TrialPods
 from pipelines.targets.kubeflow.trial_trainjob import TRIAL_RESOURCE
 from trainer.contract import FIXED_TRAINER_SETTINGS
@@ -93,7 +101,7 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
             base_output_directory=study_dir,
             service_account=settings.kubeflow_service_account or "",
             pvc_name=settings.data_pvc or "",
-            pvc_mount_path=settings.data_mount_path if settings.data_pvc else "",
+            data_mount_path=settings.data_mount_path if settings.data_pvc else "",
             nodes=settings.kubeflow_trial_nodes,
         ),
         # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
@@ -114,7 +122,7 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     pools = [chief] + ([{**chief, "replica_count": settings.workers}] if settings.workers else [])
     final_dir = f"{_root(settings)}/example/final"
     name = tfjob.tfjob_name(f"{settings.display_name}-final", final_dir)
-    pod = dict(
+    pod = kube.ReplicaPods(
         cpu=settings.kubeflow_cpu,
         memory=settings.kubeflow_memory,
         service_account=settings.kubeflow_service_account,
@@ -123,7 +131,7 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     )
     if api in ("tfjob", "auto"):
         job = tfjob.to_manifest(
-            tfjob.build_tfjob(name, settings.kubeflow_namespace, pools, final_dir, **pod)  # type: ignore[arg-type]
+            tfjob.build_tfjob(name, settings.kubeflow_namespace, pools, final_dir, pod)
         )
         tfjob.validate_tfjob(job)
         files["tfjob.yaml"] = [job]
@@ -136,8 +144,8 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
                     settings.kubeflow_namespace,
                     pools,
                     final_dir,
+                    pod,
                     override_field=field,
-                    **pod,  # type: ignore[arg-type]
                 )
             ]
     if trial_trainjobs:  # the Experiment in Trainer v2.1's field; what Katib's side needs

@@ -22,6 +22,7 @@ from typing import Any
 from pipelines.jobs.replica_env import output_dirs
 from pipelines.targets.kubeflow.kube import (
     NO_SIDECAR,
+    ReplicaPods,
     container_security_context,
     gpu_env,
     pod_security_context,
@@ -81,15 +82,7 @@ def _resources(machine: Mapping[str, Any], cpu: str, memory: str) -> Any:
 
 
 def _replica_spec(
-    pool: Mapping[str, Any],
-    replicas: int,
-    base_output_directory: str,
-    *,
-    cpu: str,
-    memory: str,
-    service_account: str | None,
-    data_pvc: str | None,
-    data_mount_path: str,
+    pool: Mapping[str, Any], replicas: int, base_output_directory: str, pods: ReplicaPods
 ) -> Any:
     from kubeflow.training import models
     from kubernetes import client as k8s
@@ -97,12 +90,12 @@ def _replica_spec(
     container = pool["container_spec"]
     env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
     env.update(output_dirs(base_output_directory))  # where Vertex would put them
-    resources = _resources(pool.get("machine_spec") or {}, cpu, memory)
+    resources = _resources(pool.get("machine_spec") or {}, pods.cpu, pods.memory)
     env.update(gpu_env(resources.limits))
     mounts, volumes = None, None
-    if data_pvc:
-        mounts = [k8s.V1VolumeMount(name=DATA_VOLUME, mount_path=data_mount_path)]
-        claim = k8s.V1PersistentVolumeClaimVolumeSource(claim_name=data_pvc)
+    if pods.data_pvc:
+        mounts = [k8s.V1VolumeMount(name=DATA_VOLUME, mount_path=pods.data_mount_path)]
+        claim = k8s.V1PersistentVolumeClaimVolumeSource(claim_name=pods.data_pvc)
         volumes = [k8s.V1Volume(name=DATA_VOLUME, persistent_volume_claim=claim)]
     main = k8s.V1Container(
         name=CONTAINER,
@@ -118,7 +111,7 @@ def _replica_spec(
     pod = k8s.V1PodSpec(
         security_context=pod_security_context(),
         containers=[main],
-        service_account_name=service_account or None,
+        service_account_name=pods.service_account or None,
         volumes=volumes,
     )
     return models.KubeflowOrgV1ReplicaSpec(
@@ -135,12 +128,8 @@ def build_tfjob(
     namespace: str,
     worker_pool_specs: Sequence[Mapping[str, Any] | str],
     base_output_directory: str,
+    pods: ReplicaPods,
     *,
-    cpu: str,
-    memory: str,
-    service_account: str | None = None,
-    data_pvc: str | None = None,
-    data_mount_path: str = "/mnt/hpt",
     labels: Mapping[str, str] | None = None,
     active_deadline_seconds: int | None = None,
 ) -> Any:
@@ -153,11 +142,7 @@ def build_tfjob(
         base_output_directory: The job's output folder; the replicas get
             `AIP_MODEL_DIR`/`AIP_CHECKPOINT_DIR`/`AIP_TENSORBOARD_LOG_DIR` under it as on
             Vertex, so the chief exports to `<base>/model/`.
-        cpu: CPU request and limit of each replica (a Kubernetes quantity).
-        memory: Memory request and limit of each replica.
-        service_account: The pods' Kubernetes service account (None: the namespace's default).
-        data_pvc: A PersistentVolumeClaim mounted in every replica at `data_mount_path`.
-        data_mount_path: Where `data_pvc` is mounted.
+        pods: Every replica's resources, service account and data claim.
         labels: Extra metadata labels.
         active_deadline_seconds: Fail the job after this long (None: no limit).
 
@@ -168,30 +153,11 @@ def build_tfjob(
     from kubeflow.training import models
     from kubernetes import client as k8s
 
-    if not worker_pool_specs:
-        raise TFJobError("worker_pool_specs: empty, expected pool 0 (the chief)")
-    if len(worker_pool_specs) > 2:
-        raise TFJobError(
-            f"worker_pool_specs: {len(worker_pool_specs)} pools, a TFJob here has a chief "
-            "pool and a worker pool (no parameter servers or evaluator)"
-        )
-    pools = [_container_spec(p, f"worker_pool_specs[{i}]") for i, p in enumerate(worker_pool_specs)]
-    if int(pools[0].get("replica_count", 1)) != 1:
-        raise TFJobError(
-            f"worker_pool_specs[0]: replica_count={pools[0]['replica_count']}, "
-            "pool 0 is the chief (1 replica)"
-        )
-    pod = dict(
-        cpu=cpu,
-        memory=memory,
-        service_account=service_account,
-        data_pvc=data_pvc,
-        data_mount_path=data_mount_path,
-    )
-    replica_specs = {CHIEF: _replica_spec(pools[0], 1, base_output_directory, **pod)}  # type: ignore[arg-type]
+    pools = _checked_pools(worker_pool_specs)
+    replica_specs = {CHIEF: _replica_spec(pools[0], 1, base_output_directory, pods)}
     if len(pools) == 2 and int(pools[1].get("replica_count", 0)) > 0:
         workers = int(pools[1]["replica_count"])
-        replica_specs[WORKER] = _replica_spec(pools[1], workers, base_output_directory, **pod)  # type: ignore[arg-type]
+        replica_specs[WORKER] = _replica_spec(pools[1], workers, base_output_directory, pods)
     job = models.KubeflowOrgV1TFJob(
         api_version=API_VERSION,
         kind=KIND,
@@ -213,29 +179,29 @@ def build_tfjob(
     return job
 
 
+def _checked_pools(worker_pool_specs: Sequence[Mapping[str, Any] | str]) -> list[Any]:
+    """The pools decoded, refused (`TFJobError`) unless a one-replica chief and maybe workers."""
+    if not worker_pool_specs:
+        raise TFJobError("worker_pool_specs: empty, expected pool 0 (the chief)")
+    if len(worker_pool_specs) > 2:
+        raise TFJobError(
+            f"worker_pool_specs: {len(worker_pool_specs)} pools, a TFJob here has a chief "
+            "pool and a worker pool (no parameter servers or evaluator)"
+        )
+    pools = [_container_spec(p, f"worker_pool_specs[{i}]") for i, p in enumerate(worker_pool_specs)]
+    if int(pools[0].get("replica_count", 1)) != 1:
+        raise TFJobError(
+            f"worker_pool_specs[0]: replica_count={pools[0]['replica_count']}, "
+            "pool 0 is the chief (1 replica)"
+        )
+    return pools
+
+
 def to_manifest(job: Any) -> dict[str, Any]:
     """The TFJob as the JSON the Kubernetes API takes (camelCase, no nulls)."""
     from kubernetes.client import ApiClient
 
     return ApiClient().sanitize_for_serialization(job)
-
-
-class _Response:
-    """What `ApiClient.deserialize` reads: an object with the JSON text as `data`."""
-
-    def __init__(self, obj: Mapping[str, Any]) -> None:
-        self.data = json.dumps(obj)
-
-
-def from_manifest(obj: Mapping[str, Any]) -> Any:
-    """A TFJob object (as the API returns it) back into `KubeflowOrgV1TFJob`.
-
-    The kubeflow-training ApiClient resolves its own models and the `kubernetes`
-    ones, as its `TrainingClient` does when it reads jobs.
-    """
-    from kubeflow.training import ApiClient
-
-    return ApiClient().deserialize(_Response(obj), "KubeflowOrgV1TFJob")
 
 
 def validate_tfjob(manifest: Mapping[str, Any]) -> None:
@@ -269,12 +235,6 @@ def validate_tfjob(manifest: Mapping[str, Any]) -> None:
                 raise TFJobError(
                     f"spec.tfReplicaSpecs.{rtype}: container {c.get('name')}: no image"
                 )
-
-
-def replica_counts(manifest: Mapping[str, Any]) -> dict[str, int]:
-    """Replica type → replicas, as the operator reads `spec.tfReplicaSpecs`."""
-    specs = (manifest.get("spec") or {}).get("tfReplicaSpecs") or {}
-    return {rtype: int(spec.get("replicas", 1)) for rtype, spec in specs.items()}
 
 
 def operator_tf_config(

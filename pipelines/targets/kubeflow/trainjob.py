@@ -20,7 +20,13 @@ from typing import Any
 
 from pipelines.jobs.replica_env import output_dirs
 from pipelines.payloads import payload_items
-from pipelines.targets.kubeflow.kube import NO_SIDECAR, container_security, gpu_env, pod_security
+from pipelines.targets.kubeflow.kube import (
+    NO_SIDECAR,
+    ReplicaPods,
+    container_security,
+    gpu_env,
+    pod_security,
+)
 from pipelines.targets.kubeflow.tfjob import GPU_RESOURCE, TFJobError, tfjob_name
 from trainer.cluster import NODE_ADDRESS_ENV, NUM_NODES_ENV
 
@@ -194,13 +200,9 @@ def build_trainjob(
     namespace: str,
     worker_pool_specs: Sequence[Mapping[str, Any] | str],
     base_output_directory: str,
+    pods: ReplicaPods,
     *,
-    cpu: str,
-    memory: str,
     override_field: str,
-    service_account: str | None = None,
-    data_pvc: str | None = None,
-    data_mount_path: str = "/mnt/hpt",
     runtime: str = RUNTIME_NAME,
     runtime_kind: str = CLUSTER_RUNTIME,
     labels: Mapping[str, str] | None = None,
@@ -212,12 +214,8 @@ def build_trainjob(
         namespace: Where it is created.
         worker_pool_specs: Pool 0 the chief (one replica), pool 1 the workers, alike.
         base_output_directory: Output folder; `AIP_MODEL_DIR` etc. under it, as on Vertex.
-        cpu: CPU request and limit of each node.
-        memory: Memory request and limit of each node.
+        pods: Every node's resources, service account and data claim.
         override_field: `podTemplateOverrides` (Trainer v2.1) or `runtimePatches` (v2.2+).
-        service_account: The pods' service account (None: the namespace's default).
-        data_pvc: A PersistentVolumeClaim mounted in every node at `data_mount_path`.
-        data_mount_path: Where `data_pvc` is mounted.
         runtime: The training runtime's name (`runtime_manifest`).
         runtime_kind: ClusterTrainingRuntime or TrainingRuntime.
         labels: Extra metadata labels.
@@ -232,7 +230,7 @@ def build_trainjob(
     env[NUM_NODES_ENV] = str(nodes)
     env[NODE_ADDRESS_ENV] = node_address(name)
     machine = pool.get("machine_spec") or {}
-    amounts = {"cpu": cpu, "memory": memory}
+    amounts = {"cpu": pods.cpu, "memory": pods.memory}
     gpus = int(float(machine.get("accelerator_count") or 0))
     if gpus > 0 and machine.get("accelerator_type"):
         amounts[GPU_RESOURCE] = str(gpus)
@@ -245,7 +243,7 @@ def build_trainjob(
         amounts,
         nodes,
     )
-    pod = pod_override(service_account, data_pvc, data_mount_path)
+    pod = pod_override(pods.service_account, pods.data_pvc, pods.data_mount_path)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

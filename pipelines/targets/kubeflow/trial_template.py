@@ -87,7 +87,7 @@ class TrialPods:
         base_output_directory: The study folder; each trial's `AIP_*` folders under it.
         service_account: The pods' service account ("" for the namespace's default).
         pvc_name: A PVC mounted in every trial pod ("" for none).
-        pvc_mount_path: Where it is mounted.
+        data_mount_path: Where it is mounted.
         nodes: Pods per trial (`kubeflow_trial_nodes`): 1 is a Job, more a TrainJob
             (`job_kind`).
     """
@@ -98,7 +98,7 @@ class TrialPods:
     base_output_directory: str = ""
     service_account: str = ""
     pvc_name: str = ""
-    pvc_mount_path: str = ""
+    data_mount_path: str = ""
     nodes: int = 1
 
 
@@ -149,8 +149,8 @@ def trial_container(pods: TrialPods, space: SearchSpace) -> TrialContainer:
         env.update(output_dirs(pods.base_output_directory, trial))
     resources = _resources(pools[0].get("machine_spec") or {}, pods.cpu, pods.memory)
     env.update(gpu_env(resources["limits"]))
-    if pods.pvc_name and not pods.pvc_mount_path.startswith("/"):
-        raise KatibSpecError(f"pvc_mount_path={pods.pvc_mount_path!r}: expected an absolute path")
+    if pods.pvc_name and not pods.data_mount_path.startswith("/"):
+        raise KatibSpecError(f"data_mount_path={pods.data_mount_path!r}: expected an absolute path")
     return TrialContainer(str(image), command, args, env, resources)
 
 
@@ -168,7 +168,7 @@ def trial_job(
     made = trial_container(pods, space)
     mounts, volumes = None, None
     if pods.pvc_name:
-        mounts = [client.V1VolumeMount(name="data", mount_path=pods.pvc_mount_path)]
+        mounts = [client.V1VolumeMount(name="data", mount_path=pods.data_mount_path)]
         volumes = [
             client.V1Volume(
                 name="data",

@@ -72,7 +72,7 @@ def trial_trainjob(
         made.image, made.command, made.args, env, made.resources["limits"], pods.nodes
     )
     pod = trainjob.pod_override(
-        pods.service_account or None, pods.pvc_name or None, pods.pvc_mount_path, pod_labels
+        pods.service_account or None, pods.pvc_name or None, pods.data_mount_path, pod_labels
     )
     return {
         "apiVersion": trainjob.API_VERSION,
