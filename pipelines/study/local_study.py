@@ -21,7 +21,6 @@ from typing import Any
 
 from pipelines import ownership
 from pipelines.jobs import fork_client, local_job
-from pipelines.payloads import payload_items
 from pipelines.study import (
     continuation,
     failure_rules,
@@ -36,17 +35,13 @@ from pipelines.study.measurements import best_trial
 from pipelines.study.optuna_study import EarlyStopping
 from pipelines.study.progress_lines import StudyProgress
 from pipelines.study.sampler import grid_points, suggest
-from pipelines.study.search_space import SearchSpace
+from pipelines.study.study_plan import StudyError, StudyPlan, checked_payload
 from pipelines.study.trials import TrialState
 
 STUDY_FILE = "study.json"
 LOCK_FILE = "study.lock"  # held while the study runs trials (`pipelines.ownership`)
 LOCK_WAIT_S = 30.0  # for the study of an interrupted run to let go
 METRIC_FILE = trial_runner.METRIC_FILE
-
-
-class StudyError(RuntimeError):
-    """The study cannot start, or stopped under the failure rules (message says why)."""
 
 
 class StudyInterrupted(StudyError):
@@ -60,40 +55,9 @@ def _local(trial: Mapping[str, Any]) -> dict[str, Any]:
 class _LocalStudy:
     """State and loop of one study (see `run_study`)."""
 
-    def __init__(
-        self,
-        *,
-        space: SearchSpace,
-        spec_payload: dict[str, Any],
-        worker_pool_specs: list[dict[str, Any]],
-        base: str,
-        max_trial_count: int,
-        parallel_trial_count: int,
-        max_failed_trial_count: int,
-        algorithm: str,
-        selection: str,
-        early_stopping: EarlyStopping | None,
-        seed: int | None,
-        trial_timeout: float | None,
-        on_progress: Callable[[StudyProgress], None] | None,
-        show_progress: bool,
-        cwd: str | None,
-        earlier: Sequence[Mapping[str, Any]] = (),
-    ):
-        self.space = space
-        self.spec_payload = spec_payload
-        self.worker_pool_specs = worker_pool_specs
-        self.base = base
-        self.max_trial_count = max_trial_count
-        self.parallel = parallel_trial_count
-        self.max_failed = max_failed_trial_count
-        self.algorithm = algorithm
-        self.selection = selection
-        self.early_stopping = early_stopping
-        self.trial_timeout = trial_timeout
-        self.on_progress = on_progress
-        self.show_progress = show_progress
-        self.cwd = cwd
+    def __init__(self, plan: StudyPlan):
+        self.plan = plan
+        space = plan.space
         self.fork_server: fork_client.ForkServer | None = None
         self.metric_ids = [m.metric_id for m in space.metrics]
         self.params_by_id = {p.parameter_id: p for p in space.all_parameters()}
@@ -101,28 +65,28 @@ class _LocalStudy:
         self.cancel = threading.Event()
         self.watch = interruption.RunWatch(self.cancel.set)
         self.trials: dict[str, dict[str, Any]] = {}
-        self.grid = grid_points(space.parameters) if algorithm == "GRID_SEARCH" else None
+        self.grid = grid_points(space.parameters) if plan.algorithm == "GRID_SEARCH" else None
         self.exhausted = False  # every configuration the sampler could draw is taken
         self.halt: str | None = None  # our side stopped the study (a full disk…)
-        self.trials_path = os.path.join(base, trials_lib.TRIALS_FILE)
-        self.study_path = os.path.join(base, STUDY_FILE)
+        self.trials_path = os.path.join(plan.base, trials_lib.TRIALS_FILE)
+        self.study_path = os.path.join(plan.base, STUDY_FILE)
         self._load()
         # Trials of the run this study continues (`continuation`): the sampler learns from
         # them and none of their configurations is proposed again; they are not this
         # study's trials (ids, counts, max_trial_count and resume ignore them).
-        self.earlier = [dict(t) for t in earlier]
-        if early_stopping and len(space.metrics) > 1:
+        self.earlier = [dict(t) for t in plan.earlier]
+        if plan.early_stopping and len(space.metrics) > 1:
             raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
         self.optuna = optuna_study.make_optuna_study(
             space,
             [*self.earlier, *self._ordered()],
-            algorithm=algorithm,
-            seed=seed,
-            max_trial_count=max_trial_count,
-            early_stopping=early_stopping,
+            algorithm=plan.algorithm,
+            seed=plan.seed,
+            max_trial_count=plan.max_trial_count,
+            early_stopping=plan.early_stopping,
         )
         self.view = progress_lines.ProgressView(
-            enabled=show_progress, metric=space.metrics[0].metric_id
+            enabled=plan.show_progress, metric=space.metrics[0].metric_id
         )
 
     # --- persistence -------------------------------------------------------------------------
@@ -131,13 +95,14 @@ class _LocalStudy:
         if os.path.exists(self.study_path):
             with open(self.study_path, encoding="utf-8") as f:
                 saved = json.load(f)
+            plan = self.plan
             same = spec_reader.same_study(
-                saved.get("studySpec", {}), self.space, self.algorithm, self.selection
+                saved.get("studySpec", {}), plan.space, plan.algorithm, plan.selection
             )
             if not same:
                 raise StudyError(
-                    f"{self.base} already holds a different study (parameters, metrics, algorithm "
-                    "or measurement selection differ); use another base_output_directory"
+                    f"{self.plan.base} already holds a different study (parameters, metrics, "
+                    "algorithm or measurement selection differ); use another base_output_directory"
                 )
         if os.path.exists(self.trials_path):
             for t in trials_lib.read_trials(self.trials_path):
@@ -145,19 +110,19 @@ class _LocalStudy:
         for trial_id, t in list(self.trials.items()):  # finished, but stopped before recorded
             if trials_lib.trial_state(t) != TrialState.ACTIVE:
                 continue
-            kept = trial_runner.load_outcome(local_job.job_local_dir(self.base, trial_id))
+            kept = trial_runner.load_outcome(local_job.job_local_dir(self.plan.base, trial_id))
             if kept is not None and kept.state == TrialState.SUCCEEDED:
                 self.trials[trial_id] = self._record(kept, recovered=True)
 
     def _save(self, state: str = "ACTIVE", reason: str = "") -> None:
         trials = self._ordered()
         trials_lib.write_trials(self.trials_path, trials)
-        best = best_trial(trials, self.space.metrics[0])
+        best = best_trial(trials, self.plan.space.metrics[0])
         summary = {
-            "studySpec": self.spec_payload,
-            "maxTrialCount": self.max_trial_count,
-            "parallelTrialCount": self.parallel,
-            "maxFailedTrialCount": self.max_failed,
+            "studySpec": self.plan.spec_payload,
+            "maxTrialCount": self.plan.max_trial_count,
+            "parallelTrialCount": self.plan.parallel,
+            "maxFailedTrialCount": self.plan.max_failed,
             "state": state,
             "stopReason": reason,
             "trialCounts": self._counts(),
@@ -209,9 +174,9 @@ class _LocalStudy:
                 local["rerunAfter"] = local.pop("interrupted", "")
                 trial[trials_lib.LOCAL_KEY] = local
                 frozen = self.optuna.ask()
-                suggest(frozen, self.space.parameters)
+                suggest(frozen, self.plan.space.parameters)
             else:
-                if len(self.trials) >= self.max_trial_count:
+                if len(self.trials) >= self.plan.max_trial_count:
                     return None
                 if self.grid is not None:
                     point = self._next_grid_point()
@@ -226,7 +191,9 @@ class _LocalStudy:
                     start_time=trials_lib.timestamp(),
                     local={"attempts": 1},
                 )
-                drawn = optuna_study.ask_new(self.optuna, self.space.parameters, self._measured())
+                drawn = optuna_study.ask_new(
+                    self.optuna, self.plan.space.parameters, self._measured()
+                )
                 if drawn is None:
                     self.exhausted = True
                     return None
@@ -264,7 +231,7 @@ class _LocalStudy:
 
     def _record(self, outcome: trial_runner.Outcome, *, recovered: bool = False) -> dict[str, Any]:
         """The trial's record for `outcome` (`recovered`: read back from its durable outcome)."""
-        local_dir = local_job.job_local_dir(self.base, outcome.trial_id)
+        local_dir = local_job.job_local_dir(self.plan.base, outcome.trial_id)
         return trial_runner.record(self.trials[outcome.trial_id], outcome, local_dir, recovered)
 
     def _interrupted(self, trial_id: str, frozen: Any, why: str | None = None) -> dict[str, Any]:
@@ -283,12 +250,12 @@ class _LocalStudy:
 
     def stop_reason(self) -> str | None:
         """Why the failure rules stop the study now (None: they do not)."""
-        return failure_rules.stop_reason(self._ordered(), self.max_failed)
+        return failure_rules.stop_reason(self._ordered(), self.plan.max_failed)
 
     def total(self) -> int:
         """Trials this study will run at most."""
-        grid = len(self.grid) if self.grid is not None else self.max_trial_count
-        return min(self.max_trial_count, grid)
+        grid = len(self.grid) if self.grid is not None else self.plan.max_trial_count
+        return min(self.plan.max_trial_count, grid)
 
     def run(self) -> list[dict[str, Any]]:
         """Run trials until done or stopped; return the trials."""
@@ -302,18 +269,20 @@ class _LocalStudy:
         try:
             with (
                 ownership.owned(
-                    os.path.join(self.base, LOCK_FILE), f"the study in {self.base}", LOCK_WAIT_S
+                    os.path.join(self.plan.base, LOCK_FILE),
+                    f"the study in {self.plan.base}",
+                    LOCK_WAIT_S,
                 ),
                 self.watch.watching(),
                 trial_runner.fork_session(self) as self.fork_server,
-                concurrent.futures.ThreadPoolExecutor(self.parallel, "trial") as pool,
+                concurrent.futures.ThreadPoolExecutor(self.plan.parallel, "trial") as pool,
             ):
                 try:
                     while True:
                         while (
                             reason is None
                             and not self.cancel.is_set()
-                            and len(running) < self.parallel
+                            and len(running) < self.plan.parallel
                         ):
                             job = self._next_trial(interrupted)
                             if job is None:
@@ -350,7 +319,7 @@ class _LocalStudy:
             if self.grid is not None and len(self.grid) <= len(trials)
             else f"no configuration left untried after {optuna_study.MAX_REPEATS} draws"
             if self.exhausted
-            else f"max_trial_count={self.max_trial_count} reached"
+            else f"max_trial_count={self.plan.max_trial_count} reached"
         )
         self._save("SUCCEEDED", done_reason)
         self.view.print(self._summary(done_reason))
@@ -368,7 +337,7 @@ class _LocalStudy:
             early_stopped=counts["earlyStopped"],
             running=counts["running"],
             interrupted=counts["interrupted"],
-            best=best_trial(self._ordered(), self.space.metrics[0]),
+            best=best_trial(self._ordered(), self.plan.space.metrics[0]),
             last=last,
         )
 
@@ -378,8 +347,8 @@ class _LocalStudy:
     def _report(self, trial: dict[str, Any] | None) -> None:
         snap = self._snapshot(trial)
         self.view.update(snap, trial)
-        if self.on_progress is not None:
-            self.on_progress(snap)
+        if self.plan.on_progress is not None:
+            self.plan.on_progress(snap)
 
 
 def run_study(
@@ -403,8 +372,9 @@ def run_study(
 ) -> list[dict[str, Any]]:
     """Run an HPT study payload on this machine (the rules: the module docstring).
 
-    The arguments are the Vertex HPT job's payload fields (the interface: they keep its names),
-    then the local run's own.
+    The arguments are the Vertex HPT job's payload fields (the interface: they keep its names,
+    and the tune component and the tests hand a payload through as `**payload`), then the local
+    run's own; that list and its Args make this function long, its body is a few lines.
 
     Args:
         worker_pool_specs: The trial job (`trial_worker_pool_specs`), as for Vertex.
@@ -432,41 +402,23 @@ def run_study(
         SearchSpaceError, PayloadError: a bad payload, before anything runs.
         StudyError: the failure rules stopped the study, or the base holds another study.
     """
-    from pipelines.jobs.worker_pools import validate_worker_pool_specs
-    from pipelines.study.study_spec_check import applied_selection, validate_study_spec
-
     if "://" in base_output_directory:
         raise StudyError(
             f"base_output_directory={base_output_directory}: the local executor needs a local path"
         )
-    max_trials, parallel, max_failed = _checked_counts(
-        max_trial_count, parallel_trial_count, max_failed_trial_count
+    payload = checked_payload(
+        worker_pool_specs,
+        study_spec_metrics,
+        study_spec_parameters,
+        study_spec_algorithm,
+        study_spec_measurement_selection_type,
+        (max_trial_count, parallel_trial_count, max_failed_trial_count),
     )
-    parameters, metrics = payload_items(study_spec_parameters), payload_items(study_spec_metrics)
-    validate_study_spec(
-        parameters, metrics, study_spec_algorithm, study_spec_measurement_selection_type
-    )
-    selection = applied_selection(study_spec_measurement_selection_type)
-    pools = payload_items(worker_pool_specs)
-    validate_worker_pool_specs(pools)
-    space = spec_reader.from_study_spec(parameters, metrics)
     if isinstance(early_stopping, bool):
         early_stopping = EarlyStopping() if early_stopping else None  # type: ignore[assignment]
-    study = _LocalStudy(
-        space=space,
-        spec_payload={
-            "parameters": parameters,
-            "metrics": metrics,
-            "algorithm": study_spec_algorithm,
-            "measurementSelectionType": selection,
-        },
-        worker_pool_specs=pools,
+    plan = StudyPlan(
+        **payload,
         base=os.path.abspath(base_output_directory),
-        max_trial_count=max_trials,
-        parallel_trial_count=min(parallel, max_trials),
-        max_failed_trial_count=max_failed,
-        algorithm=study_spec_algorithm,
-        selection=selection,
         early_stopping=early_stopping or None,  # type: ignore[arg-type]
         seed=seed,
         trial_timeout=trial_timeout,
@@ -475,17 +427,4 @@ def run_study(
         cwd=cwd,
         earlier=earlier_trials,
     )
-    return study.run()
-
-
-def _checked_counts(max_trial: Any, parallel: Any, max_failed: Any) -> tuple[int, int, int]:
-    """The study's three counts as integers (kfp.local may hand floats), each in range."""
-    counts = {
-        "max_trial_count": (int(max_trial), 1),
-        "parallel_trial_count": (int(parallel), 1),
-        "max_failed_trial_count": (int(max_failed), 0),
-    }
-    for name, (value, least) in counts.items():
-        if value < least:
-            raise StudyError(f"{name}={value}: expected >= {least}")
-    return int(max_trial), int(parallel), int(max_failed)
+    return _LocalStudy(plan).run()

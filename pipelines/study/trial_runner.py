@@ -165,16 +165,16 @@ def _merged(earlier: Sequence[Measurement], latest: Sequence[Measurement]) -> li
 def fork_session(study: Any) -> contextlib.AbstractContextManager[fork_client.ForkServer | None]:
     """The preloaded trainer the study's trials fork from (`fork_client.session`)."""
     return fork_client.session(
-        local_job.pool_commands(study.worker_pool_specs),
-        cwd=study.cwd,
-        log_path=os.path.join(study.base, fork_client.LOG_FILE),
+        local_job.pool_commands(study.plan.worker_pool_specs),
+        cwd=study.plan.cwd,
+        log_path=os.path.join(study.plan.base, fork_client.LOG_FILE),
     )
 
 
 def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     """Run one trial as a local custom job (in a worker thread)."""
     trial_id = trial["id"]
-    local_dir = local_job.job_local_dir(study.base, trial_id)
+    local_dir = local_job.job_local_dir(study.plan.base, trial_id)
     os.makedirs(local_dir, exist_ok=True)
     metric_file = os.path.join(local_dir, METRIC_FILE)
     for stale in (OUTCOME_FILE, OUTCOME_FILE + ".tmp"):
@@ -185,25 +185,26 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     error: local_job.CustomJobError | None = None
     try:
         result = local_job.run_custom_job(
-            trial_specs(study.worker_pool_specs, study._params(trial)),
-            study.base,
+            trial_specs(study.plan.worker_pool_specs, study._params(trial)),
+            study.plan.base,
             trial_id=trial_id,
             extra_env={"CLOUD_ML_TRIAL_ID": trial_id, "CLOUD_ML_HP_METRIC_FILE": metric_file},
             log_dir=local_dir,
-            cwd=study.cwd,
+            cwd=study.plan.cwd,
             echo=None,
-            timeout=study.trial_timeout,
+            timeout=study.plan.trial_timeout,
             startup_timeout=TRIAL_STARTUP_TIMEOUT,
             on_tick=watch.on_tick,
             fork_server=study.fork_server,
-            jobs_at_once=study.parallel,
+            jobs_at_once=study.plan.parallel,
         )
         stopped = result.stopped
     except local_job.CustomJobError as err:
         error, stopped = err, False
     measurements = _measurements(study.metric_ids, earlier_file, metric_file)
     final = with_measured_once(
-        select_measurement(measurements, study.space.metrics, study.selection), measurements
+        select_measurement(measurements, study.plan.space.metrics, study.plan.selection),
+        measurements,
     )
     outcome = Outcome(trial_id, TrialState.INFEASIBLE, measurements, final)
     chief_log = os.path.join(local_dir, "chief-0.log")
@@ -247,7 +248,7 @@ class _Watch:
         study, primary = self.study, self.study.metric_ids[0]
         if study.cancel.is_set():
             return True
-        if not study.early_stopping:
+        if not study.plan.early_stopping:
             return False
         for m in read_measurements(self.metric_file, study.metric_ids):
             if m.step not in self.reported and primary in m.metrics:
