@@ -72,6 +72,9 @@ def prepare_dataset(
 ) -> dict[str, Any]:
     """Decode, resize and shard `source` into a prepared dataset at `output`.
 
+    Long only by its keyword options, the preparation's interface (the CLI, the step and the
+    benchmarks pass them by name); the work is in `plan`, `_SplitWriter` and `_described`.
+
     Args:
         source: ``sample``, ``tfds:<name>``, or an image folder (local or gs://)
             laid out ``<class>/*`` or ``<split>/<class>/*``.
@@ -111,22 +114,13 @@ def prepare_dataset(
             opened, validation_fraction=validation_fraction, test_fraction=test_fraction, seed=seed
         )
         total = sum(len(p.items) for p in plans.values())
-        counter = _Counter(total, progress)
         skipped = _SkippedImages(source, total, max_bad_fraction, image_shape)
+        counter = _Counter(total, progress)
+        writer = _SplitWriter(source, opened, image_shape, num_shards, counter, skipped)
         with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
-            writer = _SplitWriter(source, opened, image_shape, num_shards, counter, skipped)
             splits = {split: writer.write(stage, split, plans[split]) for split in records.SPLITS}
             metadata = {
-                "class_names": list(opened.class_names),
-                "image_shape": list(image_shape),
-                "splits": splits,
-                "source": opened.spec,
-                "source_description": opened.description,
-                "source_images": total,
-                "skipped": skipped.files,
-                "ignored": ignored_summary(getattr(opened, "ignored", [])),
-                "nested": dict(getattr(opened, "nested", {})),
-                "thin_classes": thin_classes(splits, opened.class_names),
+                **_described(writer, splits, total),
                 "seed": seed,
                 "validation_fraction": validation_fraction,
                 "test_fraction": test_fraction,
@@ -134,6 +128,23 @@ def prepare_dataset(
             }
             records.write_metadata(stage, metadata)
     return {"format_version": records.FORMAT_VERSION, **metadata}
+
+
+def _described(writer: _SplitWriter, splits: dict[str, Any], total: int) -> dict[str, Any]:
+    """What the metadata says of the source and its written `splits` (`total` images planned)."""
+    opened = writer.opened
+    return {
+        "class_names": list(opened.class_names),
+        "image_shape": list(writer.image_shape),
+        "splits": splits,
+        "source": opened.spec,
+        "source_description": opened.description,
+        "source_images": total,
+        "skipped": writer.skipped.files,
+        "ignored": ignored_summary(getattr(opened, "ignored", [])),
+        "nested": dict(getattr(opened, "nested", {})),
+        "thin_classes": thin_classes(splits, opened.class_names),
+    }
 
 
 @dataclasses.dataclass
