@@ -53,7 +53,10 @@ def hpt_job_payload(
 ) -> dict[str, Any]:
     """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec and labels.
 
-    Empty strings stay in (the launcher strips them, as for the GCPC op).
+    The arguments are that op's inputs by the same names, one flat list on purpose: the tune
+    component hands its inputs through by name, and `test_local_run` gives this function and
+    `local_study.run_study` the same tune task's inputs. Empty strings stay in (the launcher
+    strips them, as for the GCPC op).
     """
     study_spec: dict[str, Any] = {
         "metrics": payload_items(study_spec_metrics),
