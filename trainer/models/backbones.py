@@ -8,6 +8,7 @@ Dense layer and float32 logits (seed 001's head, with logits instead of softmax)
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import posixpath
 import random
@@ -148,41 +149,54 @@ def head_model(
     return keras.Model(inputs, x, name="head")
 
 
+@dataclasses.dataclass(frozen=True)
+class Backbone:
+    """One `keras.applications` backbone as a transfer model uses it (fixed per model).
+
+    Attributes:
+        factory: The `keras.applications` constructor.
+        to_backbone: The preprocessing its weights expect, inside the model (images in [0, 1]).
+        block_of: A layer name → the name of its block (`set_trainable_blocks`).
+        name: The built model's name.
+        factory_kwargs: More arguments of `factory`.
+    """
+
+    factory: Callable[..., keras.Model]
+    to_backbone: Callable[[keras.KerasTensor], keras.KerasTensor]
+    block_of: Callable[[str], str]
+    name: str
+    factory_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
 def transfer_model(
-    factory: Callable[..., keras.Model],
+    backbone: Backbone,
     image_shape: Sequence[int],
     num_classes: int,
     *,
-    to_backbone: Callable[[keras.KerasTensor], keras.KerasTensor],
-    block_of: Callable[[str], str],
     num_units: int,
     trainable_blocks: int,
     weights: str | None,
     input_dtype: str,
-    name: str,
-    **factory_kwargs: Any,
 ) -> keras.Model:
     """Images in [0, 1] → `to_backbone` → the backbone → GAP → Dense(num_units) → logits.
 
     Args:
-        factory: The `keras.applications` constructor of the backbone.
+        backbone: The backbone and what it needs (`Backbone`).
         image_shape: (height, width, 3) of the inputs.
         num_classes: Output classes.
-        to_backbone: The preprocessing the backbone's weights expect, inside the model.
-        block_of: A backbone layer name → the name of its block (`set_trainable_blocks`).
         num_units: Units of the head's hidden layer.
         trainable_blocks: Top blocks of the backbone that train.
         weights: `imagenet`, None/`none`, or a Keras weights file (local or gs://).
         input_dtype: The dtype images arrive in.
-        name: The model's name.
-        **factory_kwargs: More arguments of `factory`.
     """
     head = head_layers(num_units, num_classes)  # first: its seeds do not depend on the backbone
     shape = tuple(int(d) for d in image_shape)
     inputs = keras.Input(shape=shape, name="image", dtype=input_dtype)
-    backbone = load_backbone(factory, weights, input_shape=shape, **factory_kwargs)
-    set_trainable_blocks(backbone, trainable_blocks, block_of)
-    x = keras.layers.GlobalAveragePooling2D(name="pool")(backbone(to_backbone(inputs)))
+    model = load_backbone(
+        backbone.factory, weights, input_shape=shape, **dict(backbone.factory_kwargs)
+    )
+    set_trainable_blocks(model, trainable_blocks, backbone.block_of)
+    x = keras.layers.GlobalAveragePooling2D(name="pool")(model(backbone.to_backbone(inputs)))
     for layer in head:
         x = layer(x)
-    return keras.Model(inputs, x, name=name)
+    return keras.Model(inputs, x, name=backbone.name)

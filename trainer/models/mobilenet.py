@@ -10,6 +10,13 @@ from trainer.models import backbones
 
 # Its blocks from the bottom: the stem `conv`, expanded_conv … expanded_conv_10, `conv_1`.
 BLOCK_OF = backbones.block_by_pattern(r"^(expanded_conv(?:_\d+)?|conv_1|conv)(?:_|$)")
+BACKBONE = backbones.Backbone(
+    keras.applications.MobileNetV3Small,
+    to_backbone=lambda images: images * 255.0,  # it rescales 0-255 inputs itself
+    block_of=BLOCK_OF,
+    name="hpt_mobilenet_v3_small",
+    factory_kwargs={"include_preprocessing": True},
+)
 
 
 def build(
@@ -32,15 +39,11 @@ def build(
         input_dtype: The dtype images arrive in.
     """
     return backbones.transfer_model(
-        keras.applications.MobileNetV3Small,
+        BACKBONE,
         image_shape,
         num_classes,
-        to_backbone=lambda images: images * 255.0,  # it rescales 0-255 inputs itself
-        block_of=BLOCK_OF,
         num_units=num_units,
         trainable_blocks=trainable_blocks,
         weights=weights,
         input_dtype=input_dtype,
-        name="hpt_mobilenet_v3_small",
-        include_preprocessing=True,
     )

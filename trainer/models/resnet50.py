@@ -12,6 +12,13 @@ from trainer.models import backbones
 BLOCK_OF = backbones.block_by_pattern(
     r"^(conv[2-5]|conv1|pool1)", aliases={"conv1": "stem", "pool1": "stem"}
 )
+BACKBONE = backbones.Backbone(
+    keras.applications.ResNet50,
+    # `preprocess_input` expects 0-255 RGB: it flips to BGR and subtracts ImageNet's means.
+    to_backbone=lambda images: keras.applications.resnet50.preprocess_input(images * 255.0),
+    block_of=BLOCK_OF,
+    name="hpt_resnet50",
+)
 
 
 def build(
@@ -35,15 +42,11 @@ def build(
         input_dtype: The dtype images arrive in.
     """
     return backbones.transfer_model(
-        keras.applications.ResNet50,
+        BACKBONE,
         image_shape,
         num_classes,
-        # `preprocess_input` expects 0-255 RGB: it flips to BGR and subtracts ImageNet's means.
-        to_backbone=lambda images: keras.applications.resnet50.preprocess_input(images * 255.0),
-        block_of=BLOCK_OF,
         num_units=num_units,
         trainable_blocks=trainable_blocks,
         weights=weights,
         input_dtype=input_dtype,
-        name="hpt_resnet50",
     )
