@@ -299,6 +299,7 @@ def test_no_module_is_over_500_lines():
 LONG_FUNCTION = 60  # lines, decorators and docstring included
 LONG_PARAMETERS = 8  # not counting self/cls; kfp components and Typer commands are exempt
 _NOT_SPLIT = "not split yet (issue 45 debt: this list only shrinks)"
+_POOL_FIELDS = "WorkerPoolSpec's fields, the job spec components pass by name (docstring)"
 _COMPONENT = "a kfp component's body is compiled into the golden specs; " + _NOT_SPLIT
 # Every product function over a limit, with why. A new long function fails the check below;
 # one that got short fails it too, so its entry is removed and the list stays true.
@@ -322,14 +323,14 @@ OVER_LIMIT = {
     "pipelines/targets/vertex/metadata.py:record_trials": _NOT_SPLIT,
     "pipelines/jobs/local_job.py:LocalCustomJob.wait": _NOT_SPLIT,
     "pipelines/jobs/local_job.py:LocalCustomJob.__init__": _NOT_SPLIT,
-    "pipelines/jobs/worker_pools.py:training_worker_pool_specs": _NOT_SPLIT,
-    "pipelines/jobs/worker_pools.py:_pool": _NOT_SPLIT,
+    "pipelines/jobs/worker_pools.py:training_worker_pool_specs": _POOL_FIELDS,
+    "pipelines/jobs/worker_pools.py:_pool": _POOL_FIELDS,
     "pipelines/reports/pareto_plot.py:plot_pareto": _NOT_SPLIT,
     "pipelines/study/local_study.py:_LocalStudy.run": _NOT_SPLIT,
     "pipelines/study/sampler.py:_covering_start": _NOT_SPLIT,
     "pipelines/study/selection.py:select_best_trial": _NOT_SPLIT,
     "pipelines/study/trial_runner.py:run_trial": _NOT_SPLIT,
-    "pipelines/study/trials.py:make_trial": _NOT_SPLIT,
+    "pipelines/study/trials.py:make_trial": "the Trial JSON's optional fields (its docstring)",
     "pipelines/wiring/kubeflow.py:_kubeflow_register": _NOT_SPLIT,
     "dataprep/sources.py:folder_source": _NOT_SPLIT,
     "components/features.py:features_job_spec": _COMPONENT,

@@ -48,6 +48,7 @@ def _pool(
     accelerator_count: int,
     expect_gpus: bool,
 ) -> dict[str, Any]:
+    """One `WorkerPoolSpec` (a keyword per field it fills, as `training_worker_pool_specs`)."""
     container: dict[str, Any] = {"image_uri": image_uri, "command": list(command)}
     container["args"] = [str(a) for a in args]
     gpus = expected_gpus(accelerator_type, accelerator_count) if expect_gpus else 0
@@ -115,6 +116,9 @@ def training_worker_pool_specs(
     expect_gpus: bool = False,
 ) -> list[dict[str, Any]]:
     """The final job's `worker_pool_specs`: pool 0 the chief, pool 1 `worker_count` workers.
+
+    One keyword per field of Vertex's `WorkerPoolSpec` it fills (the container's and the
+    machine's), plus the pool sizes: the job spec components pass them by these names.
 
     Every replica runs the same container on the same machine; with
     `worker_count` = 0 the job is the chief alone. Arguments as in

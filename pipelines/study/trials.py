@@ -83,7 +83,11 @@ def make_trial(
     infeasible_reason: str = "",
     local: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One trial in the artifact's schema (see the module docstring)."""
+    """One trial in the artifact's schema (see the module docstring).
+
+    One keyword per optional field of Vertex's Trial JSON (`infeasible_reason` →
+    `infeasibleReason`, …), so the list is as long as the schema.
+    """
     trial: dict[str, Any] = {
         "id": str(trial_id),
         "state": int(state),
