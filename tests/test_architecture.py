@@ -308,7 +308,6 @@ OVER_LIMIT = {
     "pipelines/targets/vertex/hpt_job.py:hpt_job_payload": "GCPC's op inputs (its docstring)",
     "dataprep/prepare.py:prepare_dataset": "its documented keyword options (its docstring)",
     "pipelines/targets/kubeflow/trainjob.py:build_trainjob": "9: two runtime options + labels",
-    "pipelines/app/data_commands.py:prepare": _NOT_SPLIT,
     "trainer/features.py:compute": _NOT_SPLIT,
     "trainer/features.py:main": _NOT_SPLIT,
     "trainer/train.py:_train": _NOT_SPLIT,

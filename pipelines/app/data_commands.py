@@ -46,12 +46,7 @@ def prepare(
     from rich.console import Console
 
     if source.startswith("gs://"):  # credentials and access, before TensorFlow's slow probe
-        from pipelines.app import gcs_access
-
-        try:
-            gcs_access.check_values([f"--source={source}"])
-        except gcs_access.GcsAccessError as err:
-            fail(str(err))
+        _check_gcs_source(source)
     # TensorFlow runs in this process: its C++ start-up and per-image chatter (fd 2) goes to
     # a log file beside the output, named after the summary (or in an I/O error) when anything
     # was written to it; its temporary (autograph) files to a folder beside the output too.
@@ -60,7 +55,7 @@ def prepare(
     try:
         with scratch.process_tmpdir(beside.parent, prefix=f".{beside.name}.tmp-"):
             with native_log.stderr_to_file(log):  # importing TensorFlow prints its start-up lines
-                from dataprep.prepare import IO_ERRORS, PreparationError, prepare_dataset
+                from dataprep.prepare import prepare_dataset
             with (
                 native_log.stderr_to_file(log) as terminal,
                 _progress(Console(file=terminal)) as show,
@@ -78,18 +73,38 @@ def prepare(
                     progress=show,
                 )
     except Exception as error:
-        from dataprep.prepare import IO_ERRORS, PreparationError
-
-        if isinstance(error, PreparationError):  # names the bad value (or unreadable files)
-            log.unlink(missing_ok=True)
-            fail(str(error) + scratch.notes(error))
-        if isinstance(error, IO_ERRORS):  # TensorFlow may have logged more about it
-            message = f"I/O error: {first_line(error)}{scratch.notes(error)}"
-            fail(_with_log(message, native_log.keep_if_written(log)))
+        _fail_on_known(error, log)
         raise
-    console = formats.print_table(_dataset_summary(output, metadata))
+    _report(output, metadata, log)
+
+
+def _check_gcs_source(source: str) -> None:
+    """Refuse (one line) a gs:// source this machine cannot read."""
+    from pipelines.app import gcs_access
+
+    try:
+        gcs_access.check_values([f"--source={source}"])
+    except gcs_access.GcsAccessError as err:
+        fail(str(err))
+
+
+def _fail_on_known(error: Exception, log: Path) -> None:
+    """Exit with one line for a preparation or I/O error; return for anything else."""
+    from dataprep.prepare import IO_ERRORS, PreparationError
+
+    if isinstance(error, PreparationError):  # names the bad value (or unreadable files)
+        log.unlink(missing_ok=True)
+        fail(str(error) + scratch.notes(error))
+    if isinstance(error, IO_ERRORS):  # TensorFlow may have logged more about it
+        message = f"I/O error: {first_line(error)}{scratch.notes(error)}"
+        fail(_with_log(message, native_log.keep_if_written(log)))
+
+
+def _report(output: str, metadata: dict[str, Any], log: Path) -> None:
+    """The prepared dataset's table, what was left out, and TensorFlow's log if it wrote one."""
     from dataprep.prepare import skipped_lines
 
+    console = formats.print_table(_dataset_summary(output, metadata))
     for line in skipped_lines(metadata):  # what was left out, said (as under `run`)
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     kept = native_log.keep_if_written(log)
