@@ -320,7 +320,6 @@ OVER_LIMIT = {
     "pipelines/targets/kubeflow/experiment.py:build_experiment": _NOT_SPLIT,
     "pipelines/targets/kubeflow/cluster_checks.py:check_pods_can_run": _NOT_SPLIT,
     "pipelines/targets/vertex/metadata.py:record_trials": _NOT_SPLIT,
-    "pipelines/jobs/local_job.py:LocalCustomJob.wait": _NOT_SPLIT,
     "pipelines/jobs/local_job.py:LocalCustomJob.__init__": _NOT_SPLIT,
     "pipelines/jobs/worker_pools.py:training_worker_pool_specs": _POOL_FIELDS,
     "pipelines/jobs/worker_pools.py:_pool": _POOL_FIELDS,

@@ -388,15 +388,7 @@ class LocalCustomJob:
         try:
             while True:
                 now = time.monotonic()
-                for r in self.replicas:
-                    if r.exited_at is None and r.returncode is not None:
-                        r.exited_at = now
-                failed = sorted(
-                    (r for r in self.replicas if r.returncode not in (None, 0)),
-                    key=lambda r: r.exited_at or now,
-                )
-                if failed and not self._stop_requested.is_set():
-                    raise self._fail(failed[0], _exit_reason(failed[0].returncode))
+                self._raise_on_failure(now)
                 servers = [r for r in self.replicas if r.pool_index == PS_POOL]
                 others = [r for r in self.replicas if r.pool_index != PS_POOL]
                 if all(r.returncode == 0 for r in others):
@@ -408,30 +400,7 @@ class LocalCustomJob:
                 if self._stop_requested.is_set():
                     self.stop()
                     return self._result(stopped=True)
-                elapsed = now - self.started_at
-                if self.timeout is not None and elapsed > self.timeout:
-                    running = [r for r in self.replicas if r.returncode is None]
-                    names = ", ".join(r.name for r in running)
-                    raise self._fail(
-                        running[0],
-                        f"timed out: the job ran past {self.timeout:g}s ({names} running)",
-                    )
-                if (
-                    self.startup_timeout is not None
-                    and len(self.replicas) > 1
-                    and elapsed > self.startup_timeout
-                ):
-                    silent = [
-                        r
-                        for r in self.replicas
-                        if r.first_output_at is None and r.returncode is None
-                    ]
-                    if silent:
-                        raise self._fail(
-                            silent[0],
-                            f"never joined: no output within the {self.startup_timeout:g}s "
-                            "start-up deadline",
-                        )
+                self._raise_past_deadline(now - self.started_at)
                 if on_tick is not None and on_tick():
                     self.stop()
                     return self._result(stopped=True)
@@ -443,6 +412,42 @@ class LocalCustomJob:
         except BaseException:
             self._terminate(self.replicas)
             raise
+
+    def _raise_on_failure(self, now: float) -> None:
+        """Note replicas that exited; raise for the first that failed (unless stopping)."""
+        for r in self.replicas:
+            if r.exited_at is None and r.returncode is not None:
+                r.exited_at = now
+        failed = sorted(
+            (r for r in self.replicas if r.returncode not in (None, 0)),
+            key=lambda r: r.exited_at or now,
+        )
+        if failed and not self._stop_requested.is_set():
+            raise self._fail(failed[0], _exit_reason(failed[0].returncode))
+
+    def _raise_past_deadline(self, elapsed: float) -> None:
+        """Raise when the job ran past `timeout`, or a replica never joined in start-up."""
+        if self.timeout is not None and elapsed > self.timeout:
+            running = [r for r in self.replicas if r.returncode is None]
+            names = ", ".join(r.name for r in running)
+            raise self._fail(
+                running[0],
+                f"timed out: the job ran past {self.timeout:g}s ({names} running)",
+            )
+        if (
+            self.startup_timeout is not None
+            and len(self.replicas) > 1
+            and elapsed > self.startup_timeout
+        ):
+            silent = [
+                r for r in self.replicas if r.first_output_at is None and r.returncode is None
+            ]
+            if silent:
+                raise self._fail(
+                    silent[0],
+                    f"never joined: no output within the {self.startup_timeout:g}s "
+                    "start-up deadline",
+                )
 
 
 def _exit_reason(code: int | None) -> str:
