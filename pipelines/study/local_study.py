@@ -306,6 +306,10 @@ class _LocalStudy:
                     raise
         finally:
             self.view.stop()
+        return self._conclude(reason)
+
+    def _conclude(self, reason: str | None) -> list[dict[str, Any]]:
+        """Save how the loop ended (`reason`: what stopped it); the trials, or raise why not."""
         trials = self._ordered()
         if self.watch.interrupted.is_set():
             self._save("ACTIVE", f"interrupted: {self.watch.why}")
@@ -314,16 +318,18 @@ class _LocalStudy:
             self._save("FAILED", reason)
             self.view.print(f"study stopped: {reason}")
             raise StudyError(f"study stopped: {reason}")
-        done_reason = (
-            f"all {len(self.grid)} grid points tried"
-            if self.grid is not None and len(self.grid) <= len(trials)
-            else f"no configuration left untried after {optuna_study.MAX_REPEATS} draws"
-            if self.exhausted
-            else f"max_trial_count={self.plan.max_trial_count} reached"
-        )
+        done_reason = self._done_reason(len(trials))
         self._save("SUCCEEDED", done_reason)
         self.view.print(self._summary(done_reason))
         return [dict(t) for t in trials]
+
+    def _done_reason(self, trial_count: int) -> str:
+        """Why a study that ran out of work (not stopped) is done."""
+        if self.grid is not None and len(self.grid) <= trial_count:
+            return f"all {len(self.grid)} grid points tried"
+        if self.exhausted:
+            return f"no configuration left untried after {optuna_study.MAX_REPEATS} draws"
+        return f"max_trial_count={self.plan.max_trial_count} reached"
 
     # --- progress ----------------------------------------------------------------------------
 
