@@ -184,6 +184,7 @@ def test_mobilenet_trainable_blocks_13_trains_its_whole_backbone():
     model = build_model(
         MODELS["mobilenet_v3_small"], {"trainable_blocks": 13}, "none", (32, 32, 3), 2
     )
+    assert model.name == "hpt_mobilenet_v3_small"  # its `Backbone`'s name
     backbone = backbone_of(model)
     trained = {w.path for w in backbone.trainable_weights}
     blocks = {mobilenet.BLOCK_OF(path.split("/")[0]) for path in trained}
@@ -204,6 +205,7 @@ def test_resnet50_feeds_its_backbone_0_255_images_the_way_imagenet_weights_expec
     """Images arrive in [0, 1]; `preprocess_input` (BGR, ImageNet means) wants 0-255."""
     from keras.applications.resnet50 import preprocess_input
 
+    assert resnet.name == "hpt_resnet50"  # its `Backbone`'s name
     images = np.random.RandomState(0).rand(2, 32, 32, 3).astype("float32")
     features = backbone_of(resnet)(preprocess_input(images * 255.0), training=False)
     head = [resnet.get_layer(name) for name in ("pool", "hidden", "logits")]
