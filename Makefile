@@ -27,7 +27,7 @@ run: $(STAMP) ## Run the whole pipeline locally on the bundled sample data
 
 # Two pytest workers (pytest-xdist), each running whole test files, so a module's shared
 # fixture is built once: docs/testing.md has serial and parallel walls. XDIST= runs serially.
-XDIST ?= -n 2 --dist loadfile
+XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: $(STAMP) ## Run the test suite
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
