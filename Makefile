@@ -25,8 +25,11 @@ venv: $(STAMP) ## Create .venv and install the project (CPU TensorFlow + dev too
 run: $(STAMP) ## Run the whole pipeline locally on the bundled sample data
 	$(VENV)/bin/hpt-pipeline run $(ARGS)
 
+# Two pytest workers (pytest-xdist), each running whole test files, so a module's shared
+# fixture is built once: docs/testing.md has serial and parallel walls. XDIST= runs serially.
+XDIST ?= -n 2 --dist loadfile --no-loadscope-reorder
 test: $(STAMP) ## Run the test suite
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 
 .PHONY: test-bench
 test-bench: $(STAMP) ## The benchmark scripts' real runs that make test leaves out (-m bench; .ci/run)

@@ -146,3 +146,15 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("template") / "tiny.yaml"
     compiler.Compiler().compile(tiny, str(path))
     return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test`), the files holding slow tests are handed out first.
+
+    Workers take whole files in collection order (`--dist loadfile`); a long file left to the
+    end runs alone on one core while the other idles. A serial run keeps pytest's order.
+    """
+    if not hasattr(config, "workerinput"):  # set on an xdist worker, the one that collects
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: same order otherwise

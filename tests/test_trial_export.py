@@ -10,15 +10,14 @@ training does. A job (no trial id) exports the whole model as before.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, run_env
+from tests.conftest import run_trainer
 from tests.synthetic import CLASS_NAMES, make_images, write_dataset
 from tests.test_feature_training import png_bytes
 from trainer.config import HParams, RunConfig
@@ -79,6 +78,7 @@ def serve(model_dir: Path, images: np.ndarray) -> tuple[np.ndarray, int]:
     return out["probabilities"].numpy(), len(loaded.model_variables)
 
 
+@functools.cache
 def whole_variable_count() -> int:
     from trainer.models import MODELS, build_model
 
@@ -94,16 +94,12 @@ def test_a_cached_trial_saves_its_trained_part_and_the_command_rebuilds_the_whol
     data, weights, cache = setup
     trial_dir = tmp_path / "trial" / "model"
     metrics = tmp_path / "hypertune.metrics"
-    env = run_env(
-        CLOUD_ML_TRIAL_ID="3", CLOUD_ML_HP_METRIC_FILE=str(metrics), AIP_MODEL_DIR=str(trial_dir)
-    )
-    proc = subprocess.run(
-        [sys.executable, "-m", "trainer.task", *trainer_flags(data, weights, cache, 0)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    proc = run_trainer(
+        trainer_flags(data, weights, cache, 0),
         timeout=600,
+        CLOUD_ML_TRIAL_ID="3",
+        CLOUD_ML_HP_METRIC_FILE=str(metrics),
+        AIP_MODEL_DIR=str(trial_dir),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert sorted(p.name for p in trial_dir.iterdir()) == ["model.json", "trained_part.npz"]
@@ -131,14 +127,8 @@ def test_a_cached_trial_saves_its_trained_part_and_the_command_rebuilds_the_whol
     assert rebuilt["hyperparameters"] == card["hyperparameters"]
 
 
-@pytest.mark.parametrize("trainable_blocks", [0, 2])
-def test_the_rebuilt_model_predicts_as_the_whole_export_of_the_same_training(
-    setup, tmp_path, trainable_blocks
-):
-    from trainer import export, train, trial_export
-
-    data, weights, cache = setup
-    hparams = HParams(
+def hparams(trainable_blocks: int, weights: str) -> HParams:
+    return HParams(
         learning_rate=0.01,
         optimizer="adam",
         batch_size=16,
@@ -147,69 +137,90 @@ def test_the_rebuilt_model_predicts_as_the_whole_export_of_the_same_training(
         weights=weights,
         model_params={"trainable_blocks": trainable_blocks},
     )
-    run = RunConfig(data=data, precision="float32", features=str(cache), seed=11)
-    result = train.train(hparams, run)
-    assert result.frozen_depth == 13 - trainable_blocks
-    shape, names = [32, 32, 3], list(CLASS_NAMES)
-    module = export.ServingModule(result.whole_model(), shape, names)
-    export.save_module(module, model_dir=str(tmp_path / "whole"), card={})
-    section = trial_export.card_section(result.frozen_depth, result.cache_keys, "T")
-    card = {
-        "model": {"name": MOBILENET, "weights": weights},
-        "hyperparameters": hparams.hyperparameters(),
-        "dataset": {"image_shape": shape, "class_names": names},
-        "training": {"seed": run.seed},
-        "export": section,
-    }
-    trial_export.save(result.trained_part(), model_dir=str(tmp_path / "trial"), card=card)
-    trial_export.rebuild(str(tmp_path / "trial"), str(tmp_path / "rebuilt"))
+
+
+@dataclasses.dataclass(frozen=True)
+class SavedTrial:
+    """One training on the cache, saved both ways: the trial's part and the whole export."""
+
+    hparams: HParams
+    run: RunConfig
+    frozen_depth: int
+    trial_dir: Path
+    whole_dir: Path
+
+
+@pytest.fixture(scope="module")
+def saved_trials(setup, tmp_path_factory):
+    """`trainable_blocks` → its `SavedTrial`, trained once for the module on first request."""
+    from trainer import export, train, trial_export
+
+    data, weights, cache = setup
+    trials: dict[int, SavedTrial] = {}
+
+    def saved(trainable_blocks: int) -> SavedTrial:
+        if trainable_blocks in trials:
+            return trials[trainable_blocks]
+        folder = tmp_path_factory.mktemp(f"saved{trainable_blocks}")
+        params = hparams(trainable_blocks, weights)
+        run = RunConfig(data=data, precision="float32", features=str(cache), seed=11)
+        result = train.train(params, run)
+        shape, names = [32, 32, 3], list(CLASS_NAMES)
+        module = export.ServingModule(result.whole_model(), shape, names)
+        export.save_module(module, model_dir=str(folder / "whole"), card={})
+        card = {
+            "model": {"name": MOBILENET, "weights": weights},
+            "hyperparameters": params.hyperparameters(),
+            "dataset": {"image_shape": shape, "class_names": names},
+            "training": {"seed": run.seed},
+            "export": trial_export.card_section(result.frozen_depth, result.cache_keys, "T"),
+        }
+        trial_export.save(result.trained_part(), model_dir=str(folder / "trial"), card=card)
+        trials[trainable_blocks] = SavedTrial(
+            params, run, result.frozen_depth, folder / "trial", folder / "whole"
+        )
+        return trials[trainable_blocks]
+
+    return saved
+
+
+@pytest.mark.parametrize("trainable_blocks", [0, 2])
+def test_the_rebuilt_model_predicts_as_the_whole_export_of_the_same_training(
+    saved_trials, tmp_path, trainable_blocks
+):
+    from trainer import export, train, trial_export
+
+    trial = saved_trials(trainable_blocks)
+    assert trial.frozen_depth == 13 - trainable_blocks
+    trial_export.rebuild(str(trial.trial_dir), str(tmp_path / "rebuilt"))
     pngs, _ = make_images(8, 32, seed=6)
-    expected, count = serve(tmp_path / "whole", pngs)
+    expected, count = serve(trial.whole_dir, pngs)
     found, rebuilt_count = serve(tmp_path / "rebuilt", pngs)
     assert rebuilt_count == count == whole_variable_count()
     np.testing.assert_allclose(found, expected, atol=1e-5)
     # And as the same trial trained from images (no cache) serves, within float error.
-    from_images = train.train(hparams, dataclasses.replace(run, features=""))
+    from_images = train.train(trial.hparams, dataclasses.replace(trial.run, features=""))
     assert from_images.frozen_depth == 0 and from_images.source == "images"
-    module = export.ServingModule(from_images.whole_model(), shape, names)
+    module = export.ServingModule(from_images.whole_model(), [32, 32, 3], list(CLASS_NAMES))
     export.save_module(module, model_dir=str(tmp_path / "images"), card={})
     np.testing.assert_allclose(found, serve(tmp_path / "images", pngs)[0], atol=2e-3)
 
 
 def test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_trial(
-    setup, tmp_path, capsys
+    saved_trials, tmp_path, capsys
 ):
-    from trainer import export, train, trial_export
+    from trainer import trial_export
 
-    data, weights, cache = setup
-    hparams = HParams(
-        batch_size=16,
-        epochs=1,
-        optimizer="adam",
-        model=MOBILENET,
-        weights=weights,
-        model_params={"trainable_blocks": 0},
-    )
-    result = train.train(hparams, RunConfig(data=data, precision="float32", features=str(cache)))
-    card = {
-        "model": {"name": MOBILENET, "weights": weights},
-        "hyperparameters": hparams.hyperparameters(),
-        "dataset": {"image_shape": [32, 32, 3], "class_names": list(CLASS_NAMES)},
-        "training": {"seed": 42},
-        "export": trial_export.card_section(13, result.cache_keys, "T"),
-    }
-    trial_export.save(result.trained_part(), model_dir=str(tmp_path / "trial"), card=card)
+    trial = saved_trials(0)
     other = weights_file(tmp_path / "other.weights.h5", seed=9)
-    argv = [f"--trial_dir={tmp_path / 'trial'}", f"--model_dir={tmp_path / 'out'}"]
+    argv = [f"--trial_dir={trial.trial_dir}", f"--model_dir={tmp_path / 'out'}"]
     capsys.readouterr()
     assert trial_export.main([*argv, f"--weights={other}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"trainer.trial_export: error: --weights={other}: fingerprint sha256:")
     assert "the backbone weights it trained on" in err and "\n" not in err
     assert not (tmp_path / "out").exists()
-    module = export.ServingModule(result.whole_model(), [32, 32, 3], list(CLASS_NAMES))
-    export.save_module(module, model_dir=str(tmp_path / "whole"), card={})
-    argv = [f"--trial_dir={tmp_path / 'whole'}", f"--model_dir={tmp_path / 'out'}"]
+    argv = [f"--trial_dir={trial.whole_dir}", f"--model_dir={tmp_path / 'out'}"]
     assert trial_export.main(argv) == 2
     assert "expected a cached trial's folder" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
@@ -217,18 +228,8 @@ def test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_tri
 
 def test_a_job_on_the_cache_exports_the_whole_model(setup, tmp_path):
     data, weights, cache = setup
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainer.task",
-            *trainer_flags(data, weights, cache, 0),
-            f"--model_dir={tmp_path / 'model'}",
-        ],
-        cwd=ROOT,
-        env=run_env(),
-        capture_output=True,
-        text=True,
+    proc = run_trainer(
+        [*trainer_flags(data, weights, cache, 0), f"--model_dir={tmp_path / 'model'}"],
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
