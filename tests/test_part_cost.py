@@ -19,10 +19,10 @@ from trainer.config import HParams, RunConfig
 
 pytestmark = pytest.mark.slow
 MOBILENET = "mobilenet_v3_small"
-# cached / uncached latency within [1/5, 5]: two medians of 15 calls each, taken on a host
-# shared with other work (the same 32 px part measured 5-14 ms in one minute here); the
-# own part alone (a bug dropping the stored part) is ~1/20 of the whole.
-LATENCY_RATIO = 5.0
+# cached / uncached latency within [1/10, 10]: two medians of 15 calls, taken at different
+# times on a host shared with other work (one 32 px model measured 5-55 ms here within
+# minutes; docs/models.md). The exact sum is `test_the_cost_adds_the_stored_part...`.
+LATENCY_RATIO = 10.0
 
 
 @pytest.fixture(scope="module")
