@@ -373,8 +373,9 @@ def headline(runs: dict[str, list[dict[str, Any]]], flops: dict[str, Any]) -> li
         here = [s for s in SIDES if f"{key}/{s}" in runs]
         med = {s: common.median(r["seconds"] for r in runs[f"{key}/{s}"]) for s in here}
         best = {s: common.median(r["best_val_accuracy"] for r in runs[f"{key}/{s}"]) for s in here}
-        med.setdefault("seeds", float("nan"))
-        best.setdefault("seeds", float("nan"))
+        for side in SIDES:  # a run of some sides only (--sides): the others are nan
+            med.setdefault(side, float("nan"))
+            best.setdefault(side, float("nan"))
         rows.append(
             [
                 f"{key}: study wall s (auto / off / seeds)",
