@@ -6,11 +6,12 @@ Each study is 6 trials of one model (`resnet50`, `mobilenet_v3_small`, `--weight
 process, timed from after its imports (TensorFlow loaded, as the local study's forked
 trials have it) to its last export:
 
-* `auto`: `python -m trainer.features` (`features.main`) for the cacheable values, then
-  each trial `train.train(..., features=...)` and what a trial does after training
-  (`task.export_and_measure` with `CLOUD_ML_TRIAL_ID` set: the cost measured on the whole
-  serving model, then the export: a cached trial saves its trained part,
-  `trainer/trial_export.py`; an uncached one the whole SavedModel);
+* `auto`: `python -m trainer.features` (`features.main`) for the cacheable values (and
+  the frozen part's cost, once per entry), then each trial `train.train(..., features=...)`
+  and what a trial does after training (`task.export_and_measure` with `CLOUD_ML_TRIAL_ID`
+  set: a cached trial takes its cost from the stored frozen part plus its own part,
+  `trainer/part_cost.py`, and saves its trained part, `trainer/trial_export.py`; an
+  uncached one measures the whole serving model and exports the whole SavedModel);
 * `off`: each trial from images, then the same (the whole SavedModel every trial);
 * `seeds`: each trial the seeds' way (`benchmarks/seed001_trainer.py`'s `create_dataset`:
   encoded PNGs decoded and resized every epoch, `model.fit`, `model.save`), the backbone's
@@ -372,8 +373,9 @@ def headline(runs: dict[str, list[dict[str, Any]]], flops: dict[str, Any]) -> li
         here = [s for s in SIDES if f"{key}/{s}" in runs]
         med = {s: common.median(r["seconds"] for r in runs[f"{key}/{s}"]) for s in here}
         best = {s: common.median(r["best_val_accuracy"] for r in runs[f"{key}/{s}"]) for s in here}
-        med.setdefault("seeds", float("nan"))
-        best.setdefault("seeds", float("nan"))
+        for side in SIDES:  # a run of some sides only (--sides): the others are nan
+            med.setdefault(side, float("nan"))
+            best.setdefault(side, float("nan"))
         rows.append(
             [
                 f"{key}: study wall s (auto / off / seeds)",

@@ -328,3 +328,14 @@ def test_sync_bn_benchmark_alternates_the_sides_per_batch_and_writes_its_table(
     assert table["batch 4/replica: last epoch's train accuracy, per-replica / synchronized"] == (
         "0.600 / 0.850"
     )
+
+
+def test_feature_cache_headline_of_some_sides_only():
+    from benchmarks import bench_feature_cache
+
+    run = {"seconds": 350.0, "best_val_accuracy": 0.5}
+    rows = dict(bench_feature_cache.headline({"resnet50/frozen/seeds": [run]}, {}))
+    assert rows["resnet50/frozen: study wall s (auto / off / seeds)"] == "nan / nan / 350.0"
+    both = {"m/frozen/auto": [dict(run, seconds=50.0)], "m/frozen/off": [run]}
+    rows = dict(bench_feature_cache.headline(both, {}))
+    assert rows["m/frozen: speed-up cache auto vs off; ours (auto) vs seeds"] == "7.00x; nanx"

@@ -109,7 +109,7 @@ def compute(
     import keras
     import tensorflow as tf
 
-    from trainer import data, feature_store, frozen, records
+    from trainer import data, feature_store, frozen, part_cost, records
     from trainer.models import build_model
 
     started = time.perf_counter()
@@ -161,6 +161,11 @@ def compute(
                 shards.append({"file": shard["file"], "count": written})
             splits[split] = {"count": seen, "shards": shards}
         seconds = time.perf_counter() - started
+        measuring = time.perf_counter()
+        costs = part_cost.measure_frozen_parts(
+            spec, metadata["image_shape"], len(metadata["class_names"]), depths
+        )
+        _log(f"measured the frozen part's cost in {time.perf_counter() - measuring:.1f} s")
         for d in depths:
             shape = list(feature_keys.feature_shape(spec.name, metadata["image_shape"], d))
             feature_store.write_metadata(
@@ -174,6 +179,7 @@ def compute(
                     "class_names": metadata["class_names"],
                     "splits": splits,
                     "seconds": round(seconds, 3),
+                    part_cost.STORED_KEY: costs[d],
                     "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
                 },
             )

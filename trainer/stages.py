@@ -160,7 +160,7 @@ def feature_data(
 
 
 @contextlib.contextmanager
-def _float32() -> Iterator[None]:
+def float32_build() -> Iterator[None]:
     """Build in float32 whatever the run's policy (the export's dtype), outside any strategy."""
     policy = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("float32")
@@ -178,7 +178,7 @@ def _copy_of(
 
     @functools.cache
     def whole() -> keras.Model:
-        with _float32():  # no pretrained weights to load: the trained ones replace them all
+        with float32_build():  # no pretrained weights to load: the trained ones replace them all
             model = build_model(spec, hparams.model_params, "none", image_shape, num_classes)
         model.set_weights(trained.get_weights())
         return model
@@ -201,7 +201,7 @@ def assemble(
     it, so a random backbone (`--weights none`) is the one the features came from.
     Float32, undistributed; `trained` is the weights of `frozen.trainable_part` at `depth`.
     """
-    with _float32():
+    with float32_build():
         keras.utils.set_random_seed(seed)
         model = build_model(
             spec, hparams.model_params, hparams.weights, image_shape, num_classes, "float32"

@@ -110,30 +110,31 @@ def main(argv: Sequence[str] | None = None) -> int:
 def export_and_measure(hparams: HParams, run: RunConfig, result: Any) -> dict[str, float]:
     """Measure the serving model's cost (`trainer.cost_metrics`), then export it if asked.
 
-    The whole model is built once, its serving function traced once for both; the costs go
-    into model.json too. A trial that trained on a feature cache saves only its trained
-    part and the way to rebuild the whole model (`trainer.trial_export`).
+    A trial that trained on a feature cache saves only its trained part and the way to
+    rebuild the whole model (`trainer.trial_export`), and takes its cost from the frozen
+    part's, measured once in the features step, plus its own part's
+    (`trainer.part_cost`): it builds no backbone. Otherwise the whole model is built once,
+    its serving function traced once for both. The costs go into model.json too.
     """
-    from trainer import cost_metrics, export, trial_export
-    from trainer.models import builder_of
+    from trainer import export, trial_export
 
-    shape = result.metadata["image_shape"]
-    model = result.whole_model()
-    module = export.ServingModule(model, shape, result.metadata["class_names"])
-    builder = builder_of(model_spec(hparams.model))
+    trained_part_only = trial_export.applies(result.frozen_depth, os.environ)
     started = time.perf_counter()
-    costs = cost_metrics.measure(module.serve, module.model_variables, shape, builder, model)
+    costs = _costs_from_parts(hparams, result) if trained_part_only else None
+    module = None
+    if costs is None:
+        module, costs = _whole_model_costs(hparams, result)
     took = time.perf_counter() - started  # the serving function's one trace included
     print(
         f"{PROG}: cost: "
         + " ".join(f"{k}={v:.4g}" for k, v in costs.items())
-        + f" (measured in {took:.2f}s)",
+        + f" (measured in {took:.2f}s{'' if module else '; the frozen part: features step'})",
         file=sys.stderr,
     )
     if not run.model_dir:
         return costs
     card = {**model_card(hparams, run, result), "cost": costs}
-    if trial_export.applies(result.frozen_depth, os.environ):
+    if trained_part_only:
         section = trial_export.card_section(result.frozen_depth, result.cache_keys, run.model_dir)
         trained = result.trained_part()
         trial_export.save(trained, model_dir=run.model_dir, card={**card, "export": section})
@@ -143,9 +144,39 @@ def export_and_measure(hparams: HParams, run: RunConfig, result: Any) -> dict[st
             file=sys.stderr,
         )
         return costs
+    assert module is not None  # only a trial saving its trained part skips the build
     export.save_module(module, model_dir=run.model_dir, card=card)
     print(f"{PROG}: exported model to {run.model_dir}", file=sys.stderr)
     return costs
+
+
+def _whole_model_costs(hparams: HParams, result: Any) -> tuple[Any, dict[str, float]]:
+    """The whole model's serving module and its cost (a team's `hpt_metrics` included)."""
+    from trainer import cost_metrics, export
+    from trainer.models import builder_of
+
+    shape = result.metadata["image_shape"]
+    model = result.whole_model()
+    module = export.ServingModule(model, shape, result.metadata["class_names"])
+    builder = builder_of(model_spec(hparams.model))
+    costs = cost_metrics.measure(module.serve, module.model_variables, shape, builder, model)
+    return module, costs
+
+
+def _costs_from_parts(hparams: HParams, result: Any) -> dict[str, float] | None:
+    """The cost from the stored frozen part and the trained part, or None (one line why)."""
+    from trainer import cost_metrics, part_cost
+    from trainer.models import builder_of
+
+    if hasattr(builder_of(model_spec(hparams.model)), cost_metrics.BUILDER_METRICS_ATTRIBUTE):
+        return None  # a team's hpt_metrics hook takes the whole model
+    cost, why = part_cost.stored(
+        result.frozen_part_cost, hparams.model, result.metadata["image_shape"], result.frozen_depth
+    )
+    if cost is None:
+        print(f"{PROG}: cost: measured on the whole model ({why})", file=sys.stderr)
+        return None
+    return part_cost.measure(cost, result.trained_model, result.metadata["class_names"])
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import distribute, feature_keys, precision, records, stages
+from trainer import distribute, feature_keys, part_cost, precision, records, stages
 from trainer.config import HParams, RunConfig
 from trainer.models import ModelSpec, model_spec
 
@@ -51,6 +51,8 @@ class TrainResult:
     source: str = "images"  # or the feature cache entry trained on
     frozen_depth: int = 0  # the entry's frozen depth (0: trained on images)
     cache_keys: dict[str, Any] = dataclasses.field(default_factory=dict)  # the entry's keys
+    trained_model: keras.Model | None = None  # what trained (on a cache: the part above it)
+    frozen_part_cost: dict[str, Any] = dataclasses.field(default_factory=dict)  # the entry's
 
     @property
     def weights(self) -> list[np.ndarray]:
@@ -229,6 +231,8 @@ def _train(
             if entry
             else {}
         ),
+        trained_model=built.model,
+        frozen_part_cost=dict(entry.metadata.get(part_cost.STORED_KEY) or {}) if entry else {},
     )
 
 
