@@ -123,7 +123,7 @@ COVERING: dict[str, tuple[str, ...]] = {
     "pipelines/jobs/machines.py": ("tests/test_worker_pools.py", V + "run_checks.py"),
     "pipelines/jobs/worker_pools.py": ("tests/test_worker_pools.py",),
     "trainer/models/": ("tests/test_models.py",),
-    "trainer/evaluate.py": ("tests/test_eval_report.py",),
+    "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
     "dataprep/": ("tests/test_prepare.py", "tests/test_behaviour_data.py"),
 }
 # Cheapest and most valuable first: what `make mutmut` runs with no MODULES.
