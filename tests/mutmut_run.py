@@ -96,7 +96,22 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_behaviour_settings.py",
         "tests/test_mut_settings_cloud.py",
     ),
-    "pipelines/settings_space.py": ("tests/test_settings.py", "tests/test_models.py"),
+    "pipelines/settings_space.py": (
+        "tests/test_mut_settings_space.py",
+        "tests/test_model_choice.py::test_the_study_image_size_must_suit_every_model_in_the_choice",
+        "tests/test_model_choice.py::test_weights_set_for_the_study_must_suit_every_model_unset_"
+        "is_each_models_own",
+        V + "run_checks.py::test_a_changed_metric_tag_changes_the_study_and_the_selection_with_it",
+    )
+    + tuple(
+        f"tests/test_models.py::test_{name}"  # the team models' checks (no TensorFlow)
+        for name in (
+            "a_team_models_own_min_image_size_refuses_smaller_images",
+            "a_team_model_that_is_not_importable_here_still_compiles_with_a_note",
+            "a_team_models_own_hyperparameter_is_searchable_and_checked",
+            "a_preset_that_does_not_fit_the_model_names_the_presets_that_do",
+        )
+    ),
     "pipelines/targets/kubeflow/katib_rules.py": (
         K + "katib.py",
         "tests/test_behaviour_kubeflow.py",
@@ -154,6 +169,9 @@ def mutmut_section(modules: Sequence[str], tests: Sequence[str]) -> str:
         f"pytest_add_cli_args = {json.dumps(['-p', 'no:randomly', '-p', 'no:cacheprovider'])}\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}\n"
         "use_git_change_detection = false\n"
+        # Not forked from the process that ran the tests for the stats: TensorFlow, once it
+        # has run an op there, hangs in a forked child (equivalent mutants timed out).
+        'process_isolation = "forkserver"\n'
     )
 
 

@@ -11,8 +11,17 @@ from __future__ import annotations
 
 import json
 import math
+
 import numpy as np
 import pytest
+import tensorflow as tf
+
+from tests.conftest import use_temp_folder
+from tests.synthetic import write_dataset
+from trainer import evaluate, records
+
+# TensorFlow imported here, not in the fixture: mutmut's fork server collects (imports) the
+# test files once, and each mutant's run forks from it instead of importing TensorFlow again.
 
 DARK, BRIGHT = [0.6, 0.4], [0.55, 0.45]  # both argmax to "dark"; bright ranks above dark
 
@@ -20,10 +29,6 @@ DARK, BRIGHT = [0.6, 0.4], [0.55, 0.45]  # both argmax to "dark"; bright ranks a
 @pytest.fixture(scope="module")
 def brightness_model(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A SavedModel whose `serving_default` takes PNG bytes and scores their brightness."""
-    import tensorflow as tf
-
-    from tests.conftest import use_temp_folder
-
     with pytest.MonkeyPatch.context() as patch:
         use_temp_folder(tmp_path_factory.mktemp("tf-tmp"), patch)
 
@@ -46,8 +51,6 @@ def brightness_model(tmp_path_factory: pytest.TempPathFactory) -> str:
 def test_the_evaluation_step_writes_every_figure_of_the_test_split(
     brightness_model, synthetic_data, tmp_path
 ):
-    from trainer import evaluate
-
     result = tmp_path / "report.json"
     argv = ["--model_dir", brightness_model, "--data_dir", synthetic_data]
     assert evaluate.main([*argv, "--result", str(result)]) == 0
@@ -69,9 +72,6 @@ def test_the_evaluation_step_writes_every_figure_of_the_test_split(
 
 
 def test_a_test_split_with_no_images_is_refused_naming_the_dataset(brightness_model, tmp_path):
-    from tests.synthetic import write_dataset
-    from trainer import evaluate, records
-
     data = write_dataset(str(tmp_path / "data"), counts=(8, 4, 0), shards=(1, 1, 1))
     out = tmp_path / "report.json"
     with pytest.raises(records.DatasetError, match=f"^{data}: the test split is empty$"):
@@ -81,8 +81,6 @@ def test_a_test_split_with_no_images_is_refused_naming_the_dataset(brightness_mo
 
 @pytest.mark.parametrize("missing", ["--model_dir", "--data_dir", "--result"])
 def test_each_flag_of_the_step_is_required(missing, capsys):
-    from trainer import evaluate
-
     argv = {"--model_dir": "m", "--data_dir": "d", "--result": "r"}
     del argv[missing]
     with pytest.raises(SystemExit) as exit_:
@@ -92,10 +90,8 @@ def test_each_flag_of_the_step_is_required(missing, capsys):
 
 
 def _report(labels: list[int], predicted: list[int], k: int = 3) -> dict:
-    from trainer.evaluate import classification_report
-
     probabilities = np.eye(k)[predicted] * 0.7 + 0.3 / k
-    return classification_report(probabilities, np.array(labels), ["a", "b", "c"][:k])
+    return evaluate.classification_report(probabilities, np.array(labels), ["a", "b", "c"][:k])
 
 
 def test_a_class_never_predicted_nor_present_still_has_its_row():
