@@ -137,7 +137,22 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "pipelines/jobs/machines.py": ("tests/test_worker_pools.py", V + "run_checks.py"),
     "pipelines/jobs/worker_pools.py": ("tests/test_worker_pools.py",),
-    "trainer/models/": ("tests/test_models.py",),
+    # the catalogue and a team's builders, without building a backbone; then the folder
+    **dict.fromkeys(
+        ("trainer/models/__init__.py", "trainer/models/custom.py"),
+        ("tests/test_mut_models.py",)
+        + tuple(
+            f"tests/test_models.py::test_{name}"
+            for name in (
+                "a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored",
+                "a_pretrained_model_without_weights_set_starts_from_imagenet",
+                "pretrained_weights_for_a_model_without_a_backbone_are_refused",
+                "an_unusable_team_model_is_refused_in_one_line_before_a_run",
+                "a_team_models_own_min_image_size_refuses_smaller_images",
+            )
+        ),
+    ),
+    "trainer/models/": ("tests/test_models.py", "tests/test_mut_models.py"),
     "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
     "dataprep/": ("tests/test_prepare.py", "tests/test_behaviour_data.py"),
 }
