@@ -138,6 +138,16 @@ def test_the_n1_rows_are_vertexs_gpu_table_by_vcpus():
     assert {m: dict(a) for m, a in built.items() if m.startswith("n1-")} == expected
 
 
+@pytest.mark.parametrize("machine", ["n1-standard-3", "n1-standard-x", "n1-superfast-8"])
+def test_a_name_that_is_no_n1_machine_type_is_refused_with_the_n1_pattern(machine):
+    with pytest.raises(machines.MachineError) as err:
+        machines.check_machine(machine, None, 0, what="trial_machine_type")
+    assert str(err.value) == (
+        f"trial_machine_type={machine}: not an N1 machine type (expected "
+        "n1-standard|highmem|highcpu-N, N one of 1, 2, 4, 8, 16, 32, 64, 96)"
+    )
+
+
 def test_every_table_entry_is_a_machine_spec_the_api_parses():
     from google.cloud.aiplatform_v1 import AcceleratorType, MachineSpec
 
