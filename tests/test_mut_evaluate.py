@@ -87,7 +87,17 @@ def test_each_flag_of_the_step_is_required(missing, capsys):
     with pytest.raises(SystemExit) as exit_:
         evaluate.main([x for pair in argv.items() for x in pair])
     assert exit_.value.code == 2
-    assert f"the following arguments are required: {missing}" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m trainer.evaluate ")
+    assert f"the following arguments are required: {missing}" in err
+
+
+def test_the_steps_help_says_what_it_does(capsys):
+    with pytest.raises(SystemExit):
+        evaluate.main(["--help"])
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m trainer.evaluate ")
+    assert "Score an exported model on a prepared split through its serving signature" in out
 
 
 def _report(labels: list[int], predicted: list[int], k: int = 3) -> dict:
