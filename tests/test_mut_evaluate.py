@@ -97,7 +97,11 @@ def test_the_steps_help_says_what_it_does(capsys):
         evaluate.main(["--help"])
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m trainer.evaluate ")
-    assert "Score an exported model on a prepared split through its serving signature" in out
+    words = " ".join(out.split())
+    assert "Score an exported model on a prepared split through its serving signature" in words
+    assert "--model_dir MODEL_DIR the exported SavedModel" in words
+    assert "--data_dir DATA_DIR the prepared dataset" in words
+    assert "--result RESULT local file for the report (JSON)" in words
 
 
 def _report(labels: list[int], predicted: list[int], k: int = 3) -> dict:
