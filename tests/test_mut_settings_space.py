@@ -17,6 +17,7 @@ import yaml
 from pipelines.settings import Settings, SettingsError
 from pipelines.settings_space import listed_objectives, settings_model, study_space
 from pipelines.study.search_space import SearchSpaceError
+from trainer.contract import ContractError
 
 
 def _ids(settings: Settings) -> list[str]:
@@ -66,7 +67,9 @@ def test_the_study_gets_the_settings_objectives_primary_first():
 def test_a_grid_over_a_continuous_parameter_is_refused_for_the_settings_algorithm():
     study_space(Settings(algorithm="RANDOM_SEARCH"))
     with pytest.raises(SearchSpaceError, match="grid"):
-        study_space(Settings(algorithm="GRID_SEARCH"))  # the default space has a DOUBLE learning rate
+        study_space(
+            Settings(algorithm="GRID_SEARCH")
+        )  # the default space has a DOUBLE learning rate
 
 
 def test_the_pipeline_lists_objectives_only_beyond_the_metric_tag_alone():
@@ -92,3 +95,18 @@ def test_weights_the_model_cannot_take_are_refused_in_one_line():
         "weights='imagenet': model cnn has no pretrained backbone (expected none)"
     )
     assert settings_model(Settings(model="resnet50", weights="imagenet")).checked
+
+
+def test_the_study_metric_step_gives_each_objective_its_goal_primary_first():
+    from components.study_metric import study_metric
+
+    assert study_metric.python_func("val_loss", [], []) == (
+        [{"metric_id": "val_loss", "goal": 2}],
+        "minimize",
+    )
+    assert study_metric.python_func("val_accuracy", ["val_accuracy", "latency_ms:min"], []) == (
+        [{"metric_id": "val_accuracy", "goal": 1}, {"metric_id": "latency_ms", "goal": 2}],
+        "maximize",
+    )
+    with pytest.raises(ContractError, match=r"^metric_tag=accuracy: say val_accuracy \("):
+        study_metric.python_func("accuracy", [], [])
