@@ -127,7 +127,19 @@ COVERING: dict[str, tuple[str, ...]] = {
         V + "types.py",
         "tests/test_registry_and_vertex_trials.py",
     ),
-    "pipelines/jobs/machines.py": ("tests/test_worker_pools.py", V + "run_checks.py"),
+    "pipelines/jobs/machines.py": ("tests/test_worker_pools.py",)
+    + tuple(
+        f"{V}run_checks.py::test_{name}"  # the machine tests, not the file's CLI runs
+        for name in (
+            "machine_accelerator_pairs_follow_vertexs_table",
+            "each_refusal_names_what_vertex_takes_instead",
+            "tpus_and_no_accelerator_are_not_gpus",
+            "the_n1_rows_are_vertexs_gpu_table_by_vcpus",
+            "a_name_that_is_no_n1_machine_type_is_refused_with_the_n1_pattern",
+            "every_table_entry_is_a_machine_spec_the_api_parses",
+            "compiling_for_vertex_refuses_a_pair_vertex_refuses",
+        )
+    ),
     "pipelines/jobs/worker_pools.py": ("tests/test_worker_pools.py",),
     # the catalogue and a team's builders, without building a backbone; then the folder
     **dict.fromkeys(
