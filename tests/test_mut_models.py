@@ -74,6 +74,10 @@ def listed(image_shape, num_classes, *, sizes: list = None):
     return None
 
 
+def maybe(image_shape, num_classes, *, width: int | None = None):
+    return None
+
+
 def bad_default(image_shape, num_classes, *, width: int = "wide"):
     return None
 
@@ -143,7 +147,7 @@ def test_a_usable_team_model_prints_its_whole_spec(team, capsys):
         ("str", "x"),
     ]
     assert hyper["mode"]["choices"] == ["a", "b"] and hyper["width"]["choices"] == []
-    assert hyper["width"]["help"] == "mutteam.models:build"
+    assert hyper["width"]["help"] == hyper["mode"]["help"] == "mutteam.models:build"
     back = ModelSpec.from_json(json.loads(out))  # what the pipeline reads back
     assert back == custom.inspect_builder(team + "build")
     assert back.all_hyperparameters()["mode"].choices == ("a", "b")
@@ -182,6 +186,12 @@ def test_a_builder_without_a_docstring_or_extras_is_described_by_its_reference(t
             2,
             "keyword-only argument sizes: annotation list is not tunable (expected int, "
             "float, str or Literal[...])",
+        ),
+        (
+            "maybe",
+            2,
+            "keyword-only argument width: annotation int | None is not tunable (expected "
+            "int, float, str or Literal[...])",
         ),
         ("bad_default", 2, "keyword-only argument width: default 'wide' is not an integer"),
         ("bad_choice", 2, "keyword-only argument mode: default 'c' is not one of a, b"),

@@ -110,3 +110,23 @@ def test_the_study_metric_step_gives_each_objective_its_goal_primary_first():
     )
     with pytest.raises(ContractError, match=r"^metric_tag=accuracy: say val_accuracy \("):
         study_metric.python_func("accuracy", [], [])
+
+
+def test_the_presets_named_as_fitting_each_model():
+    from pipelines.settings_space import fitting_presets
+
+    assert fitting_presets(settings_model(Settings(model="cnn"))) == [
+        "default",
+        "optimizer",
+        "seeds",
+    ]
+    resnet = settings_model(Settings(model="resnet50"))
+    assert fitting_presets(resnet) == ["default", "optimizer", "seeds", "transfer"]
+    # a model built where it runs: its own flags are unknown here, so any preset may fit
+    elsewhere = settings_model(Settings(model="elsewhere.models:build", image_size=32))
+    assert fitting_presets(elsewhere) == ["default", "optimizer", "seeds", "transfer"]
+
+
+def test_a_model_built_elsewhere_may_study_flags_this_machine_cannot_check():
+    settings = Settings(model="elsewhere.models:build", image_size=32, search_space="transfer")
+    assert "trainable_blocks" in _ids(settings)  # its builder's flag, checked where it runs
