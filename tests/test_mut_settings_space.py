@@ -130,3 +130,9 @@ def test_the_presets_named_as_fitting_each_model():
 def test_a_model_built_elsewhere_may_study_flags_this_machine_cannot_check():
     settings = Settings(model="elsewhere.models:build", image_size=32, search_space="transfer")
     assert "trainable_blocks" in _ids(settings)  # its builder's flag, checked where it runs
+
+
+def test_an_unusable_model_reference_is_refused_with_the_checks_own_line():
+    with pytest.raises(SettingsError) as err:
+        settings_model(Settings(model="json:nosuch", image_size=32))  # importable, no builder
+    assert str(err.value) == "model=json:nosuch: json has no function nosuch"
