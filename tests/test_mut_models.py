@@ -98,6 +98,35 @@ def crashes(image_shape, num_classes):
     raise RuntimeError("no\\n  such   layer")
 
 
+def long_crash(image_shape, num_classes):
+    raise RuntimeError("x" * 300)
+
+
+def text(image_shape, num_classes):
+    return "a model"
+
+
+def subclassed(image_shape, num_classes):
+    import keras
+
+    class Net(keras.Model):
+        def call(self, x):
+            return x
+
+    return Net()
+
+
+def ghost(image_shape, num_classes, *, width: "Nope" = 1):
+    return None
+
+
+def unreadable(image_shape, num_classes):
+    return None
+
+
+unreadable.__signature__ = "not a signature"
+
+
 not_callable = 3
 '''
 
@@ -202,6 +231,20 @@ def test_a_builder_without_a_docstring_or_extras_is_described_by_its_reference(t
             "typing.Literal[1, 2]",
         ),
         ("wrong_output", 2, "output shape (None, 4), expected (None, 3) logits"),
+        ("text", 2, "returned str, expected a keras.Model"),
+        ("subclassed", 2, "output shape (), expected (None, 3) logits"),
+        (
+            "long_crash",
+            2,
+            f"building it for images [32, 32, 3] failed (RuntimeError: {'x' * 200})",
+        ),
+        ("ghost", 2, "cannot read its signature (name 'Nope' is not defined)"),
+        (
+            "unreadable",
+            2,
+            "cannot read its signature (unexpected object 'not a signature' in __signature__ "
+            "attribute)",
+        ),
         (
             "crashes",
             2,
