@@ -349,3 +349,11 @@ def test_the_catalogues_tunable_depths_and_widths():
         assert (width.kind, width.default, width.minimum, width.maximum) == (int, units, 1, None)
         assert width.help == "units of the head's hidden layer"
     assert fresh["cnn"].all_hyperparameters()["num_units"].default == 128
+
+
+def test_the_check_builds_at_the_image_size_and_channels_asked(team, capsys):
+    code, err = _check(team + "crashes", capsys, "--image-size=20", "--channels=1")
+    assert code == 2 and "building it for images [20, 20, 1] failed" in err
+    with pytest.raises(SystemExit):
+        custom.main([])
+    assert capsys.readouterr().err.startswith("usage: python -m trainer.models.custom ")
