@@ -178,7 +178,7 @@ def test_a_usable_team_model_prints_its_whole_spec(team, capsys):
     assert hyper["mode"]["choices"] == ["a", "b"] and hyper["width"]["choices"] == []
     assert hyper["width"]["help"] == hyper["mode"]["help"] == "mutteam.models:build"
     back = ModelSpec.from_json(json.loads(out))  # what the pipeline reads back
-    assert back == custom.inspect_builder(team + "build")
+    assert back == custom.inspect_builder(team + "build") == model_spec(team + "build")
     assert back.all_hyperparameters()["mode"].choices == ("a", "b")
     assert back.all_hyperparameters()["learning_rate"].kind is float  # the trainer's own too
 
