@@ -96,7 +96,14 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_behaviour_settings.py",
         "tests/test_mut_settings_cloud.py",
     ),
-    "pipelines/settings_space.py": ("tests/test_settings.py", "tests/test_models.py"),
+    "pipelines/settings_space.py": (
+        "tests/test_mut_settings_space.py",
+        "tests/test_model_choice.py::test_the_study_image_size_must_suit_every_model_in_the_choice",
+        "tests/test_model_choice.py::test_weights_set_for_the_study_must_suit_every_model_unset_"
+        "is_each_models_own",
+        # one team model checked in its process (the others cost a TensorFlow start each)
+        "tests/test_models.py::test_a_team_models_own_min_image_size_refuses_smaller_images",
+    ),
     "pipelines/targets/kubeflow/katib_rules.py": (
         K + "katib.py",
         "tests/test_behaviour_kubeflow.py",
@@ -120,10 +127,37 @@ COVERING: dict[str, tuple[str, ...]] = {
         V + "types.py",
         "tests/test_registry_and_vertex_trials.py",
     ),
-    "pipelines/jobs/machines.py": ("tests/test_worker_pools.py", V + "run_checks.py"),
+    "pipelines/jobs/machines.py": ("tests/test_worker_pools.py",)
+    + tuple(
+        f"{V}run_checks.py::test_{name}"  # the machine tests, not the file's CLI runs
+        for name in (
+            "machine_accelerator_pairs_follow_vertexs_table",
+            "each_refusal_names_what_vertex_takes_instead",
+            "tpus_and_no_accelerator_are_not_gpus",
+            "the_n1_rows_are_vertexs_gpu_table_by_vcpus",
+            "a_name_that_is_no_n1_machine_type_is_refused_with_the_n1_pattern",
+            "every_table_entry_is_a_machine_spec_the_api_parses",
+            "compiling_for_vertex_refuses_a_pair_vertex_refuses",
+        )
+    ),
     "pipelines/jobs/worker_pools.py": ("tests/test_worker_pools.py",),
-    "trainer/models/": ("tests/test_models.py",),
-    "trainer/evaluate.py": ("tests/test_eval_report.py",),
+    # the catalogue and a team's builders, without building a backbone; then the folder
+    **dict.fromkeys(
+        ("trainer/models/__init__.py", "trainer/models/custom.py"),
+        ("tests/test_mut_models.py",)
+        + tuple(
+            f"tests/test_models.py::test_{name}"
+            for name in (
+                "a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored",
+                "a_pretrained_model_without_weights_set_starts_from_imagenet",
+                "pretrained_weights_for_a_model_without_a_backbone_are_refused",
+                "an_unusable_team_model_is_refused_in_one_line_before_a_run",
+                "a_team_models_own_min_image_size_refuses_smaller_images",
+            )
+        ),
+    ),
+    "trainer/models/": ("tests/test_models.py", "tests/test_mut_models.py"),
+    "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
     "dataprep/": ("tests/test_prepare.py", "tests/test_behaviour_data.py"),
 }
 # Cheapest and most valuable first: what `make mutmut` runs with no MODULES.
@@ -154,6 +188,9 @@ def mutmut_section(modules: Sequence[str], tests: Sequence[str]) -> str:
         f"pytest_add_cli_args = {json.dumps(['-p', 'no:randomly', '-p', 'no:cacheprovider'])}\n"
         f"pytest_add_cli_args_test_selection = {json.dumps(list(tests))}\n"
         "use_git_change_detection = false\n"
+        # Not forked from the process that ran the tests for the stats: TensorFlow, once it
+        # has run an op there, hangs in a forked child (equivalent mutants timed out).
+        'process_isolation = "forkserver"\n'
     )
 
 

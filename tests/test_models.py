@@ -313,6 +313,11 @@ def test_a_team_models_own_min_image_size_refuses_smaller_images(on_path):
         "image_size=32: model teammodels.tiny:wide needs at least 64 px per side"
     )
     assert settings_model(Settings(model="teammodels.tiny:wide", image_size=64)).checked
+    with pytest.raises(SettingsError) as err:  # its builder takes no `weights`
+        settings_model(Settings(model="teammodels.tiny:wide", image_size=64, weights="imagenet"))
+    assert str(err.value) == (
+        "weights='imagenet': model teammodels.tiny:wide has no pretrained backbone (expected none)"
+    )
 
 
 def test_a_team_model_that_is_not_importable_here_still_compiles_with_a_note(on_path):

@@ -109,6 +109,45 @@ def test_tpus_and_no_accelerator_are_not_gpus():
     assert machines.is_gpu("NVIDIA_L4") and not machines.is_gpu(None)
 
 
+def test_the_n1_rows_are_vertexs_gpu_table_by_vcpus():
+    """Vertex's N1 rows, transcribed from `machines.SOURCE` by hand, against the table built.
+
+    The module is run afresh (`runpy`) so that the table is built by this test: it is built
+    when the module loads, before mutmut's fork, where no mutant of it would show.
+    """
+    import runpy
+
+    up_to_8 = {"T4": (1, 2, 4), "P4": (1, 2, 4), "P100": (1, 2, 4), "V100": (1, 2, 4, 8)}
+    by_cpus = {
+        **dict.fromkeys((2, 4, 8), up_to_8),
+        16: {**up_to_8, "V100": (2, 4, 8)},
+        32: {"T4": (2, 4), "P4": (2, 4), "P100": (2, 4), "V100": (4, 8)},
+        **dict.fromkeys((64, 96), {"T4": (4,), "P4": (4,), "V100": (8,)}),
+    }
+    families = {
+        "standard": (4, 8, 16, 32, 64, 96),
+        "highmem": (2, 4, 8, 16, 32, 64, 96),
+        "highcpu": (16, 32, 64, 96),
+    }
+    expected = {
+        f"n1-{family}-{cpus}": {f"NVIDIA_TESLA_{g}": n for g, n in by_cpus[cpus].items()}
+        for family, sizes in families.items()
+        for cpus in sizes
+    }
+    built = runpy.run_path(machines.__file__, run_name=machines.__name__)["GPU_MACHINES"]
+    assert {m: dict(a) for m, a in built.items() if m.startswith("n1-")} == expected
+
+
+@pytest.mark.parametrize("machine", ["n1-standard-3", "n1-standard-x", "n1-superfast-8"])
+def test_a_name_that_is_no_n1_machine_type_is_refused_with_the_n1_pattern(machine):
+    with pytest.raises(machines.MachineError) as err:
+        machines.check_machine(machine, None, 0, what="trial_machine_type")
+    assert str(err.value) == (
+        f"trial_machine_type={machine}: not an N1 machine type (expected "
+        "n1-standard|highmem|highcpu-N, N one of 1, 2, 4, 8, 16, 32, 64, 96)"
+    )
+
+
 def test_every_table_entry_is_a_machine_spec_the_api_parses():
     from google.cloud.aiplatform_v1 import AcceleratorType, MachineSpec
 

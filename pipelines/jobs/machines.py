@@ -131,9 +131,8 @@ def check_machine(
     if count == 0:
         if machine_type.startswith(_ACCELERATOR_OPTIMIZED):
             choices = ", ".join(f"{n} x {gpu}" for gpu, ns in allowed.items() for n in ns)
-            raise MachineError(
-                f"{prefix}: {machine_type} comes with its GPUs "
-                f"(expected {choices or 'a machine type listed at ' + SOURCE})"
+            raise MachineError(  # `_check_known` refused the types without a row here
+                f"{prefix}: {machine_type} comes with its GPUs (expected {choices})"
             )
         return
     if accelerator_type is None or not is_gpu(accelerator_type):

@@ -156,7 +156,8 @@ def check_builds(spec: ModelSpec, image_shape: Sequence[int], num_classes: int) 
         raise ContractError(
             f"model={spec.name}: returned {type(model).__name__}, expected a keras.Model"
         )
-    shape = tuple(model.outputs[0].shape) if model.outputs else ()
+    outputs = getattr(model, "outputs", None)  # a subclassed model has none: not traced
+    shape = tuple(outputs[0].shape) if outputs else ()
     if len(shape) != 2 or shape[-1] != num_classes:
         raise ContractError(
             f"model={spec.name}: output shape {shape}, expected (None, {num_classes}) logits"
