@@ -91,16 +91,17 @@ def parameter_defaults(settings: Any, derived: Mapping[str, Any]) -> dict[str, A
         ValueError: A parameter that neither `derived` nor a setting gives.
     """
     defaults: dict[str, Any] = {}
+    flat = settings.flat()  # the settings by the names users write
     for name, kind in PARAMETERS:
         if name in derived:
             defaults[name] = derived[name]
             continue
         setting = SETTING_OF.get(name, name)
-        if not hasattr(settings, setting):
+        if setting not in flat:
             raise ValueError(
                 f"pipeline parameter {name}: no setting {setting} and no derived value"
             )
-        value = getattr(settings, setting)
+        value = flat[setting]
         defaults[name] = kind() if value is None else kind(value)
     return defaults
 

@@ -1,13 +1,15 @@
-"""The checks of the cloud and cluster settings (Vertex AI, Kubeflow): formats only, no network.
+"""The cloud and Kubeflow sections of `Settings`, each checking its own fields (no network).
 
-`pipelines.settings` calls `first_problem` after its own checks; each problem is one line
-naming the setting, its value and what is expected (secrets are named, never shown).
+Each problem is one line naming the setting, its value and what is expected (secrets are
+named, never shown). `pipelines/settings_sections.py` holds the other sections.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any
+
+from pipelines.settings_sections import SettingsError, need
 
 MAX_DISPLAY_NAME = 128  # Vertex's limit on every resource's display name
 KUBEFLOW_JOB_APIS = ("auto", "tfjob", "trainjob")  # `kubeflow_job_api`: the final job's API
@@ -29,149 +31,198 @@ _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
 _LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
 
 
-class _Bad(ValueError):
-    """The first bad setting found; its message is the one line shown."""
+@dataclasses.dataclass(frozen=True)
+class CloudSettings:
+    """Where Vertex AI runs the pipeline, as whom, and what the run and its model are called."""
 
+    project: str | None = None
+    region: str = "us-central1"
+    pipeline_root: str | None = None
+    service_account: str | None = None
+    network: str | None = None
+    kms_key: str | None = None
+    labels: dict[str, str] = dataclasses.field(default_factory=dict)
+    experiment: str | None = None
+    enable_caching: bool | None = None  # None: as compiled (kfp caches every task by default)
+    display_name: str = "hpt-pipeline"
+    model_display_name: str = ""  # empty: hpt-<model> (hpt-cnn; a reference: its function)
+    parent_model: str | None = None  # projects/P/locations/L/models/ID: upload as its new version
+    keep_default_version: bool = False  # True: a new version does not take the `default` alias
 
-def first_problem(s: Any) -> str | None:
-    """The first cloud or cluster setting of `s` (a `Settings`) that is malformed, in one line."""
-    try:
-        _check(s)
-    except _Bad as bad:
-        return str(bad)
-    return None
-
-
-def _kubeflow_auth(s: Any) -> None:
-    """One credential at most; secrets are named, never shown."""
-    given = [
-        n for n in ("kubeflow_token", "kubeflow_token_file", "kubeflow_cookie") if getattr(s, n)
-    ]
-    if len(given) > 1:
-        raise _Bad(
-            f"{', '.join(given)}: set together; give one Kubeflow Pipelines credential (a bearer "
-            "token, a token file or the auth proxy's session cookie)"
+    def check(self) -> None:
+        """The project, region and storage; the identities and keys; display names, labels."""
+        need(
+            self,
+            self.project is None or bool(_PROJECT.match(self.project)),
+            "project",
+            "a Google Cloud project id (6-30 lowercase letters, digits, hyphens)",
         )
-    if s.kubeflow_token and re.search(r"\s", s.kubeflow_token):
-        raise _Bad("kubeflow_token: expected a bearer token without spaces (not shown)")
-    if s.kubeflow_cookie and not _COOKIE.match(s.kubeflow_cookie):
-        raise _Bad(
-            "kubeflow_cookie: expected NAME=VALUE (e.g. oauth2_proxy_kubeflow=…, the auth "
-            "proxy's session cookie; not shown)"
+        need(
+            self,
+            bool(_REGION.match(self.region)),
+            "region",
+            "a Google Cloud region such as us-central1",
+        )
+        need(
+            self,
+            self.pipeline_root is None or bool(_OBJECT_STORE.match(self.pipeline_root)),
+            "pipeline_root",
+            "a gs:// URI (Vertex), or gs://, s3:// or minio:// (Kubeflow)",
+        )
+        self._check_identities()
+        for name in ("display_name", "model_display_name"):  # `-study`/`-final` are appended
+            longest = len(getattr(self, name)) + (len("-study") if name == "display_name" else 0)
+            need(
+                self,
+                longest <= MAX_DISPLAY_NAME,
+                name,
+                f"at most {MAX_DISPLAY_NAME} characters with its suffix",
+            )
+        for key, value in self.labels.items():
+            if not (_LABEL_KEY.match(key) and _LABEL_VALUE.match(str(value))):
+                raise SettingsError(
+                    f"labels={key}={value}: expected lowercase letters, digits, _ and - "
+                    "(keys start with a letter, at most 63 characters)"
+                )
+
+    def _check_identities(self) -> None:
+        """The service account, key, network and parent model, each in its resource form."""
+        need(
+            self,
+            self.service_account is None or bool(_SERVICE_ACCOUNT.match(self.service_account)),
+            "service_account",
+            "a service account e-mail (name@project.iam.gserviceaccount.com)",
+        )
+        need(
+            self,
+            self.kms_key is None or bool(_KMS_KEY.match(self.kms_key)),
+            "kms_key",
+            "projects/P/locations/L/keyRings/R/cryptoKeys/K",
+        )
+        need(
+            self,
+            self.network is None or bool(_NETWORK.match(self.network)),
+            "network",
+            "projects/NUMBER/global/networks/NAME",
+        )
+        need(
+            self,
+            self.parent_model is None or bool(_MODEL.match(self.parent_model)),
+            "parent_model",
+            "projects/P/locations/L/models/ID",
         )
 
 
-def _check(s: Any) -> None:
-    """Raise _Bad for the first malformed setting: where things are, credentials, who runs."""
-    _check_places(s)
-    _kubeflow_auth(s)
-    _check_resources_and_identities(s)
+@dataclasses.dataclass(frozen=True)
+class KubeflowSettings:
+    """Open-source Kubeflow: Kubeflow Pipelines 2.x + Katib + Training Operator / Trainer."""
 
+    kubeflow_host: str | None = None  # KFP API endpoint, e.g. http://localhost:8080
+    kubeflow_namespace: str = "kubeflow"  # where Experiments, Trials and TFJobs are created
+    kubeflow_service_account: str | None = None  # pods of trials and replicas run as it
+    data_pvc: str | None = None  # a PVC holding datasets and models, instead of object storage
+    # Where data_pvc is mounted in every pod (Kubeflow's manifest builders take it by this
+    # name). The pipeline parameter `shared_root` carries it, empty without data_pvc.
+    data_mount_path: str = "/mnt/hpt"
+    kubeflow_cpu: str = "2"  # CPU request/limit of a trial or replica pod (Kubernetes quantity)
+    kubeflow_memory: str = "8Gi"  # memory request/limit of a trial or replica pod
+    model_registry_url: str | None = None  # Kubeflow Model Registry, e.g. https://mr.example:443
+    kubeflow_timeout_s: int = 24 * 3600  # how long the tune and train steps wait for Katib/TFJob
+    # The final job's Kubernetes API: the Training Operator v1's TFJob, or Kubeflow Trainer
+    # v2's TrainJob (Kubeflow 1.11+); auto takes what the cluster serves (TFJob first):
+    # pipelines/targets/kubeflow/job_api.py resolves it.
+    kubeflow_job_api: str = "auto"
+    kubeflow_pending_grace_s: int = 600  # a trial/replica pod Pending longer stops the step
+    kubeflow_trial_nodes: int = 1  # pods per Katib trial; > 1: TrainJob trials (Katib 0.19+)
+    # Kubeflow Pipelines API credentials (one at most; never shown in messages or repr)
+    kubeflow_token: str | None = dataclasses.field(default=None, repr=False)  # bearer token
+    kubeflow_token_file: str | None = None  # a token file re-read per request (projected SA token)
+    kubeflow_cookie: str | None = dataclasses.field(default=None, repr=False)  # auth proxy session
 
-def _need(s: Any, ok: bool, name: str, expected: str) -> None:
-    if not ok:
-        raise _Bad(f"{name}={getattr(s, name)!r}: expected {expected}")
-
-
-def _check_places(s: Any) -> None:
-    """The project, region, storage, cluster endpoint and namespace, volumes and waits."""
-    _need(
-        s,
-        s.project is None or bool(_PROJECT.match(s.project)),
-        "project",
-        "a Google Cloud project id (6-30 lowercase letters, digits, hyphens)",
-    )
-    _need(s, bool(_REGION.match(s.region)), "region", "a Google Cloud region such as us-central1")
-    _need(
-        s,
-        s.pipeline_root is None or bool(_OBJECT_STORE.match(s.pipeline_root)),
-        "pipeline_root",
-        "a gs:// URI (Vertex), or gs://, s3:// or minio:// (Kubeflow)",
-    )
-    _need(
-        s,
-        s.kubeflow_host is None or bool(_URL.match(s.kubeflow_host)),
-        "kubeflow_host",
-        "an http:// or https:// URL of the Kubeflow Pipelines API",
-    )
-    _need(s, bool(_DNS_LABEL.match(s.kubeflow_namespace)), "kubeflow_namespace", "a namespace name")
-    _need(
-        s,
-        s.data_pvc is None or bool(_DNS_LABEL.match(s.data_pvc)),
-        "data_pvc",
-        "a PersistentVolumeClaim name (lowercase letters, digits, -)",
-    )
-    _need(s, s.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
-    _need(s, s.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)")
-    _need(
-        s,
-        s.kubeflow_job_api in KUBEFLOW_JOB_APIS,
-        "kubeflow_job_api",
-        " | ".join(KUBEFLOW_JOB_APIS),
-    )
-    _need(
-        s,
-        s.kubeflow_pending_grace_s >= 30,
-        "kubeflow_pending_grace_s",
-        "an integer >= 30 (seconds)",
-    )
-    _need(
-        s, s.kubeflow_trial_nodes >= 1, "kubeflow_trial_nodes", "an integer >= 1 (pods per trial)"
-    )
-    _need(
-        s,
-        s.model_registry_url is None or bool(_URL.match(s.model_registry_url)),
-        "model_registry_url",
-        "an http:// or https:// URL of a Kubeflow Model Registry",
-    )
-
-
-def _check_resources_and_identities(s: Any) -> None:
-    """Pod resources, the identities and keys jobs run with, display names and labels."""
-    _need(
-        s, bool(_QUANTITY.match(s.kubeflow_cpu)), "kubeflow_cpu", "a CPU quantity such as 2 or 500m"
-    )
-    _need(
-        s,
-        bool(_QUANTITY.match(s.kubeflow_memory)),
-        "kubeflow_memory",
-        "a memory quantity such as 8Gi or 512Mi",
-    )
-    _need(
-        s,
-        s.service_account is None or bool(_SERVICE_ACCOUNT.match(s.service_account)),
-        "service_account",
-        "a service account e-mail (name@project.iam.gserviceaccount.com)",
-    )
-    _need(
-        s,
-        s.kms_key is None or bool(_KMS_KEY.match(s.kms_key)),
-        "kms_key",
-        "projects/P/locations/L/keyRings/R/cryptoKeys/K",
-    )
-    _need(
-        s,
-        s.network is None or bool(_NETWORK.match(s.network)),
-        "network",
-        "projects/NUMBER/global/networks/NAME",
-    )
-    _need(
-        s,
-        s.parent_model is None or bool(_MODEL.match(s.parent_model)),
-        "parent_model",
-        "projects/P/locations/L/models/ID",
-    )
-    for name in ("display_name", "model_display_name"):  # `-study`/`-final` are appended
-        longest = len(getattr(s, name)) + (len("-study") if name == "display_name" else 0)
-        _need(
-            s,
-            longest <= MAX_DISPLAY_NAME,
-            name,
-            f"at most {MAX_DISPLAY_NAME} characters with its suffix",
+    def check(self) -> None:
+        """The endpoint, namespace, volume, waits and API, credentials, pod resources."""
+        self._check_places()
+        self._check_auth()
+        need(
+            self,
+            bool(_QUANTITY.match(self.kubeflow_cpu)),
+            "kubeflow_cpu",
+            "a CPU quantity such as 2 or 500m",
         )
-    for key, value in s.labels.items():
-        if not (_LABEL_KEY.match(key) and _LABEL_VALUE.match(str(value))):
-            raise _Bad(
-                f"labels={key}={value}: expected lowercase letters, digits, _ and - "
-                "(keys start with a letter, at most 63 characters)"
+        need(
+            self,
+            bool(_QUANTITY.match(self.kubeflow_memory)),
+            "kubeflow_memory",
+            "a memory quantity such as 8Gi or 512Mi",
+        )
+
+    def _check_places(self) -> None:
+        """The cluster endpoint and namespace, volumes, waits and APIs."""
+        need(
+            self,
+            self.kubeflow_host is None or bool(_URL.match(self.kubeflow_host)),
+            "kubeflow_host",
+            "an http:// or https:// URL of the Kubeflow Pipelines API",
+        )
+        need(
+            self,
+            bool(_DNS_LABEL.match(self.kubeflow_namespace)),
+            "kubeflow_namespace",
+            "a namespace name",
+        )
+        need(
+            self,
+            self.data_pvc is None or bool(_DNS_LABEL.match(self.data_pvc)),
+            "data_pvc",
+            "a PersistentVolumeClaim name (lowercase letters, digits, -)",
+        )
+        need(self, self.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
+        need(
+            self, self.kubeflow_timeout_s >= 60, "kubeflow_timeout_s", "an integer >= 60 (seconds)"
+        )
+        need(
+            self,
+            self.kubeflow_job_api in KUBEFLOW_JOB_APIS,
+            "kubeflow_job_api",
+            " | ".join(KUBEFLOW_JOB_APIS),
+        )
+        need(
+            self,
+            self.kubeflow_pending_grace_s >= 30,
+            "kubeflow_pending_grace_s",
+            "an integer >= 30 (seconds)",
+        )
+        need(
+            self,
+            self.kubeflow_trial_nodes >= 1,
+            "kubeflow_trial_nodes",
+            "an integer >= 1 (pods per trial)",
+        )
+        need(
+            self,
+            self.model_registry_url is None or bool(_URL.match(self.model_registry_url)),
+            "model_registry_url",
+            "an http:// or https:// URL of a Kubeflow Model Registry",
+        )
+
+    def _check_auth(self) -> None:
+        """One credential at most; secrets are named, never shown."""
+        given = [
+            n
+            for n in ("kubeflow_token", "kubeflow_token_file", "kubeflow_cookie")
+            if getattr(self, n)
+        ]
+        if len(given) > 1:
+            raise SettingsError(
+                f"{', '.join(given)}: set together; give one Kubeflow Pipelines credential (a "
+                "bearer token, a token file or the auth proxy's session cookie)"
+            )
+        if self.kubeflow_token and re.search(r"\s", self.kubeflow_token):
+            raise SettingsError(
+                "kubeflow_token: expected a bearer token without spaces (not shown)"
+            )
+        if self.kubeflow_cookie and not _COOKIE.match(self.kubeflow_cookie):
+            raise SettingsError(
+                "kubeflow_cookie: expected NAME=VALUE (e.g. oauth2_proxy_kubeflow=…, the auth "
+                "proxy's session cookie; not shown)"
             )

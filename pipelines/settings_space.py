@@ -118,7 +118,8 @@ def listed_objectives(settings: Settings) -> list[str]:
     Empty when the metric tag is the only one, so that `--param metric_tag=…` alone still
     means `objectives: [metric_tag]`.
     """
-    return [] if settings.objectives == (settings.metric_tag,) else list(settings.objectives)
+    objectives, tag = settings.objectives, settings.metric_tag
+    return [] if objectives == (tag,) else list(objectives)
 
 
 def study_metric_spec(

@@ -115,6 +115,7 @@ ROOMS: list[tuple[str, tuple[str, ...]]] = [
         (
             "pipelines.settings",
             "pipelines.settings_cloud",
+            "pipelines.settings_sections",
             "pipelines.settings_space",
             "pipelines.schedules",
             "pipelines.templates",

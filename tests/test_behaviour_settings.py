@@ -8,12 +8,12 @@ smallest value it must still accept, so a `<` turned `<=` fails too.
 from __future__ import annotations
 
 import ast
-import dataclasses
 from pathlib import Path
 
 import pytest
 
 from pipelines import settings as settings_module
+from pipelines import settings_cloud, settings_sections
 from pipelines.settings import Settings, SettingsError
 from trainer.contract import MIN_IMAGE_SIZE
 
@@ -71,6 +71,13 @@ REFUSED = [
     ({"kubeflow_job_api": "tfjobs"}, "kubeflow_job_api='tfjobs': expected auto | tfjob | trainjob"),
     ({"kubeflow_pending_grace_s": 29}, "kubeflow_pending_grace_s=29: expected an integer >= 30"),
     ({"model_registry_url": "mr.example"}, "model_registry_url='mr.example': expected an http"),
+    ({"kubeflow_trial_nodes": 0}, "kubeflow_trial_nodes=0: expected an integer >= 1 (pods"),
+    ({"kubeflow_token": "a b"}, "kubeflow_token: expected a bearer token without spaces"),
+    ({"kubeflow_cookie": "session"}, "kubeflow_cookie: expected NAME=VALUE"),
+    (
+        {"kubeflow_token": "t", "kubeflow_token_file": "/var/run/token"},
+        "kubeflow_token, kubeflow_token_file: set together; give one",
+    ),
     ({"kubeflow_cpu": "two"}, "kubeflow_cpu='two': expected a CPU quantity"),
     ({"kubeflow_memory": "8 GB"}, "kubeflow_memory='8 GB': expected a memory quantity"),
     ({"service_account": "me@gmail.com"}, "service_account='me@gmail.com': expected a service"),
@@ -101,6 +108,7 @@ ACCEPTED = [
     {"kubeflow_timeout_s": 60},
     {"kubeflow_job_api": "trainjob"},
     {"kubeflow_pending_grace_s": 30},
+    {"kubeflow_trial_nodes": 1, "kubeflow_cookie": "oauth2_proxy=abc; other=1"},
     {"kubeflow_cpu": "500m", "kubeflow_memory": "512Mi"},
     {"project": "my-project", "region": "europe-west4", "pipeline_root": "s3://bucket/root"},
     {"kubeflow_host": "http://localhost:8080", "model_registry_url": "https://mr:443"},
@@ -136,15 +144,24 @@ def test_fractions_summing_to_one_are_refused_before_a_run_is_submitted():
         )
 
 
+def _names_the_checks_refuse() -> set[str]:
+    """The setting names quoted in every check of Settings and of its sections."""
+    named = set()
+    for module in (settings_module, settings_sections, settings_cloud):
+        tree = ast.parse(Path(module.__file__).read_text())
+        for function in ast.walk(tree):
+            if isinstance(function, ast.FunctionDef) and "check" in function.name:
+                named |= {
+                    node.value
+                    for node in ast.walk(function)
+                    if isinstance(node, ast.Constant) and node.value in settings_module.SECTION_OF
+                }
+    return named
+
+
 def test_every_setting_the_checks_name_has_a_refusal_row():
-    """A new check in `pipelines/settings.py` needs a row in REFUSED (and its edge in ACCEPTED)."""
-    fields = {f.name for f in dataclasses.fields(Settings)}
-    module = ast.parse(Path(settings_module.__file__).read_text())
-    tree = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "_check")
-    named = {
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and node.value in fields
-    }
+    """A new check in a section (`check`) needs a row in REFUSED (and its edge in ACCEPTED)."""
+    named = _names_the_checks_refuse()
+    assert len(named) >= 40  # the walk sees the sections' checks
     refused = {name for overrides, _ in REFUSED for name in overrides}
     assert named - refused == set()

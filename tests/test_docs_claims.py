@@ -9,9 +9,9 @@ and the recipes' file lists are what the change takes.
   `function(param)` default). README.md, which is capped in size, uses `README_NUMBERS`.
 * Pointers: a `doc.md, "Section"` in the code names a heading (or a bold lead-in) of
   that doc, so moving a section cannot strand the comments that send readers to it.
-* Recipes: ARCHITECTURE.md's recipes marked *dry-run* list the files to touch; each is
-  performed in a copy of the code, which must change exactly those files and be accepted
-  by `hpt-pipeline compile` there.
+* Recipes: ARCHITECTURE.md's (and docs/parameters.md's) recipes marked *dry-run* list the
+  files to touch; each is performed in a copy of the code, which must change exactly those
+  files and be accepted by `hpt-pipeline compile` there.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.test_docs import ROOT, pipelines_packages
 
@@ -298,7 +299,8 @@ def test_the_checkers_catch_a_renamed_function_and_a_changed_number():
     assert wrong_numbers([("10", defaults), ("1,000", defaults)]) == [
         f"1,000 quotes {defaults} = 10"
     ]
-    assert code_value("pipelines/settings.py:Settings.kubeflow_pending_grace_s") == 600
+    grace = "pipelines/settings_cloud.py:KubeflowSettings.kubeflow_pending_grace_s"
+    assert code_value(grace) == 600
     assert code_value("trainer/cost_metrics.py:latency_ms(warmup)") == 3  # a constant, followed
 
 
@@ -341,7 +343,7 @@ def test_the_pointer_check_catches_a_moved_section():
 
 
 def recipe_files(title: str, text: str | None = None) -> list[str]:
-    """The numbered files of ARCHITECTURE.md's recipe `**<title>** (*dry-run*)`."""
+    """The numbered files of (by default) ARCHITECTURE.md's recipe `**<title>** (*dry-run*)`."""
     text = text if text is not None else (ROOT / "ARCHITECTURE.md").read_text()
     start = text.index(f"**{title}** (*dry-run*)")
     block = text[start:].split("\n\n", 2)
@@ -529,3 +531,67 @@ def test_the_cli_command_recipe_is_exactly_what_adding_a_command_takes(tmp_path)
     result = run_in(tmp_path, CLI_PROBE)
     assert re.search(r"^\W*toy\b", result["help"], re.MULTILINE), result["help"]  # listed
     assert result["ran"].strip() == "toy y", result
+
+
+TOY_FIELD = "    toy_setting: int = 3  # added by the recipe's dry run\n"
+TOY_CHECK = '        need(self, self.toy_setting >= 1, "toy_setting", "an integer >= 1")\n'
+
+
+def _add_field(path: Path) -> None:
+    """A field at the end of the training section, and its refusal first in its `check`."""
+    text = path.read_text()
+    section = text.index("class TrainingSettings")
+    check = text.index("\n    def check(self) -> None:\n", section)
+    opening = text.index('"""', check)
+    body = text.index('"""\n', opening + 3) + 4  # after the check's docstring
+    text = text[:check] + TOY_FIELD + text[check:body] + TOY_CHECK + text[body:]
+    path.write_text(text)
+
+
+def _add_parameter(path: Path) -> None:
+    text = path.read_text()
+    end = text.index("\n)\n", text.index("PARAMETERS:"))  # the end of the parameters' tuple
+    path.write_text(text[:end] + '\n    ("toy_setting", int),' + text[end:])
+
+
+SETTING_STEPS = {
+    "pipelines/settings_sections.py": _add_field,
+    "pipelines/pipeline_parameters.py": _add_parameter,
+}
+SETTING_PROBE = """
+import json
+from typer.testing import CliRunner
+import pipelines
+from pipelines.app.cli import app
+from pipelines.settings import SECTION_OF, SettingsError, load_settings
+out = {"pipelines": pipelines.__file__, "section": SECTION_OF.get("toy_setting")}
+out["env"] = load_settings(environ={"HPT_TOY_SETTING": "5"}).training.toy_setting
+out["flag"] = load_settings(overrides={"toy_setting": 6}, environ={}).training.toy_setting
+try:
+    load_settings(overrides={"toy_setting": 0}, environ={})
+except SettingsError as err:
+    out["refused"] = str(err)
+argv = ["compile", "--output", "toy.spec.yaml", "--config", "toy.yaml"]
+out["compile"] = CliRunner().invoke(app, argv).exit_code
+print(json.dumps(out))
+"""
+
+
+def test_the_setting_recipe_is_exactly_what_adding_a_setting_takes(tmp_path):
+    page = (ROOT / "docs" / "parameters.md").read_text()
+    files = recipe_files("A setting", page)
+    unknown = [f for f in files if f not in SETTING_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend SETTING_STEPS"
+    _copy_code(tmp_path)
+    for file in files:
+        SETTING_STEPS[file](tmp_path / file)
+    assert changed_files(tmp_path) == set(files)
+    (tmp_path / "toy.yaml").write_text("toy_setting: 7\n")
+    result = run_in(tmp_path, SETTING_PROBE)
+    assert result["section"] == "training", result  # SECTION_OF follows the dataclass
+    assert (result["env"], result["flag"]) == (5, 6), result  # HPT_* and a flag's override
+    assert result["refused"] == "toy_setting=0: expected an integer >= 1", result
+    assert result["compile"] == 0, result  # the YAML key is accepted
+    spec = yaml.safe_load((tmp_path / "toy.spec.yaml").read_text())
+    parameter = spec["root"]["inputDefinitions"]["parameters"]["toy_setting"]
+    assert parameter["defaultValue"] == 7, parameter  # the YAML value is the parameter's default

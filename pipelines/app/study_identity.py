@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipelines.settings import STUDY_SETTINGS, Settings, SettingsError
+from pipelines.settings import SECTION_OF, STUDY_SETTINGS, Settings, SettingsError
 from pipelines.settings_space import study_space
 from pipelines.study import trials as trials_lib
 from pipelines.study.model_choice import models_of
@@ -60,9 +60,7 @@ def dataset_fingerprint(source: str) -> str:
 
 def identity(settings: Settings) -> dict[str, Any]:
     """The settings that define the study, plus the dataset and search-space digests."""
-    values: dict[str, Any] = {
-        name: getattr(settings, name) for name in STUDY_SETTINGS if hasattr(settings, name)
-    }
+    values: dict[str, Any] = {name: settings.value(name) for name in STUDY_SETTINGS}
     if not settings.source.startswith(("tfds:", "gs://")) and settings.source != "sample":
         values["source"] = str(Path(settings.source).resolve())
     values["dataset"] = dataset_fingerprint(settings.source)
@@ -87,8 +85,13 @@ def differences(recorded: dict[str, Any], current: dict[str, Any]) -> list[str]:
         f"{name}: {recorded.get(name, '(unset)')!r} → {current.get(name, '(unset)')!r}"
         for name in sorted(set(recorded) | set(current))
         if recorded.get(name) != current.get(name)
-        and not (name not in recorded and current.get(name) == getattr(Settings, name, ...))
+        and not (name not in recorded and current.get(name) == _default(name))
     ]
+
+
+def _default(name: str) -> Any:
+    """A setting's default (`...` for a recorded value that is no setting, e.g. `dataset`)."""
+    return Settings.default(name) if name in SECTION_OF else ...
 
 
 def set_aside(study: Path) -> Path:

@@ -72,8 +72,8 @@ def defaults(settings: Settings) -> dict[str, Any]:
     spec = settings_model(settings).spec
     values: dict[str, Any] = {name: h.default for name, h in spec.all_hyperparameters().items()}
     for name in FIXED_TRAINER_SETTINGS:  # a fixed setting is passed to every trial
-        if name in values and getattr(settings, name, None) is not None:
-            values[name] = getattr(settings, name)
+        if name in values and settings.value(name) is not None:
+            values[name] = settings.value(name)
     return values
 
 

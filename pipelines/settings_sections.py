@@ -1,0 +1,217 @@
+"""The sections of `Settings` that are not about a cloud, each checking its own fields.
+
+Data, study, model (`architecture`), training, machines, images and local paths: each a
+frozen dataclass whose `check` refuses its first bad field.
+
+`pipelines/settings_cloud.py` holds the cloud and Kubeflow sections, `pipelines/settings.py`
+puts the sections together (and checks what spans two of them). Every refusal is one line
+naming the setting, its value and what is expected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from pipelines import images
+from pipelines.study import objectives as objective_rules
+from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
+from trainer.contract import (
+    DEFAULT_FEATURE_CACHE,
+    DEFAULT_METRIC_TAG,
+    DEFAULT_MODEL,
+    DEFAULT_PRECISION,
+    FEATURE_CACHE_CHOICES,
+    PRECISIONS,
+    PREPARATION,
+    ContractError,
+    check_goal,
+)
+from trainer.models import MODELS, check_weights, custom
+
+
+class SettingsError(ValueError):
+    """A bad setting; the message is one line naming the value and what is expected."""
+
+
+def need(section: Any, ok: bool, name: str, expected: str) -> None:
+    """Raise SettingsError `name=value: expected …` unless `ok` (`name`: a field of `section`)."""
+    if not ok:
+        raise SettingsError(f"{name}={getattr(section, name)!r}: expected {expected}")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSettings:
+    """The dataset and how it is split."""
+
+    source: str = "sample"
+    image_size: int = PREPARATION.image_size
+    validation_fraction: float = PREPARATION.validation_fraction
+    test_fraction: float = PREPARATION.test_fraction
+    seed: int = PREPARATION.seed  # splits, the study's sampler and the trainer
+    max_bad_fraction: float = PREPARATION.max_bad_fraction  # unreadable images skipped, at most
+
+    def check(self) -> None:
+        """The split fractions (the image size's minimum is the model's: `Settings` checks it)."""
+        need(self, 0 <= self.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
+        need(self, 0 <= self.test_fraction < 1, "test_fraction", "a number in [0, 1)")
+        need(self, 0 <= self.max_bad_fraction < 1, "max_bad_fraction", "a fraction in [0, 1)")
+        need(
+            self,
+            self.validation_fraction + self.test_fraction < 1,
+            "test_fraction",
+            "validation_fraction + test_fraction < 1",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class StudySettings:
+    """The search: its space, metrics, algorithm and trial budget."""
+
+    search_space: str | None = None  # a preset name or a YAML file; None → the model's first preset
+    metric_tag: str = DEFAULT_METRIC_TAG
+    goal: str = ""  # empty: the metric's own goal (trainer.contract.METRIC_GOALS)
+    # Metrics, the first primary (= metric_tag); name:max|min for a team's own; (): [metric_tag]
+    objectives: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()  # e.g. latency_ms<=20: a picked trial meets each
+    algorithm: str = "ALGORITHM_UNSPECIFIED"
+    measurement_selection: str = "BEST_MEASUREMENT"
+    max_trials: int = 12
+    parallel_trials: int = 3
+    max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
+    early_stopping: bool = False
+    trial_threshold: float | None = None  # the best trial must reach it, else stop
+    # An earlier run whose trials this study continues from (pipelines/targets/earlier_runs.py)
+    continue_from: str | None = None
+
+    def check(self) -> None:
+        """The metric, objectives and constraints, the algorithm and the trial budget."""
+        study = (self.objectives, self.constraints, self.metric_tag, self.early_stopping)
+        try:
+            if self.objectives != (self.metric_tag,):  # listed objectives: their refusal first
+                objective_rules.check_settings(*study)
+            check_goal(self.metric_tag, self.goal)
+            objective_rules.check_settings(*study)
+        except (ContractError, objective_rules.ObjectiveError) as err:
+            raise SettingsError(str(err)) from None
+        need(self, self.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
+        need(
+            self,
+            self.measurement_selection in MEASUREMENT_SELECTIONS,
+            "measurement_selection",
+            f"one of {', '.join(MEASUREMENT_SELECTIONS)}",
+        )
+        need(self, self.max_trials >= 1, "max_trials", "an integer >= 1")
+        need(
+            self,
+            1 <= self.parallel_trials <= self.max_trials,
+            "parallel_trials",
+            f"an integer in [1, max_trials={self.max_trials}]",
+        )
+        need(self, self.max_failed_trials >= 0, "max_failed_trials", "an integer >= 0")
+        need(
+            self,
+            self.trial_threshold is None or isinstance(self.trial_threshold, int | float),
+            "trial_threshold",
+            "a number or null",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSettings:
+    """The model (trainer.models: a registered name or a team's builder) and its start weights."""
+
+    model: str = DEFAULT_MODEL
+    # imagenet | none | a weights file (local or gs://); None: the model's own default
+    weights: str | None = None
+
+    def check(self) -> None:
+        """A registered model or a `package.module:function` reference, and weights it takes."""
+        need(
+            self,
+            self.model in MODELS or bool(custom.REFERENCE.match(self.model)),
+            "model",
+            f"one of {', '.join(MODELS)} or package.module:function",
+        )
+        if self.model in MODELS:
+            try:
+                check_weights(MODELS[self.model], self.weights)
+            except ContractError as err:
+                raise SettingsError(str(err)) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingSettings:
+    """What the trainer is told, the final job's size and the bar to register its model."""
+
+    epochs: int = 10
+    batch_size: int = 32
+    precision: str = DEFAULT_PRECISION  # the trainer's --precision; auto: resolved per machine
+    # auto: a features step caches the frozen backbone's outputs for trials that freeze it; off
+    feature_cache: str = DEFAULT_FEATURE_CACHE
+    workers: int = 1  # the final job's workers besides the chief (replicas: 1 + workers)
+    eval_threshold: float | None = None  # test_accuracy needed to register the model
+
+    def check(self) -> None:
+        """Counts, the precision and cache choices, and the threshold."""
+        need(self, self.epochs >= 1, "epochs", "an integer >= 1")
+        need(self, self.batch_size >= 1, "batch_size", "an integer >= 1")
+        need(self, self.precision in PRECISIONS, "precision", f"one of {', '.join(PRECISIONS)}")
+        need(
+            self,
+            self.feature_cache in FEATURE_CACHE_CHOICES,
+            "feature_cache",
+            f"one of {', '.join(FEATURE_CACHE_CHOICES)}",
+        )
+        need(self, self.workers >= 0, "workers", "an integer >= 0 (workers besides the chief)")
+        need(
+            self,
+            self.eval_threshold is None or isinstance(self.eval_threshold, int | float),
+            "eval_threshold",
+            "a number or null",
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class MachineSettings:
+    """Trial and final-job machines.
+
+    `*_accelerator_count` keeps Vertex's name and has two meanings by target: accelerators
+    (GPUs) per replica on a cloud; locally, logical CPU devices per replica that
+    MirroredStrategy spreads over (`trainer/cluster.py:LOGICAL_DEVICES_ENV`).
+    """
+
+    trial_machine_type: str = "n1-standard-8"
+    trial_accelerator_type: str = "NVIDIA_TESLA_T4"
+    trial_accelerator_count: int = 2
+    final_machine_type: str = "n1-standard-8"
+    final_accelerator_type: str = "NVIDIA_TESLA_T4"
+    final_accelerator_count: int = 1
+
+    def check(self) -> None:
+        """Accelerator counts are not negative."""
+        need(self, self.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
+        need(self, self.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSettings:
+    """The container images jobs run."""
+
+    trainer_image: str = images.image_uris()["trainer"]
+    components_image: str = images.image_uris()["components"]
+    serving_image: str = ""  # empty: the table's container (pipelines/images.py) for the region
+
+    def check(self) -> None:
+        """Image URIs are free text (the preflight checks that they exist)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSettings:
+    """Where the local target writes."""
+
+    output: str = "runs/latest"
+    registry: str = "runs/registry"  # the local model registry: trained models' versions
+
+    def check(self) -> None:
+        """Local paths are free text (created when a run starts)."""
