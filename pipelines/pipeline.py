@@ -54,7 +54,7 @@ def build_pipeline(target: str, settings: Settings) -> Any:
 
     hpt_pipeline.__signature__ = signature(defaults)  # type: ignore[attr-defined]
     _hide_parameters(hpt_pipeline, binding.hidden_parameters)
-    return dsl.pipeline(name=s.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
+    return dsl.pipeline(name=s.cloud.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
 
 
 def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
@@ -62,26 +62,29 @@ def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
     known = settings_model(s)
     space = study_space(s, known)
     binding.check_space(space)
-    if s.data_pvc and target != "kubeflow":
+    if s.kubeflow.data_pvc and target != "kubeflow":
         raise SettingsError(
-            f"data_pvc={s.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
+            f"data_pvc={s.kubeflow.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
             f"unset it for {target}"
         )
     return {
         "study_spec_parameters": space.to_study_spec_parameters(),
         "objectives": listed_objectives(s),
-        "trial_threshold": s.trial_threshold or 0.0,
-        "use_trial_threshold": s.trial_threshold is not None,
+        "trial_threshold": s.study.trial_threshold or 0.0,
+        "use_trial_threshold": s.study.trial_threshold is not None,
         # A model choice (`model_choice`): unset weights stay unset, each model's own default.
-        "weights": s.weights or ("" if models_of(space) else known.spec.default_weights),
+        "weights": s.architecture.weights
+        or ("" if models_of(space) else known.spec.default_weights),
         "features_dir": "",
-        "eval_threshold": s.eval_threshold or 0.0,
-        "use_eval_threshold": s.eval_threshold is not None,
-        "study_display_name": f"{s.display_name}-study",
-        "final_display_name": f"{s.display_name}-final",
+        "eval_threshold": s.training.eval_threshold or 0.0,
+        "use_eval_threshold": s.training.eval_threshold is not None,
+        "study_display_name": f"{s.cloud.display_name}-study",
+        "final_display_name": f"{s.cloud.display_name}-final",
         "continued_trials": _continued_trials(s),
         "study_dir": "",
-        "shared_root": s.data_mount_path if s.data_pvc else "",  # the data PVC's mount path
+        "shared_root": s.kubeflow.data_mount_path
+        if s.kubeflow.data_pvc
+        else "",  # the data PVC's mount path
     }
 
 
@@ -89,7 +92,7 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
     """The steps, wired to the parameter channels `p` (inside the kfp pipeline context)."""
 
     def op(component: Any) -> Any:
-        return base.with_image(component, s.components_image)
+        return base.with_image(component, s.images.components_image)
 
     dataset = _prepared_dataset(binding, s, p, op)
     features = _features(binding, s, p, op, dataset)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,19 +32,19 @@ def settings_model(settings: Settings, *, importable: bool = False) -> KnownMode
         SettingsError: An unusable model, in one line.
     """
     try:
-        known = describe_model(settings.model, settings.image_size)
+        known = describe_model(settings.architecture.model, settings.data.image_size)
     except ContractError as err:
         raise SettingsError(str(err)) from None
     if importable and not known.checked:
         raise SettingsError(known.note)
     if known.checked:
         try:
-            check_weights(known.spec, settings.weights)
+            check_weights(known.spec, settings.architecture.weights)
         except ContractError as err:
             raise SettingsError(str(err)) from None
-    if settings.image_size < known.spec.min_image_size:
+    if settings.data.image_size < known.spec.min_image_size:
         raise SettingsError(
-            f"image_size={settings.image_size}: model {known.spec.name} needs at least "
+            f"image_size={settings.data.image_size}: model {known.spec.name} needs at least "
             f"{known.spec.min_image_size} px per side"
         )
     return known
@@ -73,7 +72,7 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
         SearchSpaceError: A space the trainer, the model or the algorithm cannot take.
     """
     known = known or settings_model(settings)
-    name = settings.search_space or known.spec.presets[0]
+    name = settings.study.search_space or known.spec.presets[0]
     try:
         space = load_search_space(
             name,
@@ -88,8 +87,8 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
         raise SearchSpaceError(
             f"{err} — preset {name!r} does not fit model {known.spec.name}; presets that fit: {fit}"
         ) from None
-    check_algorithm(space, settings.algorithm)
-    metrics, _ = objective_rules.resolve(settings.objectives, (), settings.metric_tag)
+    check_algorithm(space, settings.study.algorithm)
+    metrics, _ = objective_rules.resolve(settings.study.objectives, (), settings.study.metric_tag)
     return SearchSpace(space.parameters, metrics)
 
 
@@ -104,7 +103,7 @@ def _choice_flags(settings: Settings, model: str) -> tuple[Any, bool]:
         SearchSpaceError: `model <name>: ...`, in one line.
     """
     try:
-        known = settings_model(dataclasses.replace(settings, model=model))
+        known = settings_model(settings.replace(model=model))
     except SettingsError as err:
         raise SearchSpaceError(
             f"model {model} (in the search space's model choice): {err}"
@@ -118,7 +117,7 @@ def listed_objectives(settings: Settings) -> list[str]:
     Empty when the metric tag is the only one, so that `--param metric_tag=…` alone still
     means `objectives: [metric_tag]`.
     """
-    objectives, tag = settings.objectives, settings.metric_tag
+    objectives, tag = settings.study.objectives, settings.study.metric_tag
     return [] if objectives == (tag,) else list(objectives)
 
 

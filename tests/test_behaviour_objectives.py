@@ -55,7 +55,7 @@ ROWS = [
 
 def test_a_minimised_primary_objective_is_picked_lowest_as_compiled(tmp_path):
     settings = Settings(objectives=LOSS_FIRST)
-    assert settings.metric_tag == "val_loss" and settings.goal == "minimize"
+    assert settings.study.metric_tag == "val_loss" and settings.study.goal == "minimize"
     best = select_as_compiled(tmp_path, settings, trials_artifact(tmp_path, ROWS))
     assert (best.best_trial_id, best.best_metric) == ("2", 0.20)
 
@@ -76,13 +76,17 @@ def test_an_impossible_constraint_stops_before_the_final_training_naming_the_clo
 
 
 def test_settings_take_objectives_from_flags_yaml_and_metric_tag(tmp_path):
-    assert Settings().objectives == ("val_accuracy",)
-    assert Settings(metric_tag="val_loss").objectives == ("val_loss",)
-    assert load_settings(overrides={"objectives": "val_loss, val_accuracy"}).goal == "minimize"
+    assert Settings().study.objectives == ("val_accuracy",)
+    assert Settings(metric_tag="val_loss").study.objectives == ("val_loss",)
+    assert (
+        load_settings(overrides={"objectives": "val_loss, val_accuracy"}).study.goal == "minimize"
+    )
     config = tmp_path / "c.yaml"
     config.write_text("objectives: [val_accuracy, val_loss]\nconstraints: ['val_loss<=0.4']\n")
     s = load_settings(config=config, environ={})
-    assert s.objectives == ("val_accuracy", "val_loss") and s.constraints == ("val_loss<=0.4",)
+    assert s.study.objectives == ("val_accuracy", "val_loss") and s.study.constraints == (
+        "val_loss<=0.4",
+    )
 
 
 @pytest.mark.parametrize(
@@ -107,7 +111,7 @@ def test_settings_refuse_in_one_line_before_anything_runs(overrides, message):
 
 def test_a_team_metric_travels_as_an_objective_with_its_own_goal():
     s = Settings(objectives=("val_accuracy", "f1:max", "cost:min"), constraints=("cost<=3",))
-    metrics, goal = study_metric.python_func("val_accuracy", list(s.objectives), [])
+    metrics, goal = study_metric.python_func("val_accuracy", list(s.study.objectives), [])
     assert metrics == [
         {"metric_id": "val_accuracy", "goal": 1},
         {"metric_id": "f1", "goal": 1},

@@ -133,7 +133,7 @@ def test_each_bad_setting_is_refused_in_one_line_naming_it(overrides, message):
 @pytest.mark.parametrize("overrides", ACCEPTED)
 def test_the_last_valid_value_of_each_check_is_accepted(overrides):
     settings = Settings(**overrides)
-    assert {k: getattr(settings, k) for k in overrides} == overrides
+    assert {k: settings.value(k) for k in overrides} == overrides
 
 
 def test_fractions_summing_to_one_are_refused_before_a_run_is_submitted():

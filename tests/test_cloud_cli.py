@@ -143,7 +143,7 @@ def test_without_template_the_vertex_target_is_compiled_to_a_temporary_file(
 
     [(target, settings, compiled)] = calls
     assert target == "vertex"
-    assert (settings.project, settings.kms_key, settings.enable_caching) == (
+    assert (settings.cloud.project, settings.cloud.kms_key, settings.cloud.enable_caching) == (
         PROJECT,
         KMS_KEY,
         False,

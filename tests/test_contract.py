@@ -183,8 +183,8 @@ def test_the_trainer_refuses_values_outside_the_contract_in_one_line(flag, expec
 
 
 def test_contradictory_goal_is_refused_and_the_goal_follows_the_metric():
-    assert Settings(metric_tag="val_loss").goal == "minimize"
-    assert Settings().goal == "maximize" and Settings().metric_tag == "val_accuracy"
+    assert Settings(metric_tag="val_loss").study.goal == "minimize"
+    assert Settings().study.goal == "maximize" and Settings().study.metric_tag == "val_accuracy"
     with pytest.raises(SettingsError, match="metric 'val_loss' with goal='maximize'"):
         Settings(metric_tag="val_loss", goal="maximize")
     with pytest.raises(SettingsError, match="metric 'f1'"):
@@ -211,7 +211,7 @@ def test_preparation_defaults_are_one_set_for_prepare_run_and_the_component():
         expected = getattr(contract.PREPARATION, name)
         assert cli[name].default.default == expected, name
         assert lib[name].default == expected, name
-        assert getattr(settings, name) == expected, name
+        assert settings.value(name) == expected, name
     assert (
         cli["channels"].default.default == lib["channels"].default == contract.PREPARATION.channels
     )

@@ -11,7 +11,9 @@ from pipelines.settings import SettingsError, load_settings
 def test_a_bad_environment_value_names_its_variable():
     with pytest.raises(SettingsError, match=r"^HPT_EPOCHS='abc': expected int$"):
         load_settings(environ={"HPT_EPOCHS": "abc"})
-    assert load_settings(environ={"HPT_EPOCHS": "abc"}, overrides={"epochs": 3}).epochs == 3
+    assert (
+        load_settings(environ={"HPT_EPOCHS": "abc"}, overrides={"epochs": 3}).training.epochs == 3
+    )
 
 
 def test_a_param_of_the_wrong_type_says_what_it_expects_in_words():

@@ -94,12 +94,12 @@ def test_the_models_declare_their_block_boundaries():
 
 
 def test_feature_cache_setting_from_env_and_flag_and_a_bad_value_refused():
-    assert Settings().feature_cache == "auto"
-    assert load_settings(environ={"HPT_FEATURE_CACHE": "off"}).feature_cache == "off"
+    assert Settings().training.feature_cache == "auto"
+    assert load_settings(environ={"HPT_FEATURE_CACHE": "off"}).training.feature_cache == "off"
     flagged = load_settings(
         environ={"HPT_FEATURE_CACHE": "off"}, overrides={"feature_cache": "auto"}
     )
-    assert flagged.feature_cache == "auto"
+    assert flagged.training.feature_cache == "auto"
     with pytest.raises(SettingsError, match=r"feature_cache.*'sometimes'.*one of auto, off"):
         Settings(feature_cache="sometimes")
 
@@ -107,7 +107,7 @@ def test_feature_cache_setting_from_env_and_flag_and_a_bad_value_refused():
 def test_feature_cache_from_yaml(tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text("feature_cache: off\n")
-    assert load_settings(config=config, environ={}).feature_cache == "off"
+    assert load_settings(config=config, environ={}).training.feature_cache == "off"
 
 
 # --- the job spec and the flags -------------------------------------------------------------

@@ -89,7 +89,7 @@ def three_runs(tmp_path_factory):
         },
         environ={},
     )
-    with pytest.MonkeyPatch.context() as mp, shared_run_server(mp, root, settings.output):
+    with pytest.MonkeyPatch.context() as mp, shared_run_server(mp, root, settings.local.output):
         first = run_local(settings, echo=lambda line: None)
         log_after_first = (root / "run" / LOG_FILE).read_text()
         second = run_local(settings, echo=lambda line: None)

@@ -713,8 +713,8 @@ def test_the_image_variables_set_the_images_a_run_uses():
 
     environ = {images.ENV_VARS["trainer"]: "x/trainer:1"}
     settings = load_settings(environ=environ)
-    assert settings.trainer_image == "x/trainer:1"
-    assert settings.components_image == images.image_uris()["components"]
+    assert settings.images.trainer_image == "x/trainer:1"
+    assert settings.images.components_image == images.image_uris()["components"]
 
 
 def test_requirements_reject_unknown_extras_and_names():

@@ -121,9 +121,9 @@ def test_without_a_credential_no_identity_is_sent(wire: Wire) -> None:
 def test_credentials_come_from_flags_settings_or_environment(tmp_path: Path) -> None:
     config = tmp_path / "kubeflow.yaml"
     config.write_text("kubeflow_cookie: oauth2_proxy_kubeflow=abc\n")
-    assert load_settings(config=config).kubeflow_cookie == "oauth2_proxy_kubeflow=abc"
+    assert load_settings(config=config).kubeflow.kubeflow_cookie == "oauth2_proxy_kubeflow=abc"
     env = {"HPT_KUBEFLOW_TOKEN": "from-env"}
-    assert load_settings(environ=env).kubeflow_token == "from-env"
+    assert load_settings(environ=env).kubeflow.kubeflow_token == "from-env"
     assert "from-env" not in repr(load_settings(environ=env))  # never printed
 
 

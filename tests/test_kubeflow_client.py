@@ -4,7 +4,6 @@ conversion, and one-line errors before anything is sent."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from pathlib import Path
@@ -307,7 +306,10 @@ def test_without_template_the_kubeflow_target_is_compiled(
     assert result.exit_code == 0, result.output
     ((target, settings),) = calls
     assert target == "kubeflow"
-    assert (settings.kubeflow_host, settings.kubeflow_namespace) == (HOST, NAMESPACE)
+    assert (settings.kubeflow.kubeflow_host, settings.kubeflow.kubeflow_namespace) == (
+        HOST,
+        NAMESPACE,
+    )
 
 
 # --------------------------------------------------------------------------- what is sent
@@ -517,7 +519,7 @@ def test_preflight_for_kubeflow() -> None:
     )
     check_kubeflow_run(ok)
     with pytest.raises(SettingsError) as err:  # the default namespace, refused before anything
-        check_kubeflow_run(dataclasses.replace(ok, kubeflow_namespace="kubeflow"))
+        check_kubeflow_run(ok.replace(kubeflow_namespace="kubeflow"))
     assert str(err.value).startswith("kubeflow_namespace=kubeflow: Kubeflow's own namespace")
     assert "pass --namespace with your profile namespace" in str(err.value)
     with pytest.raises(SettingsError, match="kubeflow_host is not set: pass --host URL"):

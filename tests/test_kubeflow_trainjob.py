@@ -229,8 +229,8 @@ def test_the_override_field_is_read_from_the_servers_openapi_document(release: s
 
 
 def test_the_setting_takes_the_three_choices_and_refuses_others() -> None:
-    assert Settings().kubeflow_job_api == "auto"
-    assert Settings(kubeflow_job_api="trainjob").kubeflow_job_api == "trainjob"
+    assert Settings().kubeflow.kubeflow_job_api == "auto"
+    assert Settings(kubeflow_job_api="trainjob").kubeflow.kubeflow_job_api == "trainjob"
     with pytest.raises(SettingsError, match=r"kubeflow_job_api='pytorchjob': expected auto \|"):
         Settings(kubeflow_job_api="pytorchjob")
 
@@ -484,7 +484,7 @@ def test_submit_refuses_a_conditional_search_space_as_manifests_does() -> None:
         **images,
     )
     check_kubeflow_run(ok)
-    conditional = Settings(**{**ok.__dict__, "search_space": "optimizer"})
+    conditional = Settings(**{**ok.flat(), "search_space": "optimizer"})
     with pytest.raises(SettingsError) as err:
         check_kubeflow_run(conditional)
     assert str(err.value) == (
@@ -496,7 +496,7 @@ def test_submit_refuses_a_conditional_search_space_as_manifests_does() -> None:
     vertex = Settings(
         project="hpt-demo-project", pipeline_root="gs://b/r", search_space="optimizer"
     )
-    check_cloud_run(Settings(**{**vertex.__dict__, **images}))  # Vertex takes conditionals
+    check_cloud_run(Settings(**{**vertex.flat(), **images}))  # Vertex takes conditionals
 
 
 def test_an_integer_on_a_log_scale_is_said_to_stop_below_its_max_on_katib() -> None:

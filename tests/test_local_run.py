@@ -60,8 +60,8 @@ LEFT_IN_TMP: list[str] = []
 def test_a_run_leaves_nothing_in_the_temporary_folder_or_its_output(two_runs):
     settings, _, _ = two_runs
     assert LEFT_IN_TMP == []
-    assert not (Path(settings.output) / "tmp").exists()  # the run's own temporary folder
-    assert not list(Path(settings.output, "study").glob("*/local/tmp"))  # the trials'
+    assert not (Path(settings.local.output) / "tmp").exists()  # the run's own temporary folder
+    assert not list(Path(settings.local.output, "study").glob("*/local/tmp"))  # the trials'
 
 
 def test_the_first_trials_cover_every_num_units_value(two_runs):
@@ -74,7 +74,8 @@ def test_progress_holds_none_of_tensorflows_chatter_while_the_log_keeps_it(two_r
     settings, _, _ = two_runs
     # TensorFlow's import-time lines come from the process every TensorFlow step forks from.
     logs = "".join(
-        (Path(settings.output) / name).read_text() for name in (LOG_FILE, fork_client.LOG_FILE)
+        (Path(settings.local.output) / name).read_text()
+        for name in (LOG_FILE, fork_client.LOG_FILE)
     )
     assert "▶ tune-locally" in PROGRESS and "✓ train-locally success" in PROGRESS
     assert any("epoch" in line for line in PROGRESS)  # the tasks' own output still shows
@@ -122,14 +123,14 @@ def test_every_trainer_replica_was_forked_from_the_run_s_preloaded_trainer(two_r
     from pipelines.jobs.replica_process import FORKED_NOTE
 
     settings, first, _ = two_runs
-    logs = sorted(Path(settings.output, "study").glob("*/local/*-0.log"))
+    logs = sorted(Path(settings.local.output, "study").glob("*/local/*-0.log"))
     logs += sorted((Path(first["model"]).parent / "local").glob("*-0.log"))
     assert len(logs) == 3 + 2  # three trials, the final job's chief and worker
     for log in logs:
         assert log.read_text().splitlines()[1].startswith(FORKED_NOTE), log
-    assert (Path(settings.output) / "fork-server.log").is_file()
+    assert (Path(settings.local.output) / "fork-server.log").is_file()
     # The preparation and evaluation steps' TensorFlow halves were forked from it too.
-    run_log = (Path(settings.output) / LOG_FILE).read_text()
+    run_log = (Path(settings.local.output) / LOG_FILE).read_text()
     for module in ("dataprep.prepare", "trainer.evaluate"):
         assert f"$ python -m {module} (forked)" in run_log, module
 
@@ -165,8 +166,8 @@ def test_evaluation_matches_an_independent_recomputation(two_runs):
 def test_registry_holds_a_new_version_per_run_with_lineage(two_runs):
     settings, first, second = two_runs
     assert (first["version"], second["version"]) == (1, 2)
-    assert registry.versions(settings.registry, settings.model_display_name) == [1, 2]
-    card = registry.list_models(settings.registry)[0]
+    assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1, 2]
+    card = registry.list_models(settings.local.registry)[0]
     dataset_meta = json.loads((Path(card["lineage"]["dataset"]) / "metadata.json").read_bytes())
     assert dataset_meta["source"] == "sample"
     from trainer.records import file_digest
@@ -221,7 +222,7 @@ def test_trial_report_on_a_real_run(two_runs, tmp_path):
     from pipelines.reports import trial_report
 
     settings, first, _ = two_runs
-    study = trial_report.load_trials(settings.output)
+    study = trial_report.load_trials(settings.local.output)
     report = trial_report.write_report(
         study, tmp_path, trial_report.Metric("val_accuracy", "maximize")
     )
@@ -232,14 +233,11 @@ def test_trial_report_on_a_real_run(two_runs, tmp_path):
 
 
 def test_a_model_below_the_evaluation_threshold_is_not_registered(two_runs):
-    import dataclasses
 
     settings, _, second = two_runs
-    gated = summarize(
-        run_local(dataclasses.replace(settings, eval_threshold=1.01), echo=lambda line: None)
-    )
+    gated = summarize(run_local(settings.replace(eval_threshold=1.01), echo=lambda line: None))
     assert gated["passed"] is False and gated["registered"] is None
-    assert registry.versions(settings.registry, settings.model_display_name) == [1, 2]
+    assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1, 2]
     assert "model NOT registered" in Path(gated["log"]).read_text()
 
 
@@ -282,7 +280,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     produced["model-from-job"] = {"Output": first["model"]}  # the Vertex-only locator step
     produced["find-parent-model"] = {
         "Output": False,
-        "json_display_name": settings.model_display_name,
+        "json_display_name": settings.cloud.model_display_name,
     }
     inputs = resolve_inputs(spec, produced, overrides={"location": "europe-west4"})
 
@@ -308,7 +306,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
         "momentum",
         "num_units",
     ]
-    assert request.max_trial_count == settings.max_trials
+    assert request.max_trial_count == settings.study.max_trials
     assert request.trial_job_spec.worker_pool_specs[0].replica_count == 1
 
     # Custom job: GCPC's launcher with the API call replaced.
@@ -335,11 +333,11 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
         gcp_resources=str(tmp_path / "custom_job_resources"),
     )
     pools = sent["job"].job_spec.worker_pool_specs
-    assert [p.replica_count for p in pools] == [1, settings.workers]
+    assert [p.replica_count for p in pools] == [1, settings.training.workers]
     best_flags = {contract.flag(k, v) for k, v in first["best_parameters"].items()}
     for pool in pools:
         assert best_flags <= set(pool.container_spec.args), (best_flags, pool.container_spec.args)
-        assert pool.container_spec.image_uri == settings.trainer_image
+        assert pool.container_spec.image_uri == settings.images.trainer_image
     assert sent["job"].job_spec.scheduling.restart_job_on_worker_restart is True
 
     # Model upload (a first version): GCPC's launcher, the LRO call replaced.
@@ -366,7 +364,9 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
                     "artifacts": [
                         {
                             "uri": first["model"],
-                            "metadata": {"containerSpec": {"imageUri": settings.serving_image}},
+                            "metadata": {
+                                "containerSpec": {"imageUri": settings.images.serving_image}
+                            },
                         }
                     ]
                 }
@@ -392,9 +392,9 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     assert captured["url"].endswith("/projects/my-project/locations/europe-west4/models:upload")
     model = Model.pb(Model())
     json_format.ParseDict(captured["request"]["model"], model)  # strict: unknown fields refused
-    assert model.display_name == settings.model_display_name
+    assert model.display_name == settings.cloud.model_display_name
     assert model.artifact_uri == first["model"]
-    assert model.container_spec.image_uri == settings.serving_image
+    assert model.container_spec.image_uri == settings.images.serving_image
 
 
 def test_trials_and_models_as_json_from_the_command_line(two_runs):
@@ -403,7 +403,7 @@ def test_trials_and_models_as_json_from_the_command_line(two_runs):
     from pipelines.app.cli import app
 
     settings, first, _ = two_runs
-    result = CliRunner().invoke(app, ["trials", settings.output, "--format", "json"])
+    result = CliRunner().invoke(app, ["trials", settings.local.output, "--format", "json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [t["id"] for t in data["trials"]][0] == first["best_trial_id"]
@@ -411,7 +411,7 @@ def test_trials_and_models_as_json_from_the_command_line(two_runs):
     # Every trial's resolved precision, read from its log (the table's precision column).
     assert {t["row"]["precision"] for t in data["trials"]} <= {"float32", "mixed_bfloat16"}
     result = CliRunner().invoke(
-        app, ["models", "--registry", settings.registry, "--format", "json"]
+        app, ["models", "--registry", settings.local.registry, "--format", "json"]
     )
     assert result.exit_code == 0, result.output
     assert [card["version"] for card in json.loads(result.stdout)] == [1, 2]

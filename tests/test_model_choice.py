@@ -3,7 +3,6 @@ define-by-run proposals, the study's image size and weights, and Katib's refusal
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import pytest
@@ -177,9 +176,7 @@ def _settings(tmp_path, space_file=None, **changes):
 
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(CHOICE))
-    return dataclasses.replace(
-        Settings(image_size=32), search_space=space_file or str(path), **changes
-    )
+    return Settings(image_size=32).replace(search_space=space_file or str(path), **changes)
 
 
 def test_the_study_image_size_must_suit_every_model_in_the_choice(tmp_path):

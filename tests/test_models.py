@@ -276,7 +276,7 @@ def test_pretrained_weights_for_a_model_without_a_backbone_are_refused():
         Settings(model="resnet50", image_size=28)
     with pytest.raises(SettingsError, match="model='resnet': expected one of cnn, resnet50"):
         Settings(model="resnet")
-    assert Settings(model="resnet50").model_display_name == "hpt-resnet50"
+    assert Settings(model="resnet50").cloud.model_display_name == "hpt-resnet50"
 
 
 def test_a_team_model_by_reference_is_inspected_in_a_process_of_its_own(on_path):

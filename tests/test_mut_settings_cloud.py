@@ -56,4 +56,4 @@ def test_a_kubeflow_credential_set_wrong_is_refused_whole_and_never_shown(case):
 )
 def test_one_well_formed_kubeflow_credential_is_taken(given):
     settings = Settings(**given)
-    assert all(getattr(settings, k) == v for k, v in given.items())
+    assert all(settings.value(k) == v for k, v in given.items())

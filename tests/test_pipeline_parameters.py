@@ -59,7 +59,7 @@ def test_an_unset_setting_is_its_parameter_types_empty_value_and_tuples_become_l
     defaults = parameter_defaults(settings, derived)
     assert defaults["trial_threshold"] == 0.0 and defaults["parent_model"] == ""
     assert defaults["constraints"] == ["latency_ms<=20"]
-    assert defaults["registry_dir"] == settings.registry
+    assert defaults["registry_dir"] == settings.local.registry
     assert list(defaults) == [name for name, _ in PARAMETERS]
 
 

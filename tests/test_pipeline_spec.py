@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -38,8 +37,8 @@ SECRET_MARKERS = (
 def for_target(target: str, settings: Settings | None = None) -> Settings:
     """`settings` in a Kubeflow profile namespace for `kubeflow` (compile refuses `kubeflow`)."""
     settings = settings or Settings()
-    if target == "kubeflow" and settings.kubeflow_namespace == "kubeflow":
-        return dataclasses.replace(settings, kubeflow_namespace="team-a")
+    if target == "kubeflow" and settings.kubeflow.kubeflow_namespace == "kubeflow":
+        return settings.replace(kubeflow_namespace="team-a")
     return settings
 
 
@@ -263,7 +262,7 @@ def test_vertex_registration_uploads_a_new_version_with_its_evaluation(tmp_path)
     tasks = _all_tasks(spec)
     importer = spec["deploymentSpec"]["executors"]["exec-importer"]["importer"]
     assert importer["typeSchema"]["schemaTitle"] == "google.UnmanagedContainerModel"
-    assert importer["metadata"]["containerSpec"]["imageUri"] == settings.serving_image
+    assert importer["metadata"]["containerSpec"]["imageUri"] == settings.images.serving_image
     # A later run uploads a version of the model found by name; the first run creates it.
     uploads = {n: t for n, t in tasks.items() if n.startswith("model-upload")}
     assert len(uploads) == 2
@@ -319,13 +318,13 @@ def test_image_uris_flow_into_the_compiled_spec(tmp_path):
     )
     spec = compiled(tmp_path, "vertex", settings)
     root = spec["root"]["inputDefinitions"]["parameters"]
-    assert root["trainer_image"]["defaultValue"] == settings.trainer_image
+    assert root["trainer_image"]["defaultValue"] == settings.images.trainer_image
     ours = [
         e
         for name, e in spec["deploymentSpec"]["executors"].items()
         if name in ("exec-prepare-dataset", "exec-select-best-trial", "exec-evaluate-model")
     ]
-    assert ours and all(e["container"]["image"] == settings.components_image for e in ours)
+    assert ours and all(e["container"]["image"] == settings.images.components_image for e in ours)
 
 
 def test_local_target_binds_the_local_executors(tmp_path):
@@ -346,7 +345,7 @@ def test_compiled_specs_hold_no_credentials(tmp_path):
         text = Path(made).read_text()
         assert not [m for m in SECRET_MARKERS if m in text]
         if target == "vertex":  # passed through as given, never anything more
-            assert settings.service_account in text and settings.kms_key in text
+            assert settings.cloud.service_account in text and settings.cloud.kms_key in text
 
 
 def test_compiling_never_imports_tensorflow(tmp_path):

@@ -189,7 +189,7 @@ def test_the_refusal_lists_every_difference_and_the_two_ways_out(tmp_path):
         study_identity.check_and_record(settings(tmp_path, epochs=3, seed=7), tmp_path / "out")
     assert str(refused.value) == (
         f"--output={tmp_path / 'out'} holds a study of other settings (epochs: 10 → 3; "
-        f"seed: {LOCAL_RUN_DEFAULTS.get('seed', Settings.seed)!r} → 7); rerun with the same "
+        f"seed: {LOCAL_RUN_DEFAULTS.get('seed', Settings.default('seed'))!r} → 7); rerun with the same "
         "settings to resume it, or pass a new --output"
     )
 
@@ -239,7 +239,7 @@ def test_the_recorded_settings_are_the_listed_ones(tmp_path):
 def test_a_default_in_conflict_with_an_explicit_setting_is_clamped_and_said():
     notes: list[str] = []
     s = load_settings(overrides={"max_trials": 1}, defaults=LOCAL_RUN_DEFAULTS, notes=notes)
-    assert (s.max_trials, s.parallel_trials) == (1, 1)
+    assert (s.study.max_trials, s.study.parallel_trials) == (1, 1)
     assert notes == ["parallel_trials lowered from its default 2 to max_trials=1"]
     with pytest.raises(SettingsError, match=r"parallel_trials=2: .*\[1, max_trials=1\]"):
         load_settings(overrides={"max_trials": 1, "parallel_trials": 2}, environ={})

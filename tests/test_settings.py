@@ -20,8 +20,13 @@ def test_precedence(tmp_path):
         environ=env,
         defaults={"batch_size": 16},
     )
-    assert (s.epochs, s.max_trials, s.batch_size, s.region) == (9, 7, 64, "europe-west4")
-    assert s.labels == {"team": "ml"} and s.seed == 42
+    assert (s.training.epochs, s.study.max_trials, s.training.batch_size, s.cloud.region) == (
+        9,
+        7,
+        64,
+        "europe-west4",
+    )
+    assert s.cloud.labels == {"team": "ml"} and s.data.seed == 42
 
 
 @pytest.mark.parametrize(

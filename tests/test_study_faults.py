@@ -287,7 +287,7 @@ def test_the_option_the_data_steps_message_names_exists_on_run_and_as_a_setting(
     from pipelines.settings import SettingsError
 
     assert "--max-bad-fraction" in CliRunner().invoke(app, ["run", "--help"]).stdout
-    assert _settings(tmp_path, max_bad_fraction=0.2).max_bad_fraction == 0.2
+    assert _settings(tmp_path, max_bad_fraction=0.2).data.max_bad_fraction == 0.2
     with pytest.raises(SettingsError, match="max_bad_fraction=1.5"):
         _settings(tmp_path, max_bad_fraction=1.5)
 
@@ -361,7 +361,7 @@ def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
     with pytest.raises(SettingsError) as refused:
         local_preflight.check_disk(settings, free=need - 1)
     message = str(refused.value)
-    assert message.startswith(f"output={settings.output}: the run would write ~")
+    assert message.startswith(f"output={settings.local.output}: the run would write ~")
     assert "MiB is free there; expected more free space" in message
     local_preflight.check_disk(settings, free=need)
 

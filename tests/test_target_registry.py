@@ -189,7 +189,7 @@ def test_submit_reaches_a_registered_target_through_its_client(fake, tmp_path) -
     assert result.exit_code == 0, result.output
     assert result.stdout == "fake run x\n"
     ((kind, settings, sending, flags),) = SENT
-    assert kind == "run" and settings.display_name == "x"
+    assert kind == "run" and settings.cloud.display_name == "x"
     assert sending == dispatch.Sending(template, ["a=1"], True, None)
     assert flags["target"] == "fake" and flags["enable_caching"] is None
 
@@ -247,7 +247,7 @@ def test_a_flag_of_a_registered_target_is_refused_for_the_others(fake) -> None:
 
 
 def preflight(settings: Settings) -> None:
-    if settings.display_name == "refuse-me":
+    if settings.cloud.display_name == "refuse-me":
         raise SettingsError("display_name=refuse-me: the fake target refuses it")
 
 
@@ -257,7 +257,7 @@ def run_settings(config: Path | None, flags: Mapping[str, Any]) -> Settings:
 
 def send_run(settings: Settings, sending: dispatch.Sending, flags: Mapping[str, Any]) -> None:
     SENT.append(("run", settings, sending, dict(flags)))
-    typer.echo(f"fake run {settings.display_name}")
+    typer.echo(f"fake run {settings.cloud.display_name}")
 
 
 def send_schedule(

@@ -210,7 +210,7 @@ def test_unset_optional_fields_stay_out_of_the_request(template: Path) -> None:
 
 def test_a_display_name_aiplatform_rejects_is_a_settings_error(template: Path) -> None:
     settings = cloud_settings()
-    object.__setattr__(settings, "display_name", "x" * 200)  # past the settings' own check
+    object.__setattr__(settings.cloud, "display_name", "x" * 200)  # past the settings' own check
     with pytest.raises(SettingsError, match="Display name needs to be less than 128"):
         offline_job(template, settings)
 

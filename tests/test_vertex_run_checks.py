@@ -293,15 +293,18 @@ def test_model_display_name_reaches_gcpcs_json_escaped(vertex_template):
 
 
 def test_the_serving_container_comes_from_the_table_for_the_region(tmp_path):
-    assert Settings().serving_image == images.SERVING_CONTAINERS[0].uri("us-central1")
+    assert Settings().images.serving_image == images.SERVING_CONTAINERS[0].uri("us-central1")
     europe = Settings(region="europe-west4")
-    assert europe.serving_image == "europe-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
-    assert Settings(region="asia-east1").serving_image.startswith("asia-docker.pkg.dev/")
+    assert (
+        europe.images.serving_image
+        == "europe-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    )
+    assert Settings(region="asia-east1").images.serving_image.startswith("asia-docker.pkg.dev/")
     own = "europe-docker.pkg.dev/p/r/serving:v1"
-    assert Settings(serving_image=own, region="us-central1").serving_image == own  # kept
+    assert Settings(serving_image=own, region="us-central1").images.serving_image == own  # kept
     spec = _spec(Path(compile_pipeline("vertex", europe, str(tmp_path / "p.yaml"))))
     importer = spec["deploymentSpec"]["executors"]["exec-importer"]["importer"]
-    assert importer["metadata"]["containerSpec"]["imageUri"] == europe.serving_image
+    assert importer["metadata"]["containerSpec"]["imageUri"] == europe.images.serving_image
     for container in images.SERVING_CONTAINERS:
         assert container.source.startswith("https://cloud.google.com/vertex-ai/")
         assert images.serving_container_for(container.uri("europe-west1")) == container

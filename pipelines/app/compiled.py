@@ -24,9 +24,9 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
             or comes with a `continue_from`.
     """
     if template is not None:
-        if settings.continue_from:
+        if settings.study.continue_from:
             raise SettingsError(
-                f"continue_from={settings.continue_from}: the earlier trials are compiled into "
+                f"continue_from={settings.study.continue_from}: the earlier trials are compiled into "
                 f"the pipeline; compile --template {template} with it, or leave out --template"
             )
         from pipelines.templates import check_target

@@ -23,9 +23,9 @@ def continuation_lines(settings: Settings, target: str) -> list[str]:
     from pipelines.targets import earlier_runs
     from pipelines.wiring import TARGETS
 
-    source = settings.continue_from
+    source = settings.study.continue_from
     here = TARGETS[target].runs_here  # only a run here has an --output of its own
-    if here and source and Path(source).resolve() == Path(settings.output).resolve():
+    if here and source and Path(source).resolve() == Path(settings.local.output).resolve():
         fail(
             f"continue_from={source}: that is this run's --output; rerun without "
             "--continue-from to extend its study in place (with a higher --max-trials)"

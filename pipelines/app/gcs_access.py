@@ -185,12 +185,15 @@ def check_gcs(settings: Settings) -> int | None:
     """
     values = [
         f"{flag}={value}"
-        for flag, value in (("--source", settings.source), ("--weights", settings.weights))
+        for flag, value in (
+            ("--source", settings.data.source),
+            ("--weights", settings.architecture.weights),
+        )
         if value and value.startswith("gs://")
     ]
-    if settings.output.startswith("gs://"):
+    if settings.local.output.startswith("gs://"):
         raise GcsAccessError(
-            f"--output={settings.output}: a local run writes on this machine; expected a local "
+            f"--output={settings.local.output}: a local run writes on this machine; expected a local "
             "folder (a gs:// pipeline_root is the vertex target's)"
         )
     return check_values(values)

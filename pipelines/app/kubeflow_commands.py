@@ -83,7 +83,7 @@ def schedule_settings(config: Path | None, flags: Mapping[str, Any]) -> Settings
         SettingsError: A bad value, or no `kubeflow_host`.
     """
     settings = load_settings(config=config, overrides=_overrides(flags, SCHEDULE_FIELDS))
-    if not settings.kubeflow_host:
+    if not settings.kubeflow.kubeflow_host:
         raise SettingsError(
             "kubeflow_host is not set: pass --host URL, put kubeflow_host in the config file, "
             "or set HPT_KUBEFLOW_HOST"
@@ -101,7 +101,7 @@ def send_schedule(settings: Settings, sending: Sending, when: ScheduleFlags) -> 
     """Create the recurring run (KFP's 6-field cron), or write the dry-run request."""
     kfp_spec = kfp_client.schedule_spec(
         when.cron,
-        settings.display_name,
+        settings.cloud.display_name,
         start_time=when.start_time,
         end_time=when.end_time,
         max_concurrency=when.max_concurrent_runs,
@@ -114,7 +114,7 @@ def schedule_table(
     settings: Settings, flags: Mapping[str, Any]
 ) -> tuple[list[dict[str, str]], str, str]:
     """The namespace's recurring runs, where they are, and the table's title."""
-    where = f"namespace {settings.kubeflow_namespace} at {settings.kubeflow_host}"
+    where = f"namespace {settings.kubeflow.kubeflow_namespace} at {settings.kubeflow.kubeflow_host}"
     with api_errors(settings):
         rows = schedule_rows(settings)
     return rows, where, f"Recurring runs in {where}"
@@ -164,11 +164,11 @@ def api_errors(settings: Settings) -> Iterator[None]:
         except (TypeError, ValueError):
             message = str(err.body or "")
         text = " ".join(f"{err.status} {err.reason}: {first_line(Exception(message))}".split())
-        fail(f"Kubeflow Pipelines at {settings.kubeflow_host}: {text}")
+        fail(f"Kubeflow Pipelines at {settings.kubeflow.kubeflow_host}: {text}")
     except urllib3.exceptions.HTTPError as err:
         reason = getattr(err, "reason", None) or err
         fail(
-            f"kubeflow_host={settings.kubeflow_host}: cannot reach the Kubeflow Pipelines API "
+            f"kubeflow_host={settings.kubeflow.kubeflow_host}: cannot reach the Kubeflow Pipelines API "
             f"({first_line(reason) if isinstance(reason, BaseException) else reason})"
         )
 
@@ -179,7 +179,7 @@ def _values(path: Path, params: list[str] | None) -> dict[str, Any]:
 
 def experiment_name(settings: Settings) -> str:
     """The KFP experiment the runs go to: `--experiment`, else kfp.Client's `Default`."""
-    return settings.experiment or kfp_client.DEFAULT_EXPERIMENT
+    return settings.cloud.experiment or kfp_client.DEFAULT_EXPERIMENT
 
 
 def run_request(
@@ -190,8 +190,8 @@ def run_request(
     experiment = experiment_name(settings)
     doc = kfp_client.dry_run_request(settings, experiment, kfp_client.RUNS_PATH, body, kind="run")
     return doc, (
-        f"run {settings.display_name!r} in experiment {experiment!r} "
-        f"(namespace {settings.kubeflow_namespace}) at {settings.kubeflow_host}"
+        f"run {settings.cloud.display_name!r} in experiment {experiment!r} "
+        f"(namespace {settings.kubeflow.kubeflow_namespace}) at {settings.kubeflow.kubeflow_host}"
     )
 
 
@@ -200,8 +200,8 @@ def submit(settings: Settings, path: Path, params: list[str] | None) -> str:
     values = _values(path, params)
     client = kfp_client.connect(settings)
     run = kfp_client.submit_run(client, settings, path, values, experiment_name(settings))
-    url = kfp_client.run_url(str(settings.kubeflow_host), run.run_id)
-    return f"submitted run {run.run_id} ({settings.display_name}): {url}"
+    url = kfp_client.run_url(str(settings.kubeflow.kubeflow_host), run.run_id)
+    return f"submitted run {run.run_id} ({settings.cloud.display_name}): {url}"
 
 
 def recurring_run_request(
@@ -215,7 +215,7 @@ def recurring_run_request(
     )
     return doc, (
         f"recurring run {spec.display_name!r} (KFP cron {spec.cron!r}) in experiment "
-        f"{experiment!r} at {settings.kubeflow_host}"
+        f"{experiment!r} at {settings.kubeflow.kubeflow_host}"
     )
 
 
@@ -228,14 +228,16 @@ def schedule_create(
     created = kfp_client.create_recurring_run(
         client, settings, path, spec, values, experiment_name(settings)
     )
-    url = kfp_client.recurring_run_url(str(settings.kubeflow_host), created.recurring_run_id)
+    url = kfp_client.recurring_run_url(
+        str(settings.kubeflow.kubeflow_host), created.recurring_run_id
+    )
     return f"created recurring run {created.recurring_run_id} (KFP cron {spec.cron!r}): {url}"
 
 
 def schedule_rows(settings: Settings) -> list[dict[str, str]]:
     """The rows `schedule list` shows."""
     client = kfp_client.connect(settings)
-    found = kfp_client.list_recurring_runs(client, settings.kubeflow_namespace)
+    found = kfp_client.list_recurring_runs(client, settings.kubeflow.kubeflow_namespace)
     return [kfp_client.recurring_run_row(run) for run in found]
 
 

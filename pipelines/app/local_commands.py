@@ -161,7 +161,7 @@ def run(
     notes += _preflight(settings)
     # The default output starts a fresh study when the settings changed (README's second
     # command); an output the user named keeps its study or is refused.
-    fresh = output is None and settings.output == Settings.output
+    fresh = output is None and settings.local.output == Settings.default("output")
     _run(settings, notes, fresh_when_different=fresh, verbose=verbose)
 
 
@@ -191,7 +191,7 @@ def preflight(settings: Settings) -> list[str]:
     local_preflight.check_memory(settings)
     gcs_images = gcs_access.check_gcs(settings)
     local_preflight.check_tfds_reachable(
-        settings.source, local_preflight.tfds_data_dir(settings.output)
+        settings.data.source, local_preflight.tfds_data_dir(settings.local.output)
     )
     disk_note = local_preflight.check_disk(settings, gcs_images=gcs_images)
     local_preflight.check_weights_load(settings)
@@ -217,14 +217,14 @@ def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[
     from pipelines.study.model_choice import models_of
 
     choice = models_of(study_space(settings))  # a model choice: each trial's own model
-    model = f"{'|'.join(choice)} (searched)" if choice else settings.model
+    model = f"{'|'.join(choice)} (searched)" if choice else settings.architecture.model
 
     def announce() -> None:  # once the output is this run's: a refusal stays one line
         console.print(
-            f"[bold]hpt-pipeline run[/]: model={model} source={settings.source} "
-            f"image_size={settings.image_size} trials={settings.max_trials} "
-            f"(parallel {settings.parallel_trials}) epochs={settings.epochs} "
-            f"final job=1 chief + {settings.workers} worker(s) → {settings.output}"
+            f"[bold]hpt-pipeline run[/]: model={model} source={settings.data.source} "
+            f"image_size={settings.data.image_size} trials={settings.study.max_trials} "
+            f"(parallel {settings.study.parallel_trials}) epochs={settings.training.epochs} "
+            f"final job=1 chief + {settings.training.workers} worker(s) → {settings.local.output}"
         )
         for note in notes:
             console.out(note if note.startswith("warning") else f"note: {note}")
@@ -253,10 +253,10 @@ def _run(
     except (ownership.BusyError, SettingsError) as err:  # another run owns it; another study
         fail(str(err))
     except KeyboardInterrupt as err:
-        console.out(interrupted_line(Path(settings.output)))
+        console.out(interrupted_line(Path(settings.local.output)))
         raise typer.Exit(interrupts.exit_code(err)) from None
     except RuntimeError as err:  # kfp.local: a task failed
-        log = Path(settings.output) / local_run.LOG_FILE
+        log = Path(settings.local.output) / local_run.LOG_FILE
         reason = local_run.failure_reason(log) or " ".join(str(err).split())[:300]
         fail(f"{reason} (full log: {log}{scratch.notes(err)})")
     run_summary.show(console, result)

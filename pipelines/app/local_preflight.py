@@ -72,12 +72,12 @@ def trial_bytes(image_size: int, batch_size: int, replicas: int) -> int:
 
 def planned_bytes(settings: Settings, image_size: int | None = None) -> int:
     """Peak bytes of the study's parallel trials or of the final job, whichever is more."""
-    size = image_size or settings.image_size
-    trials = settings.parallel_trials * trial_bytes(
-        size, settings.batch_size, max(1, settings.trial_accelerator_count)
+    size = image_size or settings.data.image_size
+    trials = settings.study.parallel_trials * trial_bytes(
+        size, settings.training.batch_size, max(1, settings.machines.trial_accelerator_count)
     )
-    final = (1 + settings.workers) * trial_bytes(
-        size, settings.batch_size, max(1, settings.final_accelerator_count)
+    final = (1 + settings.training.workers) * trial_bytes(
+        size, settings.training.batch_size, max(1, settings.machines.final_accelerator_count)
     )
     return max(trials, final)
 
@@ -91,22 +91,22 @@ def check_memory(settings: Settings, memory: int | None = None) -> None:
     Raises:
         SettingsError: Naming the image size, the estimate and the largest size that fits.
     """
-    if getattr(settings, "model", "cnn") != "cnn":
+    if settings.architecture.model != "cnn":
         return
     memory = memory or machine_memory()
     budget = memory * MEMORY_SHARE
     need = planned_bytes(settings)
     if need <= budget:
         return
-    fits = settings.image_size
+    fits = settings.data.image_size
     while fits > 1 and planned_bytes(settings, fits) > budget:
         fits = int(fits * 0.9)
     raise SettingsError(
-        f"image_size={settings.image_size}: training would need ~{need / GIB:.0f} GiB "
-        f"({settings.image_size}×{settings.image_size} px × batch {settings.batch_size} × "
-        f"{settings.trial_accelerator_count} logical replica(s) × {settings.parallel_trials} "
+        f"image_size={settings.data.image_size}: training would need ~{need / GIB:.0f} GiB "
+        f"({settings.data.image_size}×{settings.data.image_size} px × batch {settings.training.batch_size} × "
+        f"{settings.machines.trial_accelerator_count} logical replica(s) × {settings.study.parallel_trials} "
         f"parallel trial(s), and the CNN's Dense({MAX_UNITS}) weights on "
-        f"{(settings.image_size // 8) ** 2 * DENSE_FEATURES:,} features), more than "
+        f"{(settings.data.image_size // 8) ** 2 * DENSE_FEATURES:,} features), more than "
         f"{MEMORY_SHARE:.0%} of this machine's {memory / GIB:.0f} GiB; expected "
         f"image_size <= {fits} at these settings (or a smaller batch or fewer parallel trials)"
     )
@@ -149,13 +149,13 @@ def check_tfds_reachable(
 def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
     """A line when a trial runs more logical replicas than this process's cores, else None."""
     cores = cores or replica_env.host_cores()  # the cores the local executors share out
-    per_trial = max(1, settings.trial_accelerator_count)
+    per_trial = max(1, settings.machines.trial_accelerator_count)
     if per_trial <= cores:
         return None
     return (
         f"warning: trial_accelerator_count={per_trial} logical replicas per trial on "
-        f"{cores} core(s) (× {settings.parallel_trials} parallel trial(s)), global batch "
-        f"{per_trial} × {settings.batch_size} = {per_trial * settings.batch_size}: the replicas "
+        f"{cores} core(s) (× {settings.study.parallel_trials} parallel trial(s)), global batch "
+        f"{per_trial} × {settings.training.batch_size} = {per_trial * settings.training.batch_size}: the replicas "
         f"share the cores and each step is slower; --trial-accelerators {cores} matches the cores"
     )
 
@@ -169,10 +169,10 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     from trainer.contract import WEIGHTS_CHOICES
     from trainer.models import MODELS, check_weights
 
-    spec = MODELS.get(settings.model)
+    spec = MODELS.get(settings.architecture.model)
     if spec is None or not spec.pretrained:
         return
-    weights = check_weights(spec, settings.weights)
+    weights = check_weights(spec, settings.architecture.weights)
     if weights == "none":
         return
     if weights == "imagenet":
@@ -184,7 +184,7 @@ def check_weights_load(settings: Settings, timeout: float = WEIGHTS_PROBE_TIMEOU
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONWARNINGS": "ignore"}
     try:
         probe = subprocess.run(
-            [*argv, str(settings.image_size)],
+            [*argv, str(settings.data.image_size)],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -235,10 +235,10 @@ def model_params(settings: Settings) -> int:
     from trainer.contract import BACKBONE_PARAMS
 
     units = MAX_UNITS
-    if settings.model == "cnn":
-        return (settings.image_size // 8) ** 2 * DENSE_FEATURES * units
-    if settings.model in BACKBONE_PARAMS:
-        return BACKBONE_PARAMS[settings.model] + 2048 * units
+    if settings.architecture.model == "cnn":
+        return (settings.data.image_size // 8) ** 2 * DENSE_FEATURES * units
+    if settings.architecture.model in BACKBONE_PARAMS:
+        return BACKBONE_PARAMS[settings.architecture.model] + 2048 * units
     return 0
 
 
@@ -272,13 +272,13 @@ def dataset_images(settings: Settings, gcs_images: int | None = None) -> int | N
     access check listed (`gcs_images`); `tfds:` prepared here: its examples; a TFDS
     dataset still to download: None (its size is only known once downloaded).
     """
-    source = settings.source
+    source = settings.data.source
     if source == "sample":
         return SAMPLE_IMAGES
     if source.startswith("gs://"):
         return gcs_images
     if source.startswith("tfds:"):
-        return tfds_examples(tfds_data_dir(settings.output), source.removeprefix("tfds:"))
+        return tfds_examples(tfds_data_dir(settings.local.output), source.removeprefix("tfds:"))
     return source_images(source)
 
 
@@ -288,11 +288,11 @@ def planned_disk_bytes(settings: Settings, images: int | None = None) -> int:
     `images`: the dataset's image count (default: `source_images` of a local folder).
     """
     if images is None:
-        images = source_images(settings.source)
-    dataset = images * settings.image_size**2 * 3
+        images = source_images(settings.data.source)
+    dataset = images * settings.data.image_size**2 * 3
     model = model_params(settings) * 4  # float32 weights
     per_trial = model * (2 * PARAM_COPIES + 1)  # two checkpoints (with slots), one export
-    return dataset + (settings.max_trials + 1) * per_trial
+    return dataset + (settings.study.max_trials + 1) * per_trial
 
 
 def size_text(size: int) -> str:
@@ -319,19 +319,19 @@ def check_disk(
     note = None
     if images is None:
         note = (
-            f"disk check: the size of {settings.source} is not known before it is downloaded, "
+            f"disk check: the size of {settings.data.source} is not known before it is downloaded, "
             "so only the trials' checkpoints and exports and the final model are counted"
         )
     if free is None:
-        where = Path(settings.output).resolve()
+        where = Path(settings.local.output).resolve()
         while not where.exists():
             where = where.parent
         free = shutil.disk_usage(where).free
     if need <= free:
         return note
     raise SettingsError(
-        f"output={settings.output}: the run would write ~{size_text(need)} (dataset at "
-        f"{settings.image_size} px, {settings.max_trials} trials' checkpoints and exports, the "
+        f"output={settings.local.output}: the run would write ~{size_text(need)} (dataset at "
+        f"{settings.data.image_size} px, {settings.study.max_trials} trials' checkpoints and exports, the "
         f"final model) and {size_text(free)} is free there; expected more free space, or "
         "fewer trials or a smaller image size"
     )

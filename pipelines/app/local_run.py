@@ -173,8 +173,8 @@ def run_local(
     """
     terminal = sys.stdout
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
-    output = Path(settings.output).resolve()
-    with ownership.owned(str(output / LOCK_FILE), f"--output={settings.output}"):
+    output = Path(settings.local.output).resolve()
+    with ownership.owned(str(output / LOCK_FILE), f"--output={settings.local.output}"):
         resumed = study_identity.check_and_record(
             settings, output, fresh_when_different=fresh_when_different
         )
@@ -205,13 +205,15 @@ def _owned_run(
     """`run_local` once the output is this run's."""
     artifacts = output / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
-    registry = Path(settings.registry).resolve()
+    registry = Path(settings.local.registry).resolve()
     before = set(artifacts.iterdir())
     started = time.perf_counter()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     with (
         # TFDS datasets are kept in the output unless the user chose a folder (never $HOME).
-        _environ(local_preflight.TFDS_DATA_ENV, local_preflight.tfds_data_dir(settings.output)),
+        _environ(
+            local_preflight.TFDS_DATA_ENV, local_preflight.tfds_data_dir(settings.local.output)
+        ),
         scratch.process_tmpdir(output / TMP_DIR, prefix="run-"),
         # Started first: it preloads TensorFlow while this process imports kfp (0.35 s)
         # and builds the pipeline.

@@ -110,10 +110,10 @@ def _bad(
 
 def _check_space(run: Mapping[str, Any], bad: Callable[[str, str], SettingsError]) -> None:
     """The run's search space against the trainer's and its model's flags, and its algorithm."""
-    tag = str(run.get("metric_tag", Settings.metric_tag))
+    tag = str(run.get("metric_tag", Settings.default("metric_tag")))
     try:
         known = describe_model(
-            str(run.get("model", Settings.model)), int(run.get("image_size", 32))
+            str(run.get("model", Settings.default("model"))), int(run.get("image_size", 32))
         )
     except ContractError as err:
         raise bad("model", str(err)) from None
@@ -123,6 +123,6 @@ def _check_space(run: Mapping[str, Any], bad: Callable[[str, str], SettingsError
             (Metric(tag, METRIC_GOALS.get(tag, "maximize")),),
         )
         check_space(space, known.spec.all_hyperparameters(), open_ended=not known.checked)
-        check_algorithm(space, str(run.get("algorithm", Settings.algorithm)))
+        check_algorithm(space, str(run.get("algorithm", Settings.default("algorithm"))))
     except SearchSpaceError as err:
         raise bad("study_spec_parameters", str(err)) from None

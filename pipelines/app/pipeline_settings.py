@@ -53,7 +53,7 @@ def checked_settings(
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults, notes=notes)
-        check_source(settings.source)
+        check_source(settings.data.source)
         # A model that cannot be built, a bad space, or one the algorithm cannot search,
         # fails here, before any work. A run builds the model here: its module must import.
         known = settings_model(settings, importable=runs_here)

@@ -20,15 +20,15 @@ def check_cloud_run(settings: Settings) -> None:
     Raises:
         SettingsError: One line naming the setting and how to set it.
     """
-    if settings.pipeline_root and not settings.pipeline_root.startswith("gs://"):
+    if settings.cloud.pipeline_root and not settings.cloud.pipeline_root.startswith("gs://"):
         raise SettingsError(
-            f"pipeline_root={settings.pipeline_root}: Vertex AI Pipelines needs a gs:// URI"
+            f"pipeline_root={settings.cloud.pipeline_root}: Vertex AI Pipelines needs a gs:// URI"
         )
-    check_region(settings.region)
+    check_region(settings.cloud.region)
     check_images(
         settings,
         "build the images (make images PROJECT=…) and set {env} (or {name} in --config), e.g. "
-        f"$(make -s image-uris PROJECT=my-project REGION={settings.region})",
+        f"$(make -s image-uris PROJECT=my-project REGION={settings.cloud.region})",
     )
     _check_caching_and_study(settings)
 
@@ -50,7 +50,7 @@ def check_kubeflow_run(settings: Settings) -> None:
     Raises:
         SettingsError: One line naming the setting and how to set it.
     """
-    host = settings.kubeflow_host
+    host = settings.kubeflow.kubeflow_host
     if not host:
         raise SettingsError(
             "kubeflow_host is not set: pass --host URL (the Kubeflow Pipelines API, e.g. "
@@ -59,8 +59,10 @@ def check_kubeflow_run(settings: Settings) -> None:
     from pipelines.wiring import kubeflow as kubeflow_wiring
 
     kubeflow_wiring.check_settings(settings)  # the namespace and job kind, as compile checks
-    if not settings.data_pvc and not (settings.pipeline_root or "").startswith("gs://"):
-        root = settings.pipeline_root or "unset (KFP's default, minio://mlpipeline)"
+    if not settings.kubeflow.data_pvc and not (settings.cloud.pipeline_root or "").startswith(
+        "gs://"
+    ):
+        root = settings.cloud.pipeline_root or "unset (KFP's default, minio://mlpipeline)"
         raise SettingsError(
             f"pipeline_root={root} and no data_pvc: the Katib trials and the TFJob could not read "
             "the dataset (KFP maps minio:// and s3:// to paths inside its own pods only); set "
@@ -85,14 +87,14 @@ def check_images(settings: Settings, hint: str) -> None:
         SettingsError: Naming the image setting and its value.
     """
     for name in ("trainer_image", "components_image"):
-        uri = getattr(settings, name)
+        uri = settings.value(name)
         if PLACEHOLDER in uri:
             fix = hint.format(name=name, env=f"{ENV_PREFIX}{name.upper()}")
             raise SettingsError(f"{name}={uri}: a placeholder; {fix}")
 
 
 def _check_caching_and_study(settings: Settings, *, kubeflow: bool = False) -> None:
-    if settings.enable_caching:
+    if settings.cloud.enable_caching:
         raise SettingsError(
             "enable_caching=True: it would cache every task, the model lookup and the trial "
             "fetch included, which read state outside the run; leave it unset (each task's "

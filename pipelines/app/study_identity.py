@@ -61,10 +61,12 @@ def dataset_fingerprint(source: str) -> str:
 def identity(settings: Settings) -> dict[str, Any]:
     """The settings that define the study, plus the dataset and search-space digests."""
     values: dict[str, Any] = {name: settings.value(name) for name in STUDY_SETTINGS}
-    if not settings.source.startswith(("tfds:", "gs://")) and settings.source != "sample":
-        values["source"] = str(Path(settings.source).resolve())
-    values["dataset"] = dataset_fingerprint(settings.source)
-    if settings.objectives == (settings.metric_tag,):  # metric_tag alone: as recorded before
+    if not settings.data.source.startswith(("tfds:", "gs://")) and settings.data.source != "sample":
+        values["source"] = str(Path(settings.data.source).resolve())
+    values["dataset"] = dataset_fingerprint(settings.data.source)
+    if settings.study.objectives == (
+        settings.study.metric_tag,
+    ):  # metric_tag alone: as recorded before
         values.pop("objectives", None)
     space = study_space(settings)
     values["search_space_content"] = _digest(
@@ -139,7 +141,7 @@ def check_and_record(
             )
         if changed:
             raise StudyMismatch(
-                f"--output={settings.output} holds a study of other settings ("
+                f"--output={settings.local.output} holds a study of other settings ("
                 + "; ".join(changed)
                 + "); rerun with the same settings to resume it, or pass a new --output"
             )

@@ -104,7 +104,7 @@ def send_schedule(settings: Settings, sending: Sending, when: ScheduleFlags) -> 
     """Create the schedule (warning when the serving container ends first), or the dry run."""
     spec = vertex_client.schedule_spec(
         when.cron,
-        settings.display_name,
+        settings.cloud.display_name,
         start_time=when.start_time,
         end_time=when.end_time,
         max_run_count=when.max_runs,

@@ -63,7 +63,7 @@ def objectives(settings: Settings) -> list[Objective]:
     """Today's (metric, goal) pairs, from the settings (the one place that reads them)."""
     from pipelines.study.objectives import resolve
 
-    metrics, _ = resolve(settings.objectives, (), settings.metric_tag)
+    metrics, _ = resolve(settings.study.objectives, (), settings.study.metric_tag)
     return [(m.metric_id, m.goal) for m in metrics]
 
 
@@ -177,13 +177,15 @@ def continued(settings: Settings, credentials: Any = None) -> Continued | None:
     Raises:
         ContinuationError: Unreadable, other objectives, a removed parameter; one line.
     """
-    source = settings.continue_from
+    source = settings.study.continue_from
     if not source:
         return None
     space = study_space(settings)
     key = (source, str(Path(source).resolve()) if kind_of(source) == "local" else "")
     if key not in _CACHE or kind_of(source) == "local":  # a local run may have grown since
-        _CACHE[key] = read(source, credentials, space=space, namespace=settings.kubeflow_namespace)
+        _CACHE[key] = read(
+            source, credentials, space=space, namespace=settings.kubeflow.kubeflow_namespace
+        )
     return continuation.reconcile(_CACHE[key], space, objectives(settings), defaults(settings))
 
 
@@ -193,11 +195,11 @@ def target_line(settings: Settings, target: str, found: Continued) -> str:
     if target == "local":
         return (
             f"continue_from: the local study starts from {n} earlier trial(s) and proposes none "
-            f"of their configurations again; max_trials={settings.max_trials} counts its own trials"
+            f"of their configurations again; max_trials={settings.study.max_trials} counts its own trials"
         )
     service = "Vertex (Vizier)" if target == "vertex" else "Katib"
     return (
         f"continue_from: {service} cannot seed a study: the {n} earlier trial(s) are not re-run; "
-        f"the new study runs its max_trials={settings.max_trials} as usual and the selection "
+        f"the new study runs its max_trials={settings.study.max_trials} as usual and the selection "
         "step chooses over both"
     )

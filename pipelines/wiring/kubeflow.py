@@ -35,7 +35,7 @@ def check_settings(settings: Settings) -> None:
     """
     from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting
 
-    if settings.kubeflow_namespace == "kubeflow":
+    if settings.kubeflow.kubeflow_namespace == "kubeflow":
         raise SettingsError(
             "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
             "install (no Katib metrics-collector label; PSS restricted from 1.11): pass "
@@ -43,7 +43,7 @@ def check_settings(settings: Settings) -> None:
             f"kubeflow_namespace in --config or {ENV_PREFIX}KUBEFLOW_NAMESPACE"
         )
     try:
-        job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
+        job_api_setting(settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes)
     except JobKindError as err:
         raise SettingsError(str(err)) from None
 
@@ -53,29 +53,33 @@ def _job_api(settings: Settings) -> str:
     from pipelines.targets.kubeflow.job_kind import job_api_setting
 
     check_settings(settings)
-    return job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
+    return job_api_setting(
+        settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes
+    )
 
 
 def _cluster(settings: Settings) -> dict[str, Any]:
     """Where and how the Katib trials and TFJob replicas run (settings refused first)."""
     check_settings(settings)
     return dict(
-        namespace=settings.kubeflow_namespace,
-        service_account=settings.kubeflow_service_account or "",
-        data_pvc=settings.data_pvc or "",
-        data_mount_path=settings.data_mount_path,
-        cpu=settings.kubeflow_cpu,
-        memory=settings.kubeflow_memory,
-        timeout_s=settings.kubeflow_timeout_s,
+        namespace=settings.kubeflow.kubeflow_namespace,
+        service_account=settings.kubeflow.kubeflow_service_account or "",
+        data_pvc=settings.kubeflow.data_pvc or "",
+        data_mount_path=settings.kubeflow.data_mount_path,
+        cpu=settings.kubeflow.kubeflow_cpu,
+        memory=settings.kubeflow.kubeflow_memory,
+        timeout_s=settings.kubeflow.kubeflow_timeout_s,
     )
 
 
 def _mount_data(task: Any, settings: Settings) -> Any:
     """Mount the data PVC (when set) in a step that reads or writes datasets or models."""
-    if settings.data_pvc:
+    if settings.kubeflow.data_pvc:
         from kfp import kubernetes
 
-        kubernetes.mount_pvc(task, pvc_name=settings.data_pvc, mount_path=settings.data_mount_path)
+        kubernetes.mount_pvc(
+            task, pvc_name=settings.kubeflow.data_pvc, mount_path=settings.kubeflow.data_mount_path
+        )
     return task
 
 
@@ -86,9 +90,9 @@ def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> A
         features_dir=spec.outputs["features_dir"],
         trainable_blocks=spec.outputs["trainable_blocks"],
         reason=spec.outputs["reason"],
-        display_name=f"{settings.display_name}-features",
+        display_name=f"{settings.cloud.display_name}-features",
         job_api=_job_api(settings),  # as the final job: what the cluster serves
-        pending_grace_s=settings.kubeflow_pending_grace_s,
+        pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
         **_cluster(settings),
     ).set_display_name("Features (frozen backbone, one-replica job)")
     task.set_caching_options(False)  # creates cluster objects; the cache is keyed by the trainer
@@ -104,8 +108,8 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         early_stopping=p.early_stopping,
         study_dir=p.study_dir,  # given: a later run may resume the Experiment
         job_api=_job_api(settings),  # the final job's API, checked before the study
-        pending_grace_s=settings.kubeflow_pending_grace_s,
-        trial_nodes=settings.kubeflow_trial_nodes,  # > 1: TrainJob trials
+        pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
+        trial_nodes=settings.kubeflow.kubeflow_trial_nodes,  # > 1: TrainJob trials
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects
@@ -119,7 +123,7 @@ def _kubeflow_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tupl
         base_output_directory=spec.outputs["base_output_directory"],
         display_name=p.final_display_name,
         job_api=_job_api(settings),  # auto: resolved against the cluster at run time
-        pending_grace_s=settings.kubeflow_pending_grace_s,
+        pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
         **_cluster(settings),
     ).set_display_name(f"Train final model ({job.get(_job_api(settings), 'TFJob or TrainJob')})")
     task.set_caching_options(False)  # a training job: never replayed
@@ -146,10 +150,10 @@ def _kubeflow_register(
         dataset=dataset,
         best_trial_id=best_trial_id,
         model_name=p.model_display_name,
-        model_registry_url=settings.model_registry_url or "",
+        model_registry_url=settings.kubeflow.model_registry_url or "",
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,
-        data_pvc=settings.data_pvc or "",  # the registry gets pvc://<claim>/<path>
-        data_mount_path=settings.data_mount_path,
+        data_pvc=settings.kubeflow.data_pvc or "",  # the registry gets pvc://<claim>/<path>
+        data_mount_path=settings.kubeflow.data_mount_path,
     ).set_display_name("Register model (KFP Model + Model Registry)")
     task.set_caching_options(False)  # may write to Model Registry
     return task.outputs["registered"]

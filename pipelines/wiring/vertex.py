@@ -38,7 +38,7 @@ def _check_machines(settings: Settings) -> None:
     """Refuse machine/accelerator pairs Vertex refuses (`pipelines/jobs/machines.py`)."""
     for pool in ("trial", "final"):
         machine, accelerator, count = (
-            getattr(settings, f"{pool}_{part}")
+            settings.value(f"{pool}_{part}")
             for part in ("machine_type", "accelerator_type", "accelerator_count")
         )
         try:
@@ -77,7 +77,7 @@ def _vertex_features(op: Callable, p: Any, settings: Settings, spec: Any) -> Any
         features_dir=spec.outputs["features_dir"],
         trainable_blocks=spec.outputs["trainable_blocks"],
         reason=spec.outputs["reason"],
-        display_name=f"{settings.display_name}-features",
+        display_name=f"{settings.cloud.display_name}-features",
         project=PROJECT_ID_PLACEHOLDER,
         location=p.location,
         service_account=p.service_account,
@@ -115,7 +115,7 @@ def _vertex_register(
     serving = dsl.importer(
         artifact_uri=model_uri,
         artifact_class=artifact_types.UnmanagedContainerModel,
-        metadata={"containerSpec": {"imageUri": settings.serving_image}},
+        metadata={"containerSpec": {"imageUri": settings.images.serving_image}},
     ).set_display_name("Serving container model")
     parent = op(find_parent_model)(
         display_name=p.model_display_name, location=p.location, parent_model=p.parent_model
@@ -131,7 +131,7 @@ def _vertex_register(
     )
     # GCPC gives `default` only to a model's first version (aiplatform's upload moves it):
     # a new version must take it, or whatever serves the model by name keeps version 1.
-    aliases = [] if settings.keep_default_version else ["default"]
+    aliases = [] if settings.cloud.keep_default_version else ["default"]
     with dsl.If(parent.outputs["Output"] == True, name="new-version"):  # noqa: E712
         as_version = ModelUploadOp(
             parent_model=parent.outputs["model"], version_aliases=aliases, **upload_args

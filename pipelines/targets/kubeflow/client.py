@@ -149,7 +149,7 @@ def _runtime_config(settings: Settings, values: Mapping[str, Any] | None) -> Any
     import kfp_server_api
 
     return kfp_server_api.V2beta1RuntimeConfig(
-        pipeline_root=settings.pipeline_root, parameters=dict(values or {})
+        pipeline_root=settings.cloud.pipeline_root, parameters=dict(values or {})
     )
 
 
@@ -165,11 +165,11 @@ def run_body(
 
     return kfp_server_api.V2beta1Run(
         experiment_id=experiment_id,
-        display_name=settings.display_name,
-        pipeline_spec=pipeline_spec(template_path, settings.enable_caching),
+        display_name=settings.cloud.display_name,
+        pipeline_spec=pipeline_spec(template_path, settings.cloud.enable_caching),
         pipeline_version_reference=None,
         runtime_config=_runtime_config(settings, values),
-        service_account=settings.kubeflow_service_account,
+        service_account=settings.kubeflow.kubeflow_service_account,
     )
 
 
@@ -195,7 +195,7 @@ def recurring_run_body(
     return kfp_server_api.V2beta1RecurringRun(
         experiment_id=experiment_id,
         mode=mode,
-        pipeline_spec=pipeline_spec(template_path, settings.enable_caching),
+        pipeline_spec=pipeline_spec(template_path, settings.cloud.enable_caching),
         pipeline_version_reference=None,
         runtime_config=_runtime_config(settings, values),
         display_name=schedule.display_name,
@@ -203,7 +203,7 @@ def recurring_run_body(
         no_catchup=schedule.no_catchup,
         trigger=trigger,
         max_concurrency=schedule.max_concurrency,
-        service_account=settings.kubeflow_service_account,
+        service_account=settings.kubeflow.kubeflow_service_account,
     )
 
 
@@ -218,9 +218,9 @@ def dry_run_request(
     settings: Settings, experiment: str, path: str, body: Any, *, kind: str
 ) -> dict[str, Any]:
     """What `--dry-run` writes: where it would go, the experiment step, and the body."""
-    namespace = settings.kubeflow_namespace
+    namespace = settings.kubeflow.kubeflow_namespace
     return {
-        "host": settings.kubeflow_host,
+        "host": settings.kubeflow.kubeflow_host,
         "namespace": namespace,
         "experiment": {
             "display_name": experiment,
@@ -252,7 +252,7 @@ def connect(settings: Settings) -> kfp.Client:
     """
     import kfp
 
-    if not settings.kubeflow_host:
+    if not settings.kubeflow.kubeflow_host:
         raise SettingsError(
             "kubeflow_host is not set: pass --host, put kubeflow_host in the config file, "
             "or set HPT_KUBEFLOW_HOST"
@@ -260,8 +260,8 @@ def connect(settings: Settings) -> kfp.Client:
     with warnings.catch_warnings():  # "only works with KFP 2.0.0-beta.2 and later": we know
         warnings.simplefilter("ignore", FutureWarning)
         return kfp.Client(
-            host=settings.kubeflow_host,
-            namespace=settings.kubeflow_namespace,
+            host=settings.kubeflow.kubeflow_host,
+            namespace=settings.kubeflow.kubeflow_namespace,
             **client_credentials(settings),
         )
 
@@ -284,14 +284,14 @@ def client_credentials(settings: Settings) -> dict[str, Any]:
     Raises:
         SettingsError: `kubeflow_token_file` names no readable file.
     """
-    if settings.kubeflow_token:
-        return {"existing_token": settings.kubeflow_token}
-    if settings.kubeflow_cookie:
-        return {"cookies": settings.kubeflow_cookie}
+    if settings.kubeflow.kubeflow_token:
+        return {"existing_token": settings.kubeflow.kubeflow_token}
+    if settings.kubeflow.kubeflow_cookie:
+        return {"cookies": settings.kubeflow.kubeflow_cookie}
     from kfp import client as kfp_client
     from kfp.client.set_volume_credentials import ServiceAccountTokenVolumeCredentials
 
-    path = settings.kubeflow_token_file
+    path = settings.kubeflow.kubeflow_token_file
     if path:
         if not Path(path).is_file():
             raise SettingsError(f"kubeflow_token_file={path}: no such file (a bearer token file)")
@@ -317,16 +317,16 @@ def submit_run(
     experiment: str,
 ) -> kfp_server_api.V2beta1Run:
     """Create the run through `kfp.Client.run_pipeline` (the body `run_body` builds)."""
-    found = experiment_id(client, experiment, settings.kubeflow_namespace)
+    found = experiment_id(client, experiment, settings.kubeflow.kubeflow_namespace)
     with contextlib.redirect_stdout(io.StringIO()):  # kfp.Client prints its own link
         return client.run_pipeline(
             experiment_id=found,
-            job_name=settings.display_name,
+            job_name=settings.cloud.display_name,
             pipeline_package_path=str(template_path),
             params=dict(values or {}),
-            pipeline_root=settings.pipeline_root,
-            enable_caching=settings.enable_caching,
-            service_account=settings.kubeflow_service_account,
+            pipeline_root=settings.cloud.pipeline_root,
+            enable_caching=settings.cloud.enable_caching,
+            service_account=settings.kubeflow.kubeflow_service_account,
         )
 
 
@@ -340,7 +340,7 @@ def create_recurring_run(
 ) -> kfp_server_api.V2beta1RecurringRun:
     """Create the recurring run through `kfp.Client.create_recurring_run`."""
     return client.create_recurring_run(
-        experiment_id=experiment_id(client, experiment, settings.kubeflow_namespace),
+        experiment_id=experiment_id(client, experiment, settings.kubeflow.kubeflow_namespace),
         job_name=schedule.display_name,
         start_time=schedule.start_time,
         end_time=schedule.end_time,
@@ -350,9 +350,9 @@ def create_recurring_run(
         params=dict(values or {}),
         pipeline_package_path=str(template_path),
         enabled=schedule.enabled,
-        pipeline_root=settings.pipeline_root,
-        enable_caching=settings.enable_caching,
-        service_account=settings.kubeflow_service_account,
+        pipeline_root=settings.cloud.pipeline_root,
+        enable_caching=settings.cloud.enable_caching,
+        service_account=settings.kubeflow.kubeflow_service_account,
     )
 
 

@@ -55,18 +55,24 @@ NAMESPACE_LABEL = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
 
 
 def _root(settings: Settings) -> str:
-    return settings.data_mount_path if settings.data_pvc else (settings.pipeline_root or "/data")
+    return (
+        settings.kubeflow.data_mount_path
+        if settings.kubeflow.data_pvc
+        else (settings.cloud.pipeline_root or "/data")
+    )
 
 
 def _args(settings: Settings) -> list[str]:
-    fixed = {name: getattr(settings, name) for name in FIXED_TRAINER_SETTINGS}
-    fixed["weights"] = settings.weights or ""  # the model's own default, as the trainer reads it
+    fixed = {name: settings.value(name) for name in FIXED_TRAINER_SETTINGS}
+    fixed["weights"] = (
+        settings.architecture.weights or ""
+    )  # the model's own default, as the trainer reads it
     return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed)
 
 
 def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -> dict[str, Any]:
     pools = worker_pools.trial_worker_pool_specs(
-        image_uri=settings.trainer_image,
+        image_uri=settings.images.trainer_image,
         command=trainer_args.TRAINER_COMMAND,
         args=_args(settings),
         accelerator_type=accelerator if accelerators else None,
@@ -80,29 +86,34 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
     """The Experiment a run creates (trials as Jobs, or TrainJobs in `override_field`)."""
     space = study_space(settings)
     study_dir = f"{_root(settings)}/example/study"
-    trial = _pool(settings, 1, settings.trial_accelerator_count, settings.trial_accelerator_type)
+    trial = _pool(
+        settings,
+        1,
+        settings.machines.trial_accelerator_count,
+        settings.machines.trial_accelerator_type,
+    )
     exp = experiment.build_experiment(
-        name=experiment.experiment_name(f"{settings.display_name}-study", study_dir),
-        namespace=settings.kubeflow_namespace,
+        name=experiment.experiment_name(f"{settings.cloud.display_name}-study", study_dir),
+        namespace=settings.kubeflow.kubeflow_namespace,
         study=experiment.StudyPayload(
             study_spec_parameters=space.to_study_spec_parameters(),
             study_spec_metrics=space.to_study_spec_metrics(),
-            study_spec_algorithm=settings.algorithm,
-            study_spec_measurement_selection_type=settings.measurement_selection,
-            max_trial_count=settings.max_trials,
-            parallel_trial_count=settings.parallel_trials,
-            max_failed_trial_count=settings.max_failed_trials,
-            early_stopping=settings.early_stopping,
+            study_spec_algorithm=settings.study.algorithm,
+            study_spec_measurement_selection_type=settings.study.measurement_selection,
+            max_trial_count=settings.study.max_trials,
+            parallel_trial_count=settings.study.parallel_trials,
+            max_failed_trial_count=settings.study.max_failed_trials,
+            early_stopping=settings.study.early_stopping,
         ),
         pods=TrialPods(
             worker_pool_specs=[trial],
-            cpu=settings.kubeflow_cpu,
-            memory=settings.kubeflow_memory,
+            cpu=settings.kubeflow.kubeflow_cpu,
+            memory=settings.kubeflow.kubeflow_memory,
             base_output_directory=study_dir,
-            service_account=settings.kubeflow_service_account or "",
-            pvc_name=settings.data_pvc or "",
-            data_mount_path=settings.data_mount_path if settings.data_pvc else "",
-            nodes=settings.kubeflow_trial_nodes,
+            service_account=settings.kubeflow.kubeflow_service_account or "",
+            pvc_name=settings.kubeflow.data_pvc or "",
+            data_mount_path=settings.kubeflow.data_mount_path if settings.kubeflow.data_pvc else "",
+            nodes=settings.kubeflow.kubeflow_trial_nodes,
         ),
         # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
         # submit, and then the Experiment is per run (`katib_tune`: resumable=bool(study_dir)).
@@ -115,23 +126,34 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
 
 def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     """The documents of each file, built and checked as the pipeline's steps do."""
-    api = job_kind.job_api_setting(settings.kubeflow_job_api, settings.kubeflow_trial_nodes)
-    trial_trainjobs = job_kind.trial_kind(settings.kubeflow_trial_nodes) == job_kind.TRAINJOB
+    api = job_kind.job_api_setting(
+        settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes
+    )
+    trial_trainjobs = (
+        job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB
+    )
     files: dict[str, list[dict[str, Any]]] = {"experiment.yaml": [_experiment(settings)]}
-    chief = _pool(settings, 1, settings.final_accelerator_count, settings.final_accelerator_type)
-    pools = [chief] + ([{**chief, "replica_count": settings.workers}] if settings.workers else [])
+    chief = _pool(
+        settings,
+        1,
+        settings.machines.final_accelerator_count,
+        settings.machines.final_accelerator_type,
+    )
+    pools = [chief] + (
+        [{**chief, "replica_count": settings.training.workers}] if settings.training.workers else []
+    )
     final_dir = f"{_root(settings)}/example/final"
-    name = tfjob.tfjob_name(f"{settings.display_name}-final", final_dir)
+    name = tfjob.tfjob_name(f"{settings.cloud.display_name}-final", final_dir)
     pod = kube.ReplicaPods(
-        cpu=settings.kubeflow_cpu,
-        memory=settings.kubeflow_memory,
-        service_account=settings.kubeflow_service_account,
-        data_pvc=settings.data_pvc,
-        data_mount_path=settings.data_mount_path,
+        cpu=settings.kubeflow.kubeflow_cpu,
+        memory=settings.kubeflow.kubeflow_memory,
+        service_account=settings.kubeflow.kubeflow_service_account,
+        data_pvc=settings.kubeflow.data_pvc,
+        data_mount_path=settings.kubeflow.data_mount_path,
     )
     if api in ("tfjob", "auto"):
         job = tfjob.to_manifest(
-            tfjob.build_tfjob(name, settings.kubeflow_namespace, pools, final_dir, pod)
+            tfjob.build_tfjob(name, settings.kubeflow.kubeflow_namespace, pools, final_dir, pod)
         )
         tfjob.validate_tfjob(job)
         files["tfjob.yaml"] = [job]
@@ -141,7 +163,7 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
             files[file] = [
                 trainjob.build_trainjob(
                     name,
-                    settings.kubeflow_namespace,
+                    settings.kubeflow.kubeflow_namespace,
                     pools,
                     final_dir,
                     pod,
@@ -151,10 +173,10 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     if trial_trainjobs:  # the Experiment in Trainer v2.1's field; what Katib's side needs
         files[EXPERIMENT_V21_FILE] = [_experiment(settings, trainjob.V21_OVERRIDES)]
         files[KATIB_FILE] = rbac.katib_trainjobs(
-            settings.kubeflow_namespace, settings.kubeflow_service_account
+            settings.kubeflow.kubeflow_namespace, settings.kubeflow.kubeflow_service_account
         )
     files["rbac.yaml"] = rbac.manifests(
-        settings.kubeflow_namespace, settings.kubeflow_service_account
+        settings.kubeflow.kubeflow_namespace, settings.kubeflow.kubeflow_service_account
     )
     return files
 
@@ -162,9 +184,9 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
 def notes(settings: Settings) -> list[str]:
     """What the reader should know that no file says (`experiment.integer_log_notes`)."""
     lines = experiment.integer_log_notes(study_space(settings))
-    if job_kind.trial_kind(settings.kubeflow_trial_nodes) == job_kind.TRAINJOB:
+    if job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB:
         lines.append(
-            f"kubeflow_trial_nodes={settings.kubeflow_trial_nodes}: each trial is a TrainJob "
+            f"kubeflow_trial_nodes={settings.kubeflow.kubeflow_trial_nodes}: each trial is a TrainJob "
             f"(Katib 0.19+): ConfigMap {rbac.KATIB_NAMESPACE}/{rbac.KATIB_CONFIG} must list "
             f"{TRIAL_RESOURCE} under init.controller.trialResources (Katib 0.19's installs do; "
             f"else add it and restart katib-controller); apply {KATIB_FILE} once (cluster "

@@ -59,7 +59,7 @@ def settings_parameters(spec: Mapping[str, Any], settings: Settings) -> dict[str
     declared = declared_parameters(spec)
     values: dict[str, Any] = {}
     for parameter, field in SETTING_PARAMETERS.items():
-        value = getattr(settings, field)
+        value = settings.value(field)
         if parameter in declared and value:
             values[parameter] = dict(value) if isinstance(value, Mapping) else value
     return values
@@ -86,7 +86,7 @@ def credentials(*, offline: bool) -> Credentials:
 
 def location_path(settings: Settings) -> str:
     """`projects/P/locations/R`, the parent of jobs and schedules."""
-    return f"projects/{settings.project}/locations/{settings.region}"
+    return f"projects/{settings.cloud.project}/locations/{settings.cloud.region}"
 
 
 def build_job(
@@ -113,16 +113,16 @@ def build_job(
     from_settings = settings_parameters(read_template(template_path), settings)
     try:
         job = aiplatform.PipelineJob(
-            display_name=settings.display_name,
+            display_name=settings.cloud.display_name,
             template_path=str(template_path),
-            pipeline_root=settings.pipeline_root,
+            pipeline_root=settings.cloud.pipeline_root,
             parameter_values={**from_settings, **(values or {})},
-            enable_caching=settings.enable_caching,
-            encryption_spec_key_name=settings.kms_key,
-            labels=dict(settings.labels) or None,
+            enable_caching=settings.cloud.enable_caching,
+            encryption_spec_key_name=settings.cloud.kms_key,
+            labels=dict(settings.cloud.labels) or None,
             credentials=credentials,
-            project=settings.project,
-            location=settings.region,
+            project=settings.cloud.project,
+            location=settings.cloud.region,
         )
     except ValueError as err:
         raise SettingsError(str(err).splitlines()[0]) from None
@@ -132,10 +132,10 @@ def build_job(
 
 def _set_run_as(pipeline_job: Any, settings: Settings) -> None:
     """Set the run-as service account and peered network as `submit`/`create` do."""
-    if settings.service_account:
-        pipeline_job.service_account = settings.service_account
-    if settings.network:
-        pipeline_job.network = settings.network
+    if settings.cloud.service_account:
+        pipeline_job.service_account = settings.cloud.service_account
+    if settings.cloud.network:
+        pipeline_job.network = settings.cloud.network
 
 
 def _to_json_dict(message: Any) -> dict[str, Any]:
@@ -165,9 +165,9 @@ def submit_job(job: aiplatform.PipelineJob, settings: Settings, *, wait: bool = 
         google.api_core.exceptions.GoogleAPIError: The service refused the request.
     """
     job.submit(
-        service_account=settings.service_account,
-        network=settings.network,
-        experiment=settings.experiment,
+        service_account=settings.cloud.service_account,
+        network=settings.cloud.network,
+        experiment=settings.cloud.experiment,
     )
     if wait:
         job.wait()
@@ -279,8 +279,8 @@ def create_schedule(
         allow_queueing=spec.allow_queueing,
         max_run_count=spec.max_run_count,
         max_concurrent_run_count=spec.max_concurrent_run_count,
-        service_account=settings.service_account,
-        network=settings.network,
+        service_account=settings.cloud.service_account,
+        network=settings.cloud.network,
     )
 
 
@@ -311,8 +311,8 @@ def list_schedules(
     return aiplatform.PipelineJobSchedule.list(
         filter=filter,
         order_by="create_time desc",
-        project=settings.project,
-        location=settings.region,
+        project=settings.cloud.project,
+        location=settings.cloud.region,
         credentials=credentials,
     )
 
@@ -325,8 +325,8 @@ def get_schedule(
 
     return aiplatform.PipelineJobSchedule.get(
         schedule_name(settings, name_or_id),
-        project=settings.project,
-        location=settings.region,
+        project=settings.cloud.project,
+        location=settings.cloud.region,
         credentials=credentials,
     )
 

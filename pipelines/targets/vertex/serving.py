@@ -30,12 +30,12 @@ def check_availability(
     Raises:
         SettingsError: The date has passed and `force` is not set.
     """
-    container = images.serving_container_for(settings.serving_image)
+    container = images.serving_container_for(settings.images.serving_image)
     if container is None:
         return None
     date = container.end_of_availability
     today = today or datetime.datetime.now(datetime.UTC).date()
-    what = f"serving_image={settings.serving_image}: {container.name}"
+    what = f"serving_image={settings.images.serving_image}: {container.name}"
     if today > date:
         if not force:
             raise SettingsError(
