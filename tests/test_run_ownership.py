@@ -189,7 +189,8 @@ def test_the_refusal_lists_every_difference_and_the_two_ways_out(tmp_path):
         study_identity.check_and_record(settings(tmp_path, epochs=3, seed=7), tmp_path / "out")
     assert str(refused.value) == (
         f"--output={tmp_path / 'out'} holds a study of other settings (epochs: 10 → 3; "
-        f"seed: {LOCAL_RUN_DEFAULTS.get('seed', Settings.default('seed'))!r} → 7); rerun with the same "
+        f"seed: {LOCAL_RUN_DEFAULTS.get('seed', Settings.default('seed'))!r} → 7); rerun with the "
+        "same "
         "settings to resume it, or pass a new --output"
     )
 

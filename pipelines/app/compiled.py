@@ -26,7 +26,8 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
     if template is not None:
         if settings.study.continue_from:
             raise SettingsError(
-                f"continue_from={settings.study.continue_from}: the earlier trials are compiled into "
+                f"continue_from={settings.study.continue_from}: the earlier trials are compiled "
+                "into "
                 f"the pipeline; compile --template {template} with it, or leave out --template"
             )
         from pipelines.templates import check_target

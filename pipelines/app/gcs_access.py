@@ -193,7 +193,8 @@ def check_gcs(settings: Settings) -> int | None:
     ]
     if settings.local.output.startswith("gs://"):
         raise GcsAccessError(
-            f"--output={settings.local.output}: a local run writes on this machine; expected a local "
+            f"--output={settings.local.output}: a local run writes on this machine; expected a "
+            "local "
             "folder (a gs:// pipeline_root is the vertex target's)"
         )
     return check_values(values)

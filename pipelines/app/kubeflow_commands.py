@@ -168,7 +168,8 @@ def api_errors(settings: Settings) -> Iterator[None]:
     except urllib3.exceptions.HTTPError as err:
         reason = getattr(err, "reason", None) or err
         fail(
-            f"kubeflow_host={settings.kubeflow.kubeflow_host}: cannot reach the Kubeflow Pipelines API "
+            f"kubeflow_host={settings.kubeflow.kubeflow_host}: cannot reach the Kubeflow "
+            "Pipelines API "
             f"({first_line(reason) if isinstance(reason, BaseException) else reason})"
         )
 

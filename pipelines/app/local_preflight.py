@@ -103,9 +103,10 @@ def check_memory(settings: Settings, memory: int | None = None) -> None:
         fits = int(fits * 0.9)
     raise SettingsError(
         f"image_size={settings.data.image_size}: training would need ~{need / GIB:.0f} GiB "
-        f"({settings.data.image_size}×{settings.data.image_size} px × batch {settings.training.batch_size} × "
-        f"{settings.machines.trial_accelerator_count} logical replica(s) × {settings.study.parallel_trials} "
-        f"parallel trial(s), and the CNN's Dense({MAX_UNITS}) weights on "
+        f"({settings.data.image_size}×{settings.data.image_size} px × batch "
+        f"{settings.training.batch_size} × {settings.machines.trial_accelerator_count} logical "
+        f"replica(s) × {settings.study.parallel_trials} parallel trial(s), and the CNN's "
+        f"Dense({MAX_UNITS}) weights on "
         f"{(settings.data.image_size // 8) ** 2 * DENSE_FEATURES:,} features), more than "
         f"{MEMORY_SHARE:.0%} of this machine's {memory / GIB:.0f} GiB; expected "
         f"image_size <= {fits} at these settings (or a smaller batch or fewer parallel trials)"
@@ -155,7 +156,8 @@ def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
     return (
         f"warning: trial_accelerator_count={per_trial} logical replicas per trial on "
         f"{cores} core(s) (× {settings.study.parallel_trials} parallel trial(s)), global batch "
-        f"{per_trial} × {settings.training.batch_size} = {per_trial * settings.training.batch_size}: the replicas "
+        f"{per_trial} × {settings.training.batch_size} = "
+        f"{per_trial * settings.training.batch_size}: the replicas "
         f"share the cores and each step is slower; --trial-accelerators {cores} matches the cores"
     )
 
@@ -331,7 +333,8 @@ def check_disk(
         return note
     raise SettingsError(
         f"output={settings.local.output}: the run would write ~{size_text(need)} (dataset at "
-        f"{settings.data.image_size} px, {settings.study.max_trials} trials' checkpoints and exports, the "
-        f"final model) and {size_text(free)} is free there; expected more free space, or "
+        f"{settings.data.image_size} px, {settings.study.max_trials} trials' checkpoints and "
+        f"exports, the final model) and {size_text(free)} is free there; expected more free "
+        "space, or "
         "fewer trials or a smaller image size"
     )

@@ -195,7 +195,8 @@ def target_line(settings: Settings, target: str, found: Continued) -> str:
     if target == "local":
         return (
             f"continue_from: the local study starts from {n} earlier trial(s) and proposes none "
-            f"of their configurations again; max_trials={settings.study.max_trials} counts its own trials"
+            f"of their configurations again; max_trials={settings.study.max_trials} counts its "
+            "own trials"
         )
     service = "Vertex (Vizier)" if target == "vertex" else "Katib"
     return (

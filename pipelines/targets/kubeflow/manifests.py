@@ -186,7 +186,8 @@ def notes(settings: Settings) -> list[str]:
     lines = experiment.integer_log_notes(study_space(settings))
     if job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB:
         lines.append(
-            f"kubeflow_trial_nodes={settings.kubeflow.kubeflow_trial_nodes}: each trial is a TrainJob "
+            f"kubeflow_trial_nodes={settings.kubeflow.kubeflow_trial_nodes}: each trial is a "
+            "TrainJob "
             f"(Katib 0.19+): ConfigMap {rbac.KATIB_NAMESPACE}/{rbac.KATIB_CONFIG} must list "
             f"{TRIAL_RESOURCE} under init.controller.trialResources (Katib 0.19's installs do; "
             f"else add it and restart katib-controller); apply {KATIB_FILE} once (cluster "
