@@ -90,12 +90,24 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_mut_interruption.py",
     ),
     "pipelines/app/study_identity.py": ("tests/test_run_ownership.py",),
-    "pipelines/settings.py": ("tests/test_settings.py", "tests/test_behaviour_settings.py"),
+    "pipelines/settings.py": (
+        "tests/test_settings.py",
+        "tests/test_settings_sections.py",
+        "tests/test_behaviour_settings.py",
+    ),
+    "pipelines/settings_sections.py": (
+        "tests/test_settings.py",
+        "tests/test_settings_sections.py",
+        "tests/test_behaviour_settings.py",
+    ),
     "pipelines/settings_cloud.py": (
         "tests/test_settings.py",
+        "tests/test_settings_sections.py",
         "tests/test_behaviour_settings.py",
         "tests/test_mut_settings_cloud.py",
     ),
+    "pipelines/study/study_plan.py": ("tests/test_local_study.py", "tests/test_study_faults.py"),
+    "trainer/part_cost.py": ("tests/test_part_cost.py",),
     "pipelines/settings_space.py": (
         "tests/test_mut_settings_space.py",
         "tests/test_model_choice.py::test_the_study_image_size_must_suit_every_model_in_the_choice",
