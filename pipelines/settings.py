@@ -327,7 +327,7 @@ def load_settings(
         except SettingsError as err:
             if key not in from_env:
                 raise
-            expected = str(err).split(": ", 1)[-1]  # name the variable the value came from
+            expected = str(err).rsplit(": ", 1)[-1]  # name the variable the value came from
             raise SettingsError(f"{ENV_PREFIX}{key.upper()}={value!r}: {expected}") from None
     if {"metric_tag", "objectives"} <= explicit and coerced["objectives"]:  # never overridden
         try:

@@ -94,6 +94,7 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_settings.py",
         "tests/test_settings_sections.py",
         "tests/test_behaviour_settings.py",
+        "tests/test_mut_settings_load.py",
     ),
     "pipelines/settings_sections.py": (
         "tests/test_settings.py",
