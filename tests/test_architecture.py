@@ -325,7 +325,6 @@ OVER_LIMIT = {
     "pipelines/jobs/worker_pools.py:training_worker_pool_specs": _POOL_FIELDS,
     "pipelines/jobs/worker_pools.py:_pool": _POOL_FIELDS,
     "pipelines/reports/pareto_plot.py:plot_pareto": _NOT_SPLIT,
-    "pipelines/study/trial_runner.py:run_trial": _NOT_SPLIT,
     "pipelines/study/trials.py:make_trial": "the Trial JSON's optional fields (its docstring)",
     "pipelines/wiring/kubeflow.py:_kubeflow_register": _NOT_SPLIT,
     "dataprep/sources.py:folder_source": _NOT_SPLIT,
