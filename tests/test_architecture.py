@@ -321,7 +321,7 @@ OVER_LIMIT = {
     "pipelines/targets/kubeflow/experiment.py:build_experiment": _NOT_SPLIT,
     "pipelines/targets/kubeflow/cluster_checks.py:check_pods_can_run": _NOT_SPLIT,
     "pipelines/targets/vertex/metadata.py:record_trials": _NOT_SPLIT,
-    "pipelines/jobs/local_job.py:LocalCustomJob.__init__": "CustomJob's 2 + run options (docstring)",
+    "pipelines/jobs/local_job.py:LocalCustomJob.__init__": "flat keyword run options (docstring)",
     "pipelines/jobs/worker_pools.py:training_worker_pool_specs": _POOL_FIELDS,
     "pipelines/jobs/worker_pools.py:_pool": _POOL_FIELDS,
     "pipelines/reports/pareto_plot.py:plot_pareto": _NOT_SPLIT,
