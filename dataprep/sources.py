@@ -211,26 +211,8 @@ def write_sample_folder(directory: str) -> None:
 def folder_source(root: str) -> FolderSource:
     """List an image folder laid out ``<class>/*`` or ``<split>/<class>/*``."""
     root = root.rstrip("/") or "/"
-    if not tf.io.gfile.isdir(root):
-        if "://" in root:  # a bucket that is not there looks the same as one we may not read
-            raise PreparationError(
-                f"--source={root}: no such folder, or not readable with this machine's Google "
-                "Cloud credentials (gcloud auth application-default login; GOOGLE_APPLICATION_"
-                "CREDENTIALS for a service account key)"
-            )
-        raise PreparationError(
-            f"--source={root}: not a directory; expected an image folder ({LAYOUTS}), "
-            f"'{SAMPLE}' or '{TFDS_PREFIX}<name>'"
-        )
-    top = _subdirectories(root)
-    split_dirs = [name for name in top if name in records.SPLITS]
-    if split_dirs and (len(split_dirs) != len(top) or "train" not in split_dirs):
-        raise PreparationError(
-            f"--source={root}: top-level folders {', '.join(top)}; expected {LAYOUTS} "
-            "(split folders need a train folder and no class folders beside them)"
-        )
-    # Split → its folder under root; a <class>/* folder is all train.
-    folders = {split: split for split in split_dirs} or {"train": ""}
+    _check_is_folder(root)
+    folders = _split_folders(root)
     files = {
         split: {
             name: _image_files(posixpath.join(root, folder, name))
@@ -269,6 +251,38 @@ def folder_source(root: str) -> FolderSource:
         ignored=ignored,
         nested=nested,
     )
+
+
+def _check_is_folder(root: str) -> None:
+    """Raise `PreparationError` unless `root` is a folder this machine can read."""
+    if tf.io.gfile.isdir(root):
+        return
+    if "://" in root:  # a bucket that is not there looks the same as one we may not read
+        raise PreparationError(
+            f"--source={root}: no such folder, or not readable with this machine's Google "
+            "Cloud credentials (gcloud auth application-default login; GOOGLE_APPLICATION_"
+            "CREDENTIALS for a service account key)"
+        )
+    raise PreparationError(
+        f"--source={root}: not a directory; expected an image folder ({LAYOUTS}), "
+        f"'{SAMPLE}' or '{TFDS_PREFIX}<name>'"
+    )
+
+
+def _split_folders(root: str) -> dict[str, str]:
+    """Split → its folder under `root`; a ``<class>/*`` folder is all train.
+
+    Raises:
+        PreparationError: Split folders without a train folder or beside class folders.
+    """
+    top = _subdirectories(root)
+    split_dirs = [name for name in top if name in records.SPLITS]
+    if split_dirs and (len(split_dirs) != len(top) or "train" not in split_dirs):
+        raise PreparationError(
+            f"--source={root}: top-level folders {', '.join(top)}; expected {LAYOUTS} "
+            "(split folders need a train folder and no class folders beside them)"
+        )
+    return {split: split for split in split_dirs} or {"train": ""}
 
 
 def _images_under(path: str) -> int:

@@ -435,3 +435,18 @@ def test_imagenet_offline_with_an_empty_keras_cache_is_said_without_tensorflow(
     cached.write_bytes(b"x")
     with pytest.raises(AssertionError, match="the TensorFlow probe ran"):
         local_preflight.check_weights_load(_settings(tmp_path, model="resnet50"))
+
+
+def test_a_rerun_trial_starts_without_its_earlier_attempts_outcome(tmp_path):
+    """An outcome left by an earlier attempt is gone before the rerun's job starts."""
+    base = str(tmp_path / "study")
+    local_dir = local_job.job_local_dir(base, "1")
+    os.makedirs(local_dir)
+    for stale in (trial_runner.OUTCOME_FILE, trial_runner.OUTCOME_FILE + ".tmp"):
+        Path(local_dir, stale).write_text("{}")
+    Path(local_dir, "chief-0.log").write_text("kept")
+
+    assert trial_runner._fresh_trial_dir(base, "1") == local_dir
+
+    assert sorted(os.listdir(local_dir)) == ["chief-0.log"]
+    assert trial_runner.load_outcome(local_dir) is None

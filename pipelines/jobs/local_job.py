@@ -248,6 +248,16 @@ class LocalCustomJob:
         fork_server: fork_client.ForkServer | None = None,
         jobs_at_once: int = 1,
     ):
+        """Plan the replicas; nothing starts until `start()`.
+
+        Twelve parameters, kept flat: Vertex `CustomJob`'s two (`worker_pool_specs`,
+        `base_output_directory`) and keyword-only run options with defaults, which
+        `run_custom_job` passes through by name; an options object would be one more type for
+        every caller to build.
+
+        Raises:
+            CustomJobError: `base_output_directory` is not a local path.
+        """
         if log_dir is None:
             log_dir = (
                 job_local_dir(base_output_directory, trial_id)
@@ -473,7 +483,7 @@ def run_custom_job(
         base_output_directory: Local directory; sets the `AIP_*` variables like Vertex.
         on_tick: See `LocalCustomJob.wait`.
         **options: `LocalCustomJob` options: trial_id, extra_env, log_dir, cwd, echo,
-            startup_timeout, timeout, grace_period.
+            startup_timeout, timeout, grace_period, fork_server, jobs_at_once.
 
     Returns:
         The result; `stopped` is True only when `on_tick` ended it.

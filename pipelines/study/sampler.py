@@ -105,6 +105,27 @@ def _least_used(choices: Sequence[Any], used: Sequence[Any], rng: Any) -> Any:
     return fewest[int(rng.randint(len(fewest)))]
 
 
+def _categorical_sizes(study: Any) -> list[int]:
+    """How many choices each categorical parameter of `study`'s past trials had."""
+    import optuna
+
+    return [
+        len(d.choices)
+        for past in study.get_trials(deepcopy=False)
+        for d in past.distributions.values()
+        if isinstance(d, optuna.distributions.CategoricalDistribution)
+    ]
+
+
+def _values_given(study: Any, trial: Any, name: str) -> list[Any]:
+    """The values parameter `name` took in `study`'s trials other than `trial`."""
+    return [
+        t.params[name]
+        for t in study.get_trials(deepcopy=False)
+        if t.number != trial.number and name in t.params
+    ]
+
+
 def _covering_start(base: Any, startup: int, seed: int | None) -> Any:
     """`base` behind a start-up that gives every categorical value a trial early.
 
@@ -125,13 +146,7 @@ def _covering_start(base: Any, startup: int, seed: int | None) -> Any:
 
         def _in_startup(self, study: Any, trial: Any, extra: Any = None) -> bool:
             sizes = [len(extra.choices)] if extra is not None else []
-            for past in study.get_trials(deepcopy=False):
-                sizes += [
-                    len(d.choices)
-                    for d in past.distributions.values()
-                    if isinstance(d, optuna.distributions.CategoricalDistribution)
-                ]
-            return bool(trial.number < max([startup, *sizes]))
+            return bool(trial.number < max([startup, *sizes, *_categorical_sizes(study)]))
 
         def infer_relative_search_space(self, study: Any, trial: Any) -> dict[str, Any]:
             return dict(self.base.infer_relative_search_space(study, trial))
@@ -147,12 +162,7 @@ def _covering_start(base: Any, startup: int, seed: int | None) -> Any:
                 return self.base.sample_independent(study, trial, name, dist)
             if not categorical:
                 return self.random.sample_independent(study, trial, name, dist)
-            used = [
-                t.params[name]
-                for t in study.get_trials(deepcopy=False)
-                if t.number != trial.number and name in t.params
-            ]
-            return _least_used(dist.choices, used, self.rng)
+            return _least_used(dist.choices, _values_given(study, trial, name), self.rng)
 
         def before_trial(self, study: Any, trial: Any) -> None:
             self.base.before_trial(study, trial)

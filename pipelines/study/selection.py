@@ -111,10 +111,7 @@ def select_best_trial(
             constraints (naming the closest), or the pick does not reach `threshold` (>= when
             maximizing, <= when minimizing; on the primary objective).
     """
-    objectives = tuple(objectives) or (Metric(metric_id, goal),)
-    for o in objectives:
-        if o.goal not in ("maximize", "minimize"):
-            raise SelectionError(f"goal={o.goal!r}: expected maximize or minimize")
+    objectives = _checked_objectives(objectives, metric_id, goal)
     primary = objectives[0]
     names = [o.metric_id for o in objectives]
     scored = _scored(trials, names)
@@ -149,6 +146,21 @@ def select_best_trial(
         constraints=tuple(map(str, constraints)),
         reason=_reason(best_id, primary, value, front, feasible, scored, constraints),
     )
+
+
+def _checked_objectives(
+    objectives: Sequence[Metric], metric_id: str, goal: str
+) -> tuple[Metric, ...]:
+    """`objectives`, or the one `metric_id` with `goal`; each goal maximize or minimize.
+
+    Raises:
+        SelectionError: A goal is neither maximize nor minimize.
+    """
+    checked = tuple(objectives) or (Metric(metric_id, goal),)
+    for o in checked:
+        if o.goal not in ("maximize", "minimize"):
+            raise SelectionError(f"goal={o.goal!r}: expected maximize or minimize")
+    return checked
 
 
 _Scored = dict[str, tuple[Mapping[str, Any], dict[str, Any], dict[str, float]]]

@@ -174,33 +174,11 @@ def fork_session(study: Any) -> contextlib.AbstractContextManager[fork_client.Fo
 def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     """Run one trial as a local custom job (in a worker thread)."""
     trial_id = trial["id"]
-    local_dir = local_job.job_local_dir(study.plan.base, trial_id)
-    os.makedirs(local_dir, exist_ok=True)
+    local_dir = _fresh_trial_dir(study.plan.base, trial_id)
     metric_file = os.path.join(local_dir, METRIC_FILE)
-    for stale in (OUTCOME_FILE, OUTCOME_FILE + ".tmp"):
-        if os.path.exists(os.path.join(local_dir, stale)):
-            os.remove(os.path.join(local_dir, stale))
     earlier_file = _keep_earlier_measurements(local_dir, metric_file)
     watch = _Watch(study, frozen, metric_file)
-    error: local_job.CustomJobError | None = None
-    try:
-        result = local_job.run_custom_job(
-            trial_specs(study.plan.worker_pool_specs, study._params(trial)),
-            study.plan.base,
-            trial_id=trial_id,
-            extra_env={"CLOUD_ML_TRIAL_ID": trial_id, "CLOUD_ML_HP_METRIC_FILE": metric_file},
-            log_dir=local_dir,
-            cwd=study.plan.cwd,
-            echo=None,
-            timeout=study.plan.trial_timeout,
-            startup_timeout=TRIAL_STARTUP_TIMEOUT,
-            on_tick=watch.on_tick,
-            fork_server=study.fork_server,
-            jobs_at_once=study.plan.parallel,
-        )
-        stopped = result.stopped
-    except local_job.CustomJobError as err:
-        error, stopped = err, False
+    error, stopped = _run_job(study, trial, local_dir, watch)
     measurements = _measurements(study.metric_ids, earlier_file, metric_file)
     final = with_measured_once(
         select_measurement(measurements, study.plan.space.metrics, study.plan.selection),
@@ -233,6 +211,41 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     with contextlib.suppress(OSError):  # a full disk: the study hears it from the outcome
         save_outcome(local_dir, outcome)
     return outcome
+
+
+def _fresh_trial_dir(base: str, trial_id: str) -> str:
+    """The trial's local folder, made if missing, without an earlier attempt's outcome file."""
+    local_dir = local_job.job_local_dir(base, trial_id)
+    os.makedirs(local_dir, exist_ok=True)
+    for stale in (OUTCOME_FILE, OUTCOME_FILE + ".tmp"):
+        if os.path.exists(os.path.join(local_dir, stale)):
+            os.remove(os.path.join(local_dir, stale))
+    return local_dir
+
+
+def _run_job(
+    study: Any, trial: Mapping[str, Any], local_dir: str, watch: _Watch
+) -> tuple[local_job.CustomJobError | None, bool]:
+    """Run the trial's custom job: (its error or None, whether the watch stopped it)."""
+    trial_id = trial["id"]
+    try:
+        result = local_job.run_custom_job(
+            trial_specs(study.plan.worker_pool_specs, study._params(trial)),
+            study.plan.base,
+            trial_id=trial_id,
+            extra_env={"CLOUD_ML_TRIAL_ID": trial_id, "CLOUD_ML_HP_METRIC_FILE": watch.metric_file},
+            log_dir=local_dir,
+            cwd=study.plan.cwd,
+            echo=None,
+            timeout=study.plan.trial_timeout,
+            startup_timeout=TRIAL_STARTUP_TIMEOUT,
+            on_tick=watch.on_tick,
+            fork_server=study.fork_server,
+            jobs_at_once=study.plan.parallel,
+        )
+    except local_job.CustomJobError as err:
+        return err, False
+    return None, result.stopped
 
 
 class _Watch:
