@@ -48,9 +48,7 @@ def _panel(
     )
     if on_front:
         fx, fy = zip(*on_front, strict=True)
-        ax.plot(
-            fx, fy, "o-", color="tab:blue", label="Pareto front (meets constraints)", zorder=3
-        )
+        ax.plot(fx, fy, "o-", color="tab:blue", label="Pareto front (meets constraints)", zorder=3)
     for trial_id, m in shown.items():
         ax.annotate(
             trial_id,
