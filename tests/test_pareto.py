@@ -120,3 +120,27 @@ def test_a_tie_on_the_primary_goes_to_the_trial_that_dominates_before_the_cheape
     ]
     best = select_best_trial(trials, objectives=ACC_SIZE)
     assert best.trial_id == "2" and best.front == ("2",)
+
+
+def test_the_pareto_plot_draws_the_front_the_constraint_and_stars_the_pick(tmp_path, monkeypatch):
+    from pipelines.reports import plotting
+    from pipelines.reports.pareto_plot import plot_pareto
+
+    plt = plotting.pyplot()
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read it back
+    cap = parse_constraints(["model_size_mb<=12"], ACC_SIZE)
+    best = select_best_trial(TRIALS, objectives=ACC_SIZE, constraints=cap)
+    assert plot_pareto(TRIALS, ACC_SIZE, cap, tmp_path / "p.png").is_file()
+    (ax,) = figures[0].axes
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    star = lines[f"pick: trial {best.trial_id}"]
+    assert (star.get_xdata()[0], star.get_ydata()[0]) == (
+        best.metrics["model_size_mb"],
+        best.metrics["val_accuracy"],
+    )
+    front = lines["Pareto front (meets constraints)"]
+    sizes = {t["id"]: t["finalMeasurement"]["metrics"][1]["value"] for t in TRIALS[:5]}
+    assert list(front.get_xdata()) == sorted(sizes[i] for i in best.front)
+    assert list(lines["constraint model_size_mb<=12"].get_xdata()) == [12, 12]  # vertical
+    assert ax.get_xlabel() == "model_size_mb (minimize)"

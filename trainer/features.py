@@ -102,20 +102,19 @@ def _depths(args: argparse.Namespace, blocks: int) -> dict[int, list[int]]:
     return depths
 
 
-def compute(
-    args: argparse.Namespace, spec: Any, weights: str, metadata: dict[str, Any], todo: dict
-) -> None:
-    """Compute the entries in `todo` (depth → (path, keys)) in one pass over the images."""
+def _prefix_runner(seed: int, spec: Any, weights: str, metadata: dict[str, Any], depths: list[int]):
+    """The frozen prefix as a traced function: images → one output per depth (in `depths` order).
+
+    Seeded as the trainer seeds, so a random backbone is the trainer's backbone.
+    """
     import keras
     import tensorflow as tf
 
-    from trainer import data, feature_store, frozen, part_cost, records
+    from trainer import frozen
     from trainer.models import build_model
 
-    started = time.perf_counter()
-    depths = sorted(todo)
     dtype = keras.mixed_precision.global_policy().compute_dtype
-    keras.utils.set_random_seed(args.seed)  # as the trainer does: the same random backbone
+    keras.utils.set_random_seed(seed)  # as the trainer does: the same random backbone
     model = build_model(
         spec, {}, weights, metadata["image_shape"], len(metadata["class_names"]), dtype
     )
@@ -126,40 +125,89 @@ def compute(
         found = prefix(images, training=False)
         return list(found) if isinstance(found, list | tuple) else [found]
 
-    scale = data.scale_fn(dtype)
+    return run
+
+
+def _write_split(
+    args: argparse.Namespace, metadata: dict[str, Any], split: str, run: Any, stages: dict
+) -> dict[str, Any]:
+    """Write one split's features, shard by shard, into each staged entry (depth → folder).
+
+    Returns:
+        The split's record for the entries' metadata: its count and its shards' counts.
+    """
+    import keras
+    import tensorflow as tf
+
+    from trainer import data, feature_store, records
+
+    scale = data.scale_fn(keras.mixed_precision.global_policy().compute_dtype)
     decode = records.decode_fn(metadata["image_shape"])
+    count = int(metadata["splits"][split]["count"])
+    shard_counts = [int(shard["count"]) for shard in metadata["splits"][split]["shards"]]
+    batches = sum(math.ceil(n / args.batch_size) for n in shard_counts)
+    seen, done, shards = 0, 0, []
+    for shard in metadata["splits"][split]["shards"]:
+        source = f"{args.data.rstrip('/')}/{shard['file']}"
+        written = 0
+        with contextlib.ExitStack() as stack:
+            writers = {
+                d: stack.enter_context(tf.io.TFRecordWriter(f"{stage.rstrip('/')}/{shard['file']}"))
+                for d, stage in stages.items()
+            }
+            dataset = tf.data.TFRecordDataset(source).map(decode).map(scale)
+            for images, labels in dataset.batch(args.batch_size):
+                for d, values in zip(writers, run(images), strict=True):
+                    flat = tf.cast(values, tf.float32).numpy()
+                    for row, label in zip(flat, labels.numpy(), strict=True):
+                        writers[d].write(feature_store.encode(row, int(label)))
+                written += int(labels.shape[0])
+                seen += int(labels.shape[0])
+                done += 1
+                _log(f"{split} batch {done}/{batches} ({seen}/{count} images)")
+        shards.append({"file": shard["file"], "count": written})
+    return {"count": seen, "shards": shards}
+
+
+def _entry_metadata(
+    spec: Any,
+    metadata: dict[str, Any],
+    depth: int,
+    keys: dict,
+    splits: dict,
+    seconds: float,
+    cost: Any,
+) -> dict[str, Any]:
+    """An entry's metadata: its keys, what its features are, and where they came from."""
+    from trainer import part_cost
+
+    shape = list(feature_keys.feature_shape(spec.name, metadata["image_shape"], depth))
+    return {
+        **keys,
+        "trainable_blocks": spec.blocks - depth,
+        "feature_shape": shape,
+        "feature_dtype": feature_keys.FEATURE_DTYPE,
+        "feature_bytes": 4 * math.prod(shape),
+        "class_names": metadata["class_names"],
+        "splits": splits,
+        "seconds": round(seconds, 3),
+        part_cost.STORED_KEY: cost,
+        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
+    }
+
+
+def compute(
+    args: argparse.Namespace, spec: Any, weights: str, metadata: dict[str, Any], todo: dict
+) -> None:
+    """Compute the entries in `todo` (depth → (path, keys)) in one pass over the images."""
+    from trainer import feature_store, part_cost
+
+    started = time.perf_counter()
+    depths = sorted(todo)
+    run = _prefix_runner(args.seed, spec, weights, metadata, depths)
     with contextlib.ExitStack() as stack:
         stages = {d: stack.enter_context(feature_store.staged_entry(todo[d][0])) for d in depths}
-        splits: dict[str, Any] = {}
-        for split in feature_keys.SPLITS:
-            count = int(metadata["splits"][split]["count"])
-            shard_counts = [int(shard["count"]) for shard in metadata["splits"][split]["shards"]]
-            batches = sum(math.ceil(n / args.batch_size) for n in shard_counts)
-            seen, done, shards = 0, 0, []
-            for shard in metadata["splits"][split]["shards"]:
-                source = f"{args.data.rstrip('/')}/{shard['file']}"
-                writers = {
-                    d: stack.enter_context(
-                        tf.io.TFRecordWriter(f"{stages[d].rstrip('/')}/{shard['file']}")
-                    )
-                    for d in depths
-                }
-                written = 0
-                dataset = tf.data.TFRecordDataset(source).map(decode).map(scale)
-                for images, labels in dataset.batch(args.batch_size):
-                    outputs = run(images)
-                    for d, values in zip(depths, outputs, strict=True):
-                        flat = tf.cast(values, tf.float32).numpy()
-                        for row, label in zip(flat, labels.numpy(), strict=True):
-                            writers[d].write(feature_store.encode(row, int(label)))
-                    written += int(labels.shape[0])
-                    seen += int(labels.shape[0])
-                    done += 1
-                    _log(f"{split} batch {done}/{batches} ({seen}/{count} images)")
-                for writer in writers.values():
-                    writer.close()
-                shards.append({"file": shard["file"], "count": written})
-            splits[split] = {"count": seen, "shards": shards}
+        splits = {s: _write_split(args, metadata, s, run, stages) for s in feature_keys.SPLITS}
         seconds = time.perf_counter() - started
         measuring = time.perf_counter()
         costs = part_cost.measure_frozen_parts(
@@ -167,24 +215,52 @@ def compute(
         )
         _log(f"measured the frozen part's cost in {time.perf_counter() - measuring:.1f} s")
         for d in depths:
-            shape = list(feature_keys.feature_shape(spec.name, metadata["image_shape"], d))
-            feature_store.write_metadata(
-                stages[d],
-                {
-                    **todo[d][1],
-                    "trainable_blocks": spec.blocks - d,
-                    "feature_shape": shape,
-                    "feature_dtype": feature_keys.FEATURE_DTYPE,
-                    "feature_bytes": 4 * math.prod(shape),
-                    "class_names": metadata["class_names"],
-                    "splits": splits,
-                    "seconds": round(seconds, 3),
-                    part_cost.STORED_KEY: costs[d],
-                    "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-                },
-            )
+            entry = _entry_metadata(spec, metadata, d, todo[d][1], splits, seconds, costs[d])
+            feature_store.write_metadata(stages[d], entry)
     for d in depths:
         _log(f"wrote {todo[d][0]} ({time.perf_counter() - started:.1f} s)")
+
+
+def _todo(
+    args: argparse.Namespace,
+    spec: Any,
+    weights: str,
+    metadata: dict[str, Any],
+    policy: str,
+    depths: dict[int, list[int]],
+) -> dict[int, tuple[str, dict[str, Any]]]:
+    """The entries to compute (depth → (path, keys)): those with no entry whose keys all match.
+
+    Logs each entry reused and why each other one is computed.
+    """
+    from trainer import feature_store
+
+    weights_sha = feature_store.weights_fingerprint(weights, args.seed)
+    todo = {}
+    for depth, values in sorted(depths.items()):
+        started = time.perf_counter()
+        path = feature_store.entry_dir(args.output, spec.name, depth)
+        keys = feature_store.expected_keys(
+            spec.name,
+            weights,
+            metadata["image_shape"],
+            policy,
+            depth,
+            args.data,
+            args.seed,
+            weights_sha,
+        )
+        found, why = feature_store.lookup(path, keys)
+        if found is not None:
+            _log(
+                f"reused {path} for trainable_blocks={','.join(map(str, values))} "
+                f"({time.perf_counter() - started:.1f} s; computing it took "
+                f"{found.get('seconds', 0):.1f} s)"
+            )
+        else:
+            _log(f"computing {path} for trainable_blocks={','.join(map(str, values))}: {why}")
+            todo[depth] = (path, keys)
+    return todo
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -207,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import keras
     import tensorflow as tf
 
-    from trainer import feature_store, records, train
+    from trainer import records, train
 
     try:
         metadata = records.read_metadata(args.data)
@@ -217,31 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ContractError(
                 f"--weights={weights}: no such file (expected a Keras weights file)"
             )
-        weights_sha = feature_store.weights_fingerprint(weights, args.seed)
-        todo = {}
-        for depth, values in sorted(depths.items()):
-            started = time.perf_counter()
-            path = feature_store.entry_dir(args.output, spec.name, depth)
-            keys = feature_store.expected_keys(
-                spec.name,
-                weights,
-                metadata["image_shape"],
-                choice.policy,
-                depth,
-                args.data,
-                args.seed,
-                weights_sha,
-            )
-            found, why = feature_store.lookup(path, keys)
-            if found is not None:
-                _log(
-                    f"reused {path} for trainable_blocks={','.join(map(str, values))} "
-                    f"({time.perf_counter() - started:.1f} s; computing it took "
-                    f"{found.get('seconds', 0):.1f} s)"
-                )
-            else:
-                _log(f"computing {path} for trainable_blocks={','.join(map(str, values))}: {why}")
-                todo[depth] = (path, keys)
+        todo = _todo(args, spec, weights, metadata, choice.policy, depths)
         if not todo:
             return 0
         counts = {s: int(metadata["splits"][s]["count"]) for s in feature_keys.SPLITS}

@@ -163,6 +163,37 @@ def train(hparams: HParams, run: RunConfig, on_epoch: EpochCallback | None = Non
         keras.mixed_precision.set_global_policy("float32")
 
 
+def _data_and_model(
+    hparams: HParams,
+    run: RunConfig,
+    spec: ModelSpec,
+    metadata: dict[str, Any],
+    entry: stages.Entry | None,
+    strategy: tf.distribute.Strategy,
+    global_batch: int,
+) -> tuple[stages.Data, stages.Built]:
+    """The batches and the model to train (the model built in `strategy`'s scope).
+
+    Without a feature `entry`, the images and the whole model; with a matching one, its
+    features and only what trains above its depth.
+    """
+    image_shape = metadata["image_shape"]
+    num_classes = len(metadata["class_names"])
+    dtype = keras.mixed_precision.global_policy().compute_dtype
+    if entry is None:
+        batches = stages.image_data(strategy, run, metadata, global_batch, dtype)
+    else:
+        batches = stages.feature_data(strategy, run, entry, global_batch, dtype)
+    with strategy.scope():
+        if entry is None:
+            built = stages.whole_model(spec, hparams, image_shape, num_classes, dtype)
+        else:
+            built = stages.cached_model(
+                spec, hparams, entry, image_shape, num_classes, dtype, run.seed
+            )
+    return batches, built
+
+
 def _train(
     hparams: HParams,
     run: RunConfig,
@@ -189,26 +220,13 @@ def _train(
     metadata = records.read_metadata(run.data)
     strategy, cluster = distribute.make_strategy(run.distribution)
     global_batch = hparams.batch_size * strategy.num_replicas_in_sync
-    image_shape = metadata["image_shape"]
     spec = model_spec(hparams.model)
-    check_images(spec, image_shape, run.data)
-    num_classes = len(metadata["class_names"])
+    check_images(spec, metadata["image_shape"], run.data)
     tf.random.set_seed(run.seed)
     keras.utils.set_random_seed(run.seed)
 
-    dtype = keras.mixed_precision.global_policy().compute_dtype
     entry = stages.find_entry(hparams, run, spec, metadata, choice.policy)
-    if entry is None:
-        batches = stages.image_data(strategy, run, metadata, global_batch, dtype)
-    else:
-        batches = stages.feature_data(strategy, run, entry, global_batch, dtype)
-    with strategy.scope():
-        if entry is None:
-            built = stages.whole_model(spec, hparams, image_shape, num_classes, dtype)
-        else:
-            built = stages.cached_model(
-                spec, hparams, entry, image_shape, num_classes, dtype, run.seed
-            )
+    batches, built = _data_and_model(hparams, run, spec, metadata, entry, strategy, global_batch)
     steps_per_epoch = max(1, int(metadata["splits"]["train"]["count"]) // global_batch)
     loop = _Loop(hparams, run, strategy, cluster, global_batch, steps_per_epoch)
     history, start_epoch, first_step = loop.fit(built.model, batches, choice, rewrites, on_epoch)

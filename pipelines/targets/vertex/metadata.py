@@ -132,6 +132,28 @@ def _create_or_get(kind: Any, resource_id: str, **fields: Any) -> Any:
         return kind(resource_id, **where)
 
 
+def _trial_artifact(
+    trial: Mapping[str, Any],
+    job_id: str,
+    job_name: str,
+    base_output_directory: str,
+    where: dict[str, Any],
+) -> Any:
+    """The trial's `system.Artifact` (`trial-<id>`), created unless a retried task did."""
+    from google.cloud import aiplatform
+
+    record = trial_record(trial)
+    return _create_or_get(
+        aiplatform.Artifact,
+        _resource_id("hpt", job_id, "trial", record["trial_id"]),
+        schema_title=TRIAL_SCHEMA,
+        display_name=f"trial-{record['trial_id']}",
+        uri=trial_uri(base_output_directory, record["trial_id"]),
+        metadata={**record, "hyperparameter_tuning_job": job_name},
+        **where,
+    )
+
+
 def record_trials(
     trials: Sequence[Mapping[str, Any]],
     *,
@@ -169,20 +191,10 @@ def record_trials(
 
     match = _match(_HPT_JOB, job_name, "projects/P/locations/L/hyperparameterTuningJobs/ID")
     where = {"project": match["project"], "location": match["location"], "credentials": credentials}
-    recorded = []
-    for trial in trials:
-        record = trial_record(trial)
-        recorded.append(
-            _create_or_get(
-                aiplatform.Artifact,
-                _resource_id("hpt", match["id"], "trial", record["trial_id"]),
-                schema_title=TRIAL_SCHEMA,
-                display_name=f"trial-{record['trial_id']}",
-                uri=trial_uri(base_output_directory, record["trial_id"]),
-                metadata={**record, "hyperparameter_tuning_job": job_name},
-                **where,
-            )
-        )
+    recorded = [
+        _trial_artifact(trial, match["id"], job_name, base_output_directory, where)
+        for trial in trials
+    ]
     execution = _create_or_get(
         aiplatform.Execution,
         _resource_id("hpt", match["id"], "trials"),
