@@ -312,8 +312,6 @@ OVER_LIMIT = {
     "trainer/features.py:compute": _NOT_SPLIT,
     "trainer/features.py:main": _NOT_SPLIT,
     "trainer/train.py:_train": _NOT_SPLIT,
-    "pipelines/targets/kubeflow/katib_rules.py:_check_trial_template": _NOT_SPLIT,
-    "pipelines/targets/kubeflow/katib_rules.py:_check_collector": _NOT_SPLIT,
     "pipelines/targets/kubeflow/katib_tune.py:run_katib_study": _NOT_SPLIT,
     "pipelines/targets/kubeflow/katib_tune.py:_run": _NOT_SPLIT,
     "pipelines/targets/kubeflow/katib_trials.py:render_run_spec": _NOT_SPLIT,
