@@ -322,7 +322,6 @@ OVER_LIMIT = {
     "pipelines/study/selection.py:select_best_trial": _NOT_SPLIT,
     "pipelines/study/trial_runner.py:run_trial": _NOT_SPLIT,
     "pipelines/study/trials.py:make_trial": "the Trial JSON's optional fields (its docstring)",
-    "pipelines/wiring/kubeflow.py:_kubeflow_register": _NOT_SPLIT,
     "dataprep/sources.py:folder_source": _NOT_SPLIT,
     "components/features.py:features_job_spec": _COMPONENT,
     "components/tune_kubeflow.py:tune_on_katib": _COMPONENT,
