@@ -312,7 +312,7 @@ OVER_LIMIT = {
     "trainer/features.py:compute": _NOT_SPLIT,
     "trainer/features.py:main": _NOT_SPLIT,
     "trainer/train.py:_train": _NOT_SPLIT,
-    "pipelines/targets/kubeflow/cluster_checks.py:check_pods_can_run": _NOT_SPLIT,
+    "pipelines/targets/kubeflow/cluster_checks.py:check_pods_can_run": "9: one input per check",
     "pipelines/targets/vertex/metadata.py:record_trials": _NOT_SPLIT,
     "pipelines/jobs/local_job.py:LocalCustomJob.__init__": _NOT_SPLIT,
     "pipelines/jobs/worker_pools.py:training_worker_pool_specs": _POOL_FIELDS,
