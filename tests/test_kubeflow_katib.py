@@ -492,6 +492,20 @@ MC = "spec.metricsCollectorSpec"
             _set(f"{T}.trialSpec.kind", ""),
             "APIVersion and Kind in spec.trialTemplate must be specified",
         ),
+        (
+            _set(f"{T}.trialSpec.metadata", {"namespace": "team"}),
+            "metadata.name and metadata.namespace in spec.trialTemplate must be omitted",
+        ),
+        (
+            _set(
+                MC,
+                {
+                    "collector": {"kind": "PrometheusMetric"},
+                    "source": {"httpGet": {"port": 0, "path": "/metrics"}},
+                },
+            ),
+            "httpGet.port='0': must be a positive integer value for metrics collector kind",
+        ),
         (_set("spec.parameters", []), "spec.parameters or spec.nasConfig must be specified"),
         (
             _set("spec.parameters.0.parameterType", "float"),
@@ -1128,6 +1142,29 @@ def test_render_refuses_assignments_katib_would_refuse() -> None:
         "--momentum=0.9",
         "--num_units=128",
     ]
+
+
+def test_render_fills_trial_metadata_references_as_katib_does() -> None:
+    exp = build()
+    spec = exp["spec"]["trialTemplate"]["trialSpec"]
+    spec["metadata"] = {"labels": {"app": "hpt"}, "annotations": {}}
+    meta = {"Name": "n", "Namespace": "ns", "Kind": "k", "APIVersion": "v", "Labels[app]": "l"}
+    for key, short in meta.items():
+        exp["spec"]["trialTemplate"]["trialParameters"].append(
+            {"name": short, "reference": "${trialSpec." + key + "}"}
+        )
+        spec["metadata"]["annotations"][key] = "${trialParameters." + short + "}"
+    job = katib_trials.render_run_spec(exp, ASSIGN, trial_name="t-1", namespace="team")
+    assert job["metadata"]["annotations"] == {
+        "Name": "t-1",
+        "Namespace": "team",
+        "Kind": spec["kind"],
+        "APIVersion": spec["apiVersion"],
+        "Labels[app]": "hpt",
+    }
+    exp["spec"]["trialTemplate"]["trialParameters"][-1]["reference"] = "${trialSpec.Labels[x]}"
+    with pytest.raises(katib_trials.KatibTrialError, match="illegal reference"):
+        katib_trials.render_run_spec(exp, ASSIGN, trial_name="t-1", namespace="team")
 
 
 @pytest.mark.slow

@@ -132,23 +132,11 @@ def _kubeflow_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tupl
 
 
 def _kubeflow_register(
-    op: Callable,
-    p: Any,
-    settings: Settings,
-    *,
-    model: Any,
-    model_uri: Any,
-    evaluation: Any,
-    trials: Any,
-    dataset: Any,
-    best_trial_id: Any,
+    op: Callable, p: Any, settings: Settings, *, model_uri: Any, **inputs: Any
 ) -> Any:
+    """Register: `inputs` (model, evaluation, trials, dataset, best_trial_id) go as they are."""
     task = op(register_on_kubeflow)(
-        model=model,
-        evaluation=evaluation,
-        trials=trials,
-        dataset=dataset,
-        best_trial_id=best_trial_id,
+        **inputs,
         model_name=p.model_display_name,
         model_registry_url=settings.kubeflow.model_registry_url or "",
         run_id=dsl.PIPELINE_JOB_ID_PLACEHOLDER,

@@ -219,6 +219,7 @@ def check_pods_can_run(
     """What both steps check before they start pods (the final job's API in the tune step too).
 
     The namespace, the final job's API, the claim, a data path every pod reads, the GPUs.
+    Nine parameters: the two API clients, then one keyword per check, which both callers name.
 
     Returns:
         The final job's API: `tfjob` or `trainjob` (`job_api.resolve`).

@@ -196,14 +196,8 @@ def build_experiment(
             "with a letter, at most 40 characters (Katib's rule)"
         )
     space = _checked_space(study)
-    max_trials = int(study.max_trial_count)
-    if study.study_spec_algorithm == "GRID_SEARCH":
-        max_trials = min(max_trials, _grid_size(space))
-    max_failed = int(study.max_failed_trial_count) or DEFAULT_FAILURE_FLOOR
     spec: dict[str, Any] = {
-        "maxTrialCount": max_trials,
-        "parallelTrialCount": min(int(study.parallel_trial_count), max_trials),
-        "maxFailedTrialCount": min(max_failed, max_trials),
+        **_trial_counts(study, space),
         "resumePolicy": resume_policy,
         "objective": _objective(space, study.study_spec_measurement_selection_type),
         "algorithm": {"algorithmName": ALGORITHMS[study.study_spec_algorithm]},
@@ -228,6 +222,19 @@ def build_experiment(
     out = round_trip(body)
     out["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: spec_hash(out)}
     return round_trip(out)
+
+
+def _trial_counts(study: StudyPayload, space: SearchSpace) -> dict[str, int]:
+    """The spec's trial counts: a grid caps the total, which caps the parallel and failed."""
+    max_trials = int(study.max_trial_count)
+    if study.study_spec_algorithm == "GRID_SEARCH":
+        max_trials = min(max_trials, _grid_size(space))
+    max_failed = int(study.max_failed_trial_count) or DEFAULT_FAILURE_FLOOR
+    return {
+        "maxTrialCount": max_trials,
+        "parallelTrialCount": min(int(study.parallel_trial_count), max_trials),
+        "maxFailedTrialCount": min(max_failed, max_trials),
+    }
 
 
 def _checked_space(study: StudyPayload) -> SearchSpace:

@@ -158,6 +158,27 @@ def run_final_job(
         tfjob.build_tfjob(name, r.namespace, r.worker_pool_specs, r.base_output_directory, r.pod())
     api = api if api is not None else kube.custom_objects_api()
     core_api = core_api if core_api is not None else kube.core_v1_api()
+    chosen = _check_cluster(r, api, core_api, echo)
+    job = _job(r, name, job_kind.kinds(chosen).final, api, echo)
+    watch = pod_watch.watcher(
+        core_api,
+        r.namespace,
+        job.selector,
+        grace_s=r.pending_grace_s,
+        then=progress_printer(echo, job.kind),
+        echo=echo,
+        **({"now": now} if now is not None else {}),
+    )
+    timing = dict(timeout_s=r.timeout_s, poll_s=r.poll_s, clock=clock, sleep=sleep)
+    return _create_and_wait(api, job, name, r.namespace, watch, timing, echo)
+
+
+def _check_cluster(r: FinalJobRequest, api: Any, core_api: Any, echo: Callable[[str], None]) -> str:
+    """Refuse a job the cluster cannot run, or whose export this step could not read.
+
+    Returns:
+        The job API `check_pods_can_run` chose.
+    """
     chosen = cluster_checks.check_pods_can_run(
         core_api,
         api,
@@ -173,18 +194,7 @@ def run_final_job(
     cluster_checks.check_shared_path(
         r.base_output_directory, "base_output_directory", r.data_pvc or "", r.data_mount_path
     )
-    job = _job(r, name, job_kind.kinds(chosen).final, api, echo)
-    watch = pod_watch.watcher(
-        core_api,
-        r.namespace,
-        job.selector,
-        grace_s=r.pending_grace_s,
-        then=progress_printer(echo, job.kind),
-        echo=echo,
-        **({"now": now} if now is not None else {}),
-    )
-    timing = dict(timeout_s=r.timeout_s, poll_s=r.poll_s, clock=clock, sleep=sleep)
-    return _create_and_wait(api, job, name, r.namespace, watch, timing, echo)
+    return chosen
 
 
 def _job(r: FinalJobRequest, name: str, kind: str, api: Any, echo: Callable[[str], None]) -> _Job:

@@ -44,6 +44,7 @@ META_INDEXED = re.compile(r"(.+)\[(.+)]")
 META_KEYS = ("Name", "Namespace", "Kind", "APIVersion", "Annotations", "Labels")
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _TWO_GROUPS = re.compile(r".*\(.*\).*\(.*\).*")
+_SOURCE = "spec.metricsCollectorSpec.source"  # the metrics collector's source, in messages
 
 
 class KatibRuleError(ValueError):
@@ -179,6 +180,7 @@ def template_text(trial_template: Mapping[str, Any]) -> str:
 
 
 def _check_trial_template(spec: Mapping[str, Any]) -> None:
+    """Check the trial template's required fields, its parameters and the run spec it makes."""
     path = "spec.trialTemplate"
     template = spec.get("trialTemplate")
     if template is None:  # l.309-312
@@ -206,6 +208,13 @@ def _check_trial_template(spec: Mapping[str, Any]) -> None:
         )
     if has_map:  # the ConfigMap's template is not visible here
         return
+    text = _substitute_trial_parameters(spec, template)
+    _check_run_spec(json.loads(text))
+
+
+def _substitute_trial_parameters(spec: Mapping[str, Any], template: Mapping[str, Any]) -> str:
+    """Check each trial parameter and return the template's text with all of them filled in."""
+    path = "spec.trialTemplate"
     text = template_text(template)
     names = {p.get("name") for p in spec.get("parameters") or []}
     seen_names: set[str] = set()
@@ -244,7 +253,12 @@ def _check_trial_template(spec: Mapping[str, Any]) -> None:
             None,
             f"parameters: {left} in spec.trialTemplate not found in spec.trialParameters",
         )
-    run_spec = json.loads(text)
+    return text
+
+
+def _check_run_spec(run_spec: Mapping[str, Any]) -> None:
+    """Check the filled-in trial template: no name/namespace, an apiVersion and a kind."""
+    path = "spec.trialTemplate"
     metadata = run_spec.get("metadata") or {}
     if metadata.get("name") or metadata.get("namespace"):  # l.422-424
         _fail(
@@ -295,10 +309,11 @@ def _check_parameters(parameters: Sequence[Mapping[str, Any]]) -> None:
 
 
 def _check_collector(mc: Mapping[str, Any]) -> None:
+    """Check the metrics collector: its kind, the source that kind needs, and its filter."""
     kind = (mc.get("collector") or {}).get("kind") or "StdOut"  # defaulted to StdOut
     source = mc.get("source") or {}
     fs = source.get("fileSystemPath") or {}
-    where = "spec.metricsCollectorSpec.source"
+    where = _SOURCE
     if kind not in COLLECTOR_KINDS:  # l.553-555
         _fail(
             "spec.metricsCollectorSpec.collector.kind",
@@ -306,20 +321,7 @@ def _check_collector(mc: Mapping[str, Any]) -> None:
             f"invalid metrics collector kind: {kind}",
         )
     if kind == "File":  # l.505-520
-        if fs.get("kind") != "File" or not str(fs.get("path", "")).startswith("/"):
-            _fail(
-                f"{where}.fileSystemPath.path",
-                fs.get("path"),
-                "file path where metrics file exists is required",
-            )
-        if fs.get("format") not in ("TEXT", "JSON"):
-            _fail(
-                f"{where}.fileSystemPath.format",
-                fs.get("format"),
-                "format of metrics file is required for metrics collector",
-            )
-        if fs.get("format") == "JSON" and source.get("filter") is not None:
-            _fail(f"{where}.filter", None, "filter must be nil when format of metrics file is json")
+        _check_file_source(source)
     elif kind == "TensorFlowEvent":  # l.521-530
         if fs.get("kind") != "Directory" or not str(fs.get("path", "")).startswith("/"):
             _fail(
@@ -331,39 +333,80 @@ def _check_collector(mc: Mapping[str, Any]) -> None:
         if fs.get("format"):
             _fail(f"{where}.fileSystemPath.format", fs.get("format"), "must be empty")
     elif kind == "PrometheusMetric":  # l.531-540
-        http = source.get("httpGet") or {}
-        port = str(http.get("port", ""))
-        if not port.isdigit() or int(port) <= 0:
-            _fail(
-                f"{where}.httpGet.port",
-                port,
-                f"must be a positive integer value for metrics collector kind: {kind}",
-            )
-        if not str(http.get("path", "")).startswith("/"):
-            _fail(
-                f"{where}.httpGet.path",
-                http.get("path"),
-                f"path is invalid for metrics collector kind: {kind}",
-            )
+        _check_prometheus_source(source, kind)
     elif kind == "Custom":  # l.541-552
-        if not (mc.get("collector") or {}).get("customCollector"):
-            _fail(
-                "spec.metricsCollectorSpec.collector.customCollector",
-                None,
-                f"metrics collector kind: {kind} is required",
-            )
-        if fs and (
-            not str(fs.get("path", "")).startswith("/")
-            or fs.get("kind") not in ("Directory", "File")
-        ):
-            _fail(f"{where}.fileSystemPath", None, ".spec.metricsCollectorSpec.source is invalid")
-    for fmt in (source.get("filter") or {}).get("metricsFormat") or []:  # l.557-571
+        _check_custom_collector(mc, kind)
+    _check_metrics_filter(source)
+
+
+def _check_file_source(source: Mapping[str, Any]) -> None:
+    """The File collector's source: an absolute file path, TEXT or JSON, no filter with JSON."""
+    fs = source.get("fileSystemPath") or {}
+    where = _SOURCE
+    if fs.get("kind") != "File" or not str(fs.get("path", "")).startswith("/"):
+        _fail(
+            f"{where}.fileSystemPath.path",
+            fs.get("path"),
+            "file path where metrics file exists is required",
+        )
+    if fs.get("format") not in ("TEXT", "JSON"):
+        _fail(
+            f"{where}.fileSystemPath.format",
+            fs.get("format"),
+            "format of metrics file is required for metrics collector",
+        )
+    if fs.get("format") == "JSON" and source.get("filter") is not None:
+        _fail(f"{where}.filter", None, "filter must be nil when format of metrics file is json")
+
+
+def _check_prometheus_source(source: Mapping[str, Any], kind: str) -> None:
+    """The PrometheusMetric collector's source: a positive port and an absolute path."""
+    where = _SOURCE
+    http = source.get("httpGet") or {}
+    port = str(http.get("port", ""))
+    if not port.isdigit() or int(port) <= 0:
+        _fail(
+            f"{where}.httpGet.port",
+            port,
+            f"must be a positive integer value for metrics collector kind: {kind}",
+        )
+    if not str(http.get("path", "")).startswith("/"):
+        _fail(
+            f"{where}.httpGet.path",
+            http.get("path"),
+            f"path is invalid for metrics collector kind: {kind}",
+        )
+
+
+def _check_custom_collector(mc: Mapping[str, Any], kind: str) -> None:
+    """The Custom collector: a customCollector, and any file system path absolute and typed."""
+    fs = (mc.get("source") or {}).get("fileSystemPath") or {}
+    if not (mc.get("collector") or {}).get("customCollector"):
+        _fail(
+            "spec.metricsCollectorSpec.collector.customCollector",
+            None,
+            f"metrics collector kind: {kind} is required",
+        )
+    if fs and (
+        not str(fs.get("path", "")).startswith("/") or fs.get("kind") not in ("Directory", "File")
+    ):
+        _fail(
+            f"{_SOURCE}.fileSystemPath",
+            None,
+            ".spec.metricsCollectorSpec.source is invalid",
+        )
+
+
+def _check_metrics_filter(source: Mapping[str, Any]) -> None:
+    """Each filter format must compile and have two top groups (l.557-571)."""
+    where = f"{_SOURCE}.filter.metricsFormat"
+    for fmt in (source.get("filter") or {}).get("metricsFormat") or []:
         try:
             re.compile(fmt)
         except re.error as err:
-            _fail(f"{where}.filter.metricsFormat", fmt, f"invalid filter: {err}")
+            _fail(where, fmt, f"invalid filter: {err}")
         if not _TWO_GROUPS.match(fmt):
-            _fail(f"{where}.filter.metricsFormat", fmt, "two top subexpressions are required")
+            _fail(where, fmt, "two top subexpressions are required")
 
 
 def _check_run_time(spec: Mapping[str, Any]) -> None:

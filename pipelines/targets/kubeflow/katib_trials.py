@@ -71,25 +71,8 @@ def render_run_spec(
             values[parameter["name"]] = str(assignments[ref])
             used += 1
             continue
-        key = meta.group(1)
-        indexed = META_INDEXED.search(key)
-        spec = template["trialSpec"]
-        if key == "Name":
-            values[parameter["name"]] = trial_name
-        elif key == "Namespace":
-            values[parameter["name"]] = namespace
-        elif key == "Kind":
-            values[parameter["name"]] = spec.get("kind", "")
-        elif key == "APIVersion":
-            values[parameter["name"]] = spec.get("apiVersion", "")
-        elif indexed and indexed.group(1) in ("Labels", "Annotations"):
-            field = indexed.group(1).lower()
-            found = ((spec.get("metadata") or {}).get(field) or {}).get(indexed.group(2))
-            if found is None:
-                raise KatibTrialError(f"illegal reference of trial metadata: {ref}")
-            values[parameter["name"]] = found
-        else:
-            raise KatibTrialError(f"illegal reference of trial metadata: {ref}")
+        metadata = {"Name": trial_name, "Namespace": namespace}
+        values[parameter["name"]] = _meta_value(template["trialSpec"], ref, meta.group(1), metadata)
     if used != len(assignments):  # generator.go l.185-189
         raise KatibTrialError(
             f"parameter assignments {sorted(assignments)} are not all trial parameters"
@@ -99,6 +82,31 @@ def render_run_spec(
     run_spec: dict[str, Any] = json.loads(text)
     run_spec.setdefault("metadata", {}).update({"name": trial_name, "namespace": namespace})
     return run_spec
+
+
+def _meta_value(spec: Mapping[str, Any], ref: str, key: str, metadata: Mapping[str, str]) -> str:
+    """The value of a `${trialSpec.<key>}` reference.
+
+    The Trial's name or namespace (in `metadata`), the run spec's kind or apiVersion, or one
+    of its labels or annotations.
+
+    Raises:
+        KatibTrialError: Any other reference, or a label/annotation the run spec lacks.
+    """
+    indexed = META_INDEXED.search(key)
+    found: str | None = None
+    if key in metadata:
+        found = metadata[key]
+    elif key == "Kind":
+        found = spec.get("kind", "")
+    elif key == "APIVersion":
+        found = spec.get("apiVersion", "")
+    elif indexed and indexed.group(1) in ("Labels", "Annotations"):
+        field = indexed.group(1).lower()
+        found = ((spec.get("metadata") or {}).get(field) or {}).get(indexed.group(2))
+    if found is not None:
+        return found
+    raise KatibTrialError(f"illegal reference of trial metadata: {ref}")
 
 
 def _katib_time(value: Any) -> tuple[int, int]:

@@ -273,6 +273,23 @@ def run_katib_study(
     body = _experiment(r, name, resume, echo, notes=True)  # refused before any call
     api = api if api is not None else kube.custom_objects_api()
     core_api = core_api if core_api is not None else kube.core_v1_api()
+    field = _check_cluster(r, api, core_api, setting, echo)
+    if field is not None:  # TrainJob trials: the override goes in the served field
+        body = _experiment(r, name, resume, echo, field)
+    admitted = cluster_checks.dry_run_experiment(api, body, **WHERE)
+    if admitted is not None:
+        cluster_checks.check_log_scales(body, admitted)
+    timing = dict(
+        timeout_s=r.timeout_s, poll_s=r.poll_s or DEFAULT_POLL_S, clock=clock, sleep=sleep
+    )
+    done = _run(api, core_api, body, r.pending_grace_s, timing, now, echo)
+    return done, _read_trials(api, r, name, done, echo)
+
+
+def _check_cluster(
+    r: StudyRequest, api: Any, core_api: Any, setting: str, echo: Callable[[str], None]
+) -> str | None:
+    """Refuse a study the cluster cannot run; for TrainJob trials, the served override field."""
     cluster_checks.check_pods_can_run(
         core_api,
         api,
@@ -284,18 +301,18 @@ def run_katib_study(
         job_api_setting=setting,  # the final job's API: refused before the study
         echo=echo,
     )
-    if job_kind.trial_kind(r.trial_nodes) == job_kind.TRAINJOB:  # in the served field
-        field = trainjob_checks.trainjob_override_field(api)
-        trainjob_checks.check_runtime(api, echo)
-        trainjob_checks.check_katib_runs_trainjobs(core_api, echo)
-        body = _experiment(r, name, resume, echo, field)
-    admitted = cluster_checks.dry_run_experiment(api, body, **WHERE)
-    if admitted is not None:
-        cluster_checks.check_log_scales(body, admitted)
-    timing = dict(
-        timeout_s=r.timeout_s, poll_s=r.poll_s or DEFAULT_POLL_S, clock=clock, sleep=sleep
-    )
-    done = _run(api, core_api, body, r.pending_grace_s, timing, now, echo)
+    if job_kind.trial_kind(r.trial_nodes) != job_kind.TRAINJOB:
+        return None
+    field = trainjob_checks.trainjob_override_field(api)
+    trainjob_checks.check_runtime(api, echo)
+    trainjob_checks.check_katib_runs_trainjobs(core_api, echo)
+    return field
+
+
+def _read_trials(
+    api: Any, r: StudyRequest, name: str, done: dict[str, Any], echo: Callable[[str], None]
+) -> list[dict[str, Any]]:
+    """The finished Experiment's Trials, as Vertex Trial JSON."""
     listed = api.list_namespaced_custom_object(
         katib.GROUP,
         katib.VERSION,
@@ -305,7 +322,7 @@ def run_katib_study(
     )
     trials = to_vertex_trials(listed.get("items") or [], r.study().space(), metric_strategies(done))
     echo(f"Experiment {r.namespace}/{name}: {len(trials)} trials read")
-    return done, trials
+    return trials
 
 
 def _experiment(
@@ -342,23 +359,9 @@ def _run(
     echo: Callable[[str], None],
 ) -> dict[str, Any]:
     """Create or resume the Experiment and wait until it ends, watching its trial pods."""
-    from kubernetes.client import ApiException
-
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     with kube.deleted_on_sigterm(api, **WHERE, namespace=namespace, name=name, echo=echo):
-        restarting, found = False, None
-        try:
-            found, created = kube.create_or_get(api, body=body, **WHERE)
-            if created:
-                echo(f"Experiment {namespace}/{name}: created")
-            else:
-                cluster_checks.check_log_scales(body, found)
-                restarting = _resume(api, found, body, echo)
-        except ApiException as err:
-            what = "not created" if found is None else "not resumed"
-            raise KubeflowJobError(
-                f"Experiment {namespace}/{name}: {what} ({kube.api_error_line(err)})"
-            ) from None
+        found, created, restarting = _create_or_resume(api, body, echo)
 
         def get() -> dict[str, Any]:
             return api.get_namespaced_custom_object(  # type: ignore[no-any-return]
@@ -394,6 +397,29 @@ def _run(
                 f"{err} (the Experiment existed before this task: `kubectl delete experiment -n "
                 f"{namespace} {name}` to start afresh)"
             ) from None
+
+
+def _create_or_resume(
+    api: Any, body: dict[str, Any], echo: Callable[[str], None]
+) -> tuple[dict[str, Any], bool, bool]:
+    """Create the Experiment, or resume the one there: (it, created, restarting)."""
+    from kubernetes.client import ApiException
+
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    restarting, found = False, None
+    try:
+        found, created = kube.create_or_get(api, body=body, **WHERE)
+        if created:
+            echo(f"Experiment {namespace}/{name}: created")
+        else:
+            cluster_checks.check_log_scales(body, found)
+            restarting = _resume(api, found, body, echo)
+    except ApiException as err:
+        what = "not created" if found is None else "not resumed"
+        raise KubeflowJobError(
+            f"Experiment {namespace}/{name}: {what} ({kube.api_error_line(err)})"
+        ) from None
+    return found, created, restarting
 
 
 def _progress(echo: Callable[[str], None]) -> Callable[[dict[str, Any]], None]:
