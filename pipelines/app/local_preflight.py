@@ -123,6 +123,15 @@ def tfds_prepared(data_dir: str, name: str) -> bool:
     return any(Path(data_dir, name.split(":")[0]).glob("**/dataset_info.json"))
 
 
+def unreachable(host: tuple[str, int], timeout: float) -> str | None:
+    """Why `host` cannot be reached within `timeout` seconds (a TCP connect), or None."""
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    return None
+
+
 def check_tfds_reachable(
     source: str, data_dir: str, host: tuple[str, int] = TFDS_HOST, timeout: float = REACH_TIMEOUT_S
 ) -> None:
@@ -136,15 +145,12 @@ def check_tfds_reachable(
     name = source.removeprefix("tfds:")
     if tfds_prepared(data_dir, name):
         return
-    try:
-        socket.create_connection(host, timeout=timeout).close()
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
+    if reason := unreachable(host, timeout):
         raise SettingsError(
             f"source={source}: not prepared in {data_dir} and {host[0]} (TFDS's download "
             f"host) is unreachable ({reason}); connect to the network, or prepare it on a "
             f"machine that has one and copy it there (set {TFDS_DATA_ENV} to use another folder)"
-        ) from None
+        )
 
 
 def replica_warning(settings: Settings, cores: int | None = None) -> str | None:
@@ -221,15 +227,12 @@ def check_imagenet_reachable(timeout: float = REACH_TIMEOUT_S) -> None:
     if any(any(cache.glob("*.h5")) for cache in caches):
         return
     host = TFDS_HOST  # Keras's applications' weights are served from the same host
-    try:
-        socket.create_connection(host, timeout=timeout).close()
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
+    if reason := unreachable(host, timeout):
         raise SettingsError(
             f"--weights=imagenet: not in Keras's cache ({caches[0]} holds no weights) and "
             f"{host[0]} (where Keras downloads them) is unreachable ({reason}); pass --weights "
             "PATH to a Keras weights file (local or gs://)"
-        ) from None
+        )
 
 
 def model_params(settings: Settings) -> int:
