@@ -96,7 +96,7 @@ def run_unit(args: Any) -> dict[str, Any]:
         argv = [f"--data={data}", f"--output={cache}", f"--model={args.model}", "--weights=none"]
         assert features.main([*argv, f"--trainable_blocks={values}"]) == 0
         cache_seconds = time.perf_counter() - started
-    accuracies = []
+    accuracies, per_trial = [], []
     split = {"train": 0.0, "export": 0.0, "epochs": 0.0}  # summed over trials
     for index, (tb, lr) in enumerate(study):
         model_dir = str(out / f"trial{index}")
@@ -117,9 +117,15 @@ def run_unit(args: Any) -> dict[str, Any]:
         exported = time.perf_counter()
         task.export_and_measure(hparams, run, result)
         accuracies.append(result.history[-1]["val_accuracy"])
-        split["train"] += exported - trial_started
-        split["export"] += time.perf_counter() - exported
-        split["epochs"] += sum(h.get("seconds", 0.0) for h in result.history)
+        trial = {
+            "trainable_blocks": tb,
+            "train": exported - trial_started,
+            "export": time.perf_counter() - exported,
+            "epochs": sum(h.get("seconds", 0.0) for h in result.history),
+        }
+        per_trial.append(trial)
+        for part in split:
+            split[part] += trial[part]
         keras.backend.clear_session()
     return {
         "seconds": time.perf_counter() - started,
@@ -127,6 +133,7 @@ def run_unit(args: Any) -> dict[str, Any]:
         "val_accuracies": accuracies,
         "best_val_accuracy": max(accuracies),
         "breakdown_seconds": split,
+        "per_trial_seconds": per_trial,
     }
 
 
@@ -394,6 +401,10 @@ def headline(runs: dict[str, list[dict[str, Any]]], flops: dict[str, Any]) -> li
                 f"{best['auto']:.3f} / {best['off']:.3f} / {best['seeds']:.3f}",
             ]
         )
+        bound = cache_bound(runs.get(f"{key}/off", []))
+        if bound:
+            label = f"{key}: most any cache can give (off ÷ off's whole-network trials)"
+            rows.append([label, bound])
     for policy in ("float32", "mixed_bfloat16") if flops else ():
         f = flops[policy]
         rows.append(
@@ -403,6 +414,21 @@ def headline(runs: dict[str, list[dict[str, Any]]], flops: dict[str, Any]) -> li
             ]
         )
     return rows
+
+
+def cache_bound(off_runs: list[dict[str, Any]]) -> str:
+    """Amdahl's bound on `off ÷ auto`: an `auto` side whose cached trials and features step
+    took no time would still train the whole-network trials (the deepest `trainable_blocks`),
+    which no cache can shorten. Median over rounds; "" without per-trial figures or when
+    every trial is cached (a frozen-only study)."""
+    ratios = []
+    for run in off_runs:
+        trials = run.get("per_trial_seconds") or []
+        deepest = max((t["trainable_blocks"] for t in trials), default=0)
+        whole = sum(t["train"] + t["export"] for t in trials if t["trainable_blocks"] == deepest)
+        if deepest and whole:
+            ratios.append(run["seconds"] / whole)
+    return f"{common.median(ratios):.2f}x" if ratios else ""
 
 
 if __name__ == "__main__":

@@ -339,3 +339,20 @@ def test_feature_cache_headline_of_some_sides_only():
     both = {"m/frozen/auto": [dict(run, seconds=50.0)], "m/frozen/off": [run]}
     rows = dict(bench_feature_cache.headline(both, {}))
     assert rows["m/frozen: speed-up cache auto vs off; ours (auto) vs seeds"] == "7.00x; nanx"
+
+
+def test_feature_cache_bound_is_off_over_its_whole_network_trials():
+    from benchmarks import bench_feature_cache
+
+    def trial(tb, train, export=1.0):
+        return {"trainable_blocks": tb, "train": train, "export": export, "epochs": 0.0}
+
+    mixed = [trial(0, 20.0), trial(0, 20.0), trial(2, 30.0), trial(2, 30.0)]
+    off = {"seconds": 200.0, "best_val_accuracy": 1.0}
+    off["per_trial_seconds"] = [*mixed, trial(5, 49.0), trial(5, 49.0)]  # 100 s whole-network
+    runs = {"r/mixed/auto": [dict(off, seconds=150.0)], "r/mixed/off": [off]}
+    rows = dict(bench_feature_cache.headline(runs, {}))
+    key = "r/mixed: most any cache can give (off ÷ off's whole-network trials)"
+    assert rows[key] == "2.00x"
+    frozen = {"r/frozen/auto": [off], "r/frozen/off": [dict(off, per_trial_seconds=mixed[:2])]}
+    assert not any("most any cache" in r for r in dict(bench_feature_cache.headline(frozen, {})))
