@@ -102,6 +102,7 @@ def test_logits_stay_float32_under_mixed_precision():
         assert built.get_layer("logits").compute_dtype == "float32"
         assert built.outputs[0].dtype == "float32"
         assert built.layers[-2].compute_dtype == "bfloat16"
+        assert built.inputs[0].dtype == "bfloat16"  # what the step feeds it, uncast
 
 
 # --- which blocks train ---
