@@ -123,9 +123,7 @@ def test_mobilenet_trains_its_top_trainable_blocks_blocks(mobilenet_model, block
     expected = MOBILENET_BLOCKS[len(MOBILENET_BLOCKS) - blocks :] if blocks else []
     assert training == expected
     assert trained_blocks(backbone, block_of) == set(expected)
-    assert {"hidden", "logits"} <= {
-        w.path.split("/")[0] for w in mobilenet_model.trainable_weights
-    }
+    assert {"hidden", "logits"} <= {w.path.split("/")[0] for w in mobilenet_model.trainable_weights}
 
 
 def test_a_frozen_block_runs_its_batch_norm_in_inference_mode(mobilenet_model):
@@ -224,9 +222,7 @@ def test_a_transfer_model_without_weights_set_asks_for_imagenets_one_line(offlin
     message = str(err.value)
     assert message.startswith("--weights=imagenet: cannot download the ImageNet weights (URL")
     assert "\n" not in message and ":  None" not in message and ": None --" in message
-    assert message.endswith(
-        "); pass --weights PATH to a Keras weights file (local or gs://)"
-    )
+    assert message.endswith("); pass --weights PATH to a Keras weights file (local or gs://)")
 
 
 def test_weights_none_as_a_word_builds_without_downloading(offline):
@@ -291,10 +287,20 @@ def test_what_keras_is_asked_to_build(monkeypatch):
     backbone = backbones.Backbone(factory, lambda x: x, str, "t", {"alpha": 0.5})
     with pytest.raises(RuntimeError, match="enough"):
         backbones.transfer_model(
-            backbone, [32.0, 33, 3], 2, num_units=4, trainable_blocks=1, weights=None,
+            backbone,
+            [32.0, 33, 3],
+            2,
+            num_units=4,
+            trainable_blocks=1,
+            weights=None,
             input_dtype="float32",
         )
-    assert asked == {"weights": None, "include_top": False, "input_shape": (32, 33, 3), "alpha": 0.5}
+    assert asked == {
+        "weights": None,
+        "include_top": False,
+        "input_shape": (32, 33, 3),
+        "alpha": 0.5,
+    }
 
 
 def test_weights_on_an_object_store_are_copied_to_a_local_file_of_the_same_name(tmp_path):
