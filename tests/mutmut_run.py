@@ -169,6 +169,16 @@ COVERING: dict[str, tuple[str, ...]] = {
             )
         ),
     ),
+    # the builders: one small build per test, no download (test_models builds many)
+    **dict.fromkeys(
+        (
+            "trainer/models/backbones.py",
+            "trainer/models/cnn.py",
+            "trainer/models/resnet50.py",
+            "trainer/models/mobilenet.py",
+        ),
+        ("tests/test_mut_backbones.py",),
+    ),
     "trainer/models/": ("tests/test_models.py", "tests/test_mut_models.py"),
     "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
     "dataprep/": ("tests/test_prepare.py", "tests/test_behaviour_data.py"),
