@@ -1,0 +1,1 @@
+"""Behaviour tests that kill mutmut's mutants of pipelines/targets/vertex/client.py."""
