@@ -6,12 +6,24 @@ what GCPC's launcher is handed to send it.
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
 from pipelines.jobs import worker_pools
 from pipelines.payloads import refuse_camel_case, strict_parse
 from pipelines.targets.vertex import features_job
+
+# mutmut forks each mutant's run from a process that imported the test files: what the code
+# under test imports lazily is imported here, or a child importing it on a loaded machine
+# outlasts its time limit (a false timeout, not a kill).
+PRELOADED = [
+    importlib.import_module("google.cloud.aiplatform_v1.types"),
+    importlib.import_module(
+        "google_cloud_pipeline_components.container.v1.custom_job.remote_runner"
+    ),
+]
+
 
 KMS = "projects/p/locations/europe-west4/keyRings/r/cryptoKeys/k"
 NETWORK = "projects/123/global/networks/vpc"

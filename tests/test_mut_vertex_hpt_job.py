@@ -6,17 +6,38 @@ payload parsed strictly, and what the launcher is asked to do for a new or a ret
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
 import pytest
-
 from google.cloud.aiplatform_v1.types import HyperparameterTuningJob
 from google.protobuf import json_format
 
 from pipelines.payloads import refuse_camel_case
 from pipelines.targets.vertex import hpt_job
 from tests.test_vertex_hpt_job import payload
+
+# mutmut forks each mutant's run from a process that imported the test files: what the code
+# under test imports lazily is imported here, or a child importing it on a loaded machine
+# outlasts its time limit (a false timeout, not a kill).
+PRELOADED = [
+    importlib.import_module("components.tune_vertex"),
+    importlib.import_module("google.cloud.aiplatform_v1.types"),
+    importlib.import_module(
+        "google_cloud_pipeline_components.container.v1.gcp_launcher.job_remote_runner"
+    ),
+    importlib.import_module(
+        "google_cloud_pipeline_components.container.v1.gcp_launcher.utils.gcp_labels_util"
+    ),
+    importlib.import_module(
+        "google_cloud_pipeline_components.container.v1.gcp_launcher.utils.json_util"
+    ),
+    importlib.import_module(
+        "google_cloud_pipeline_components.container.v1.hyperparameter_tuning_job.remote_runner"
+    ),
+]
+
 
 KMS = "projects/p/locations/europe-west4/keyRings/r/cryptoKeys/k"
 NETWORK = "projects/123/global/networks/vpc"
@@ -52,7 +73,11 @@ def test_doubles_become_integers_only_where_integral_inside_lists_tuples_and_dic
     converted = hpt_job.integral_floats_to_int(
         {"counts": (1.0, 2.5), "nested": [{"replica_count": 4.0, "lr": 0.01}], "flag": True}
     )
-    assert converted == {"counts": [1, 2.5], "nested": [{"replica_count": 4, "lr": 0.01}], "flag": True}
+    assert converted == {
+        "counts": [1, 2.5],
+        "nested": [{"replica_count": 4, "lr": 0.01}],
+        "flag": True,
+    }
     assert type(converted["counts"][0]) is int and type(converted["counts"][1]) is float
     assert type(converted["nested"][0]["replica_count"]) is int
     assert type(converted["nested"][0]["lr"]) is float
@@ -149,9 +174,7 @@ def test_the_create_function_sends_the_stopping_spec_the_launcher_stripped(monke
             "projects/p/locations/l",
             {
                 "display_name": "s",
-                "study_spec": {
-                    "median_automated_stopping_spec": {"use_elapsed_duration": False}
-                },
+                "study_spec": {"median_automated_stopping_spec": {"use_elapsed_duration": False}},
             },
         )
     ]

@@ -6,12 +6,21 @@ method that would reach the network) and what the register step splices into GCP
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
 import pytest
 
 from pipelines.targets.vertex import models as vertex_models
+
+# mutmut forks each mutant's run from a process that imported the test files: what the code
+# under test imports lazily is imported here, or a child importing it on a loaded machine
+# outlasts its time limit (a false timeout, not a kill).
+PRELOADED = [
+    importlib.import_module("google.cloud.aiplatform"),
+    importlib.import_module("google.cloud.aiplatform_v1.services.model_service"),
+]
 
 
 @pytest.fixture

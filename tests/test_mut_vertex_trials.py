@@ -6,6 +6,7 @@ client, replaced at the call that would reach the network), and the one-line ref
 
 from __future__ import annotations
 
+import importlib
 import json
 from typing import Any
 
@@ -13,6 +14,15 @@ import pytest
 
 from pipelines.study import trials
 from pipelines.targets.vertex import trials as vertex_trials
+
+# mutmut forks each mutant's run from a process that imported the test files: what the code
+# under test imports lazily is imported here, or a child importing it on a loaded machine
+# outlasts its time limit (a false timeout, not a kill).
+PRELOADED = [
+    importlib.import_module("google.cloud.aiplatform"),
+    importlib.import_module("google.cloud.aiplatform_v1.types"),
+]
+
 
 HPT = "projects/p/locations/europe-west4/hyperparameterTuningJobs/42"
 PIPELINE = "projects/p/locations/europe-west4/pipelineJobs/run-1"
@@ -45,7 +55,8 @@ def test_the_hpt_job_is_found_among_gcpcs_resources_whatever_comes_before_it():
             resources({"resourceType": "HyperparameterTuningJob", "resourceUri": URI + "/x"}),
             f"resourceUri={URI}/x: not a hyperparameterTuningJobs resource",
         ),
-        (resources({"resourceType": "CustomJob", "resourceUri": URI}), "gcp_resources names no Hyperparameter"),
+        (resources({"resourceType": "CustomJob", "resourceUri": URI}),
+         "gcp_resources names no HyperparameterTuningJob"),
     ],
 )  # fmt: skip
 def test_gcp_resources_without_an_hpt_job_is_refused_in_one_line(text, message):
