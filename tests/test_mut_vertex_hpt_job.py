@@ -178,3 +178,27 @@ def test_the_create_function_sends_the_stopping_spec_the_launcher_stripped(monke
             },
         )
     ]
+
+
+def test_a_study_without_run_as_network_key_labels_or_stopping_sends_none(monkeypatch):
+    from tests.test_vertex_hpt_job import as_vertex_renders
+
+    monkeypatch.delenv("VERTEX_AI_PIPELINES_RUN_LABELS", raising=False)
+    full = payload()
+    bare = hpt_job.hpt_job_payload(  # only what the tune step must give
+        display_name="s",
+        study_spec_metrics=full["study_spec"]["metrics"],
+        study_spec_parameters=full["study_spec"]["parameters"],
+        study_spec_algorithm="RANDOM_SEARCH",
+        study_spec_measurement_selection_type="BEST_MEASUREMENT",
+        max_trial_count=4,
+        parallel_trial_count=1,
+        max_failed_trial_count=0,
+        worker_pool_specs=as_vertex_renders(full["trial_job_spec"]["worker_pool_specs"]),
+        base_output_directory="gs://b/s",
+    )
+    request = hpt_job.launcher_request(bare)
+    pb = HyperparameterTuningJob.pb(request)
+    assert not pb.trial_job_spec.service_account and not pb.trial_job_spec.network
+    assert not pb.HasField("encryption_spec") and not dict(request.labels)
+    assert pb.study_spec.WhichOneof("automated_stopping_spec") is None

@@ -68,3 +68,8 @@ def test_a_name_spliced_between_gcpcs_quotes_comes_back_whole(raw):
     body = vertex_models.json_string_body(raw)
     assert json.loads('{"display_name": "' + body + '"}')["display_name"] == raw
     assert body.startswith(raw[0]) and body.endswith(raw[-1])  # no quote of its own left
+
+
+def test_a_name_in_another_script_is_written_as_itself_not_as_escapes():
+    """The step's `json_display_name` output is shown in the console: `naïve`, not `na\\u00efve`."""
+    assert vertex_models.json_string_body("naïve модель") == "naïve модель"
