@@ -145,3 +145,21 @@ def test_a_refusal_from_aiplatform_is_one_line(template: Path) -> None:
     with pytest.raises(SettingsError) as err:
         offline_job(template, cloud_settings(), epoch=3)  # no such parameter in the template
     assert "\n" not in str(err.value) and str(err.value)
+
+
+def test_submit_returns_at_once_unless_asked_to_wait(
+    template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from google.cloud import aiplatform
+
+    done: list[str] = []
+
+    def submit(self: Any, **kwargs: Any) -> None:
+        done.append("submitted")
+        self._gca_resource.name = f"projects/{PROJECT}/locations/{REGION}/pipelineJobs/r"
+
+    monkeypatch.setattr(aiplatform.PipelineJob, "submit", submit)
+    monkeypatch.setattr(aiplatform.PipelineJob, "wait", lambda self: done.append("waited"))
+    settings = cloud_settings()
+    vertex_client.submit_job(offline_job(template, settings), settings)
+    assert done == ["submitted"]
