@@ -109,15 +109,15 @@ def _subgraph() -> Any:
             Execution(name=f"{STORE}/executions/pick", display_name="select-best-trial",
                       metadata={"output:best_trial_id": "3"}),
         ],
-        events=[
-            Event(artifact=f"{STORE}/artifacts/data", execution=f"{STORE}/executions/prep",
-                  type_="OUTPUT"),
-            Event(artifact=f"{STORE}/artifacts/data", execution=f"{STORE}/executions/pick",
-                  type_="INPUT"),
+        events=[  # an event naming a node outside the subgraph first: the others still count
             Event(artifact=f"{STORE}/artifacts/gone", execution=f"{STORE}/executions/pick",
                   type_="INPUT"),
             Event(artifact=f"{STORE}/artifacts/t-3", execution=f"{STORE}/executions/gone",
                   type_="OUTPUT"),
+            Event(artifact=f"{STORE}/artifacts/data", execution=f"{STORE}/executions/prep",
+                  type_="OUTPUT"),
+            Event(artifact=f"{STORE}/artifacts/data", execution=f"{STORE}/executions/pick",
+                  type_="INPUT"),
             Event(artifact=f"{STORE}/artifacts/t-3", execution=f"{STORE}/executions/prep",
                   type_="TYPE_UNSPECIFIED"),
         ],
@@ -175,3 +175,15 @@ def test_recorded_ids_are_metadata_ids_and_the_execution_says_what_it_recorded(
     assert recorded["display_name"] == "trials-of-hpt-job-Study_" + "9" * 130
     assert recorded["metadata"]["hyperparameter_tuning_job"] == job
     assert recorded["metadata"]["trial_count"] == 1
+
+
+def test_a_job_name_that_is_no_hpt_job_is_refused_whole_before_anything_is_recorded(
+    monkeypatch, anonymous
+):
+    calls = Calls(monkeypatch)
+    _metadata_stubs(calls)
+    name = "projects/p/locations/l/customJobs/1"
+    with pytest.raises(LineageError) as err:
+        vertex_metadata.record_trials(_trials(), job_name=name, credentials=anonymous)
+    assert str(err.value) == f"{name}: expected projects/P/locations/L/hyperparameterTuningJobs/ID"
+    assert not calls.requests
