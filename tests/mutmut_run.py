@@ -177,6 +177,10 @@ COVERING: dict[str, tuple[str, ...]] = {
         V + "run_checks.py",
         V + "types.py",
         "tests/test_registry_and_vertex_trials.py",
+    )
+    + tuple(
+        f"tests/test_mut_vertex_{name}.py"
+        for name in ("hpt_job", "trials", "models", "client", "metadata", "serving", "features_job")
     ),
     "pipelines/jobs/machines.py": ("tests/test_worker_pools.py",)
     + tuple(
