@@ -133,12 +133,54 @@ COVERING: dict[str, tuple[str, ...]] = {
     "pipelines/targets/kubeflow/job_kind.py": (K + "trial_trainjob.py",),
     "pipelines/targets/kubeflow/trial_trainjob.py": (K + "trial_trainjob.py",),
     "pipelines/targets/kubeflow/trainjob_checks.py": (K + "trial_trainjob.py", K + "trainjob.py"),
+    # each file with the tests that reach it in the pytest process (no compiles, no runs)
+    "pipelines/targets/vertex/hpt_job.py": (
+        V + "hpt_job.py::test_doubles_as_vertex_renders_them_do_not_reach_the_request_as_floats",
+        V + "hpt_job.py::test_the_request_carries_the_search_space_and_the_trial_pool",
+        V + "hpt_job.py::test_early_stopping_survives_the_launchers_empty_field_stripping",
+        V + "hpt_job.py::test_the_component_runs_gcpc_launcher_code_and_sends_the_stopping_spec",
+        V + "hpt_job.py::test_the_runs_labels_reach_the_hpt_job_beside_the_system_labels",
+        "tests/test_mut_vertex_hpt_job.py",
+    ),
+    "pipelines/targets/vertex/trials.py": (
+        "tests/test_registry_and_vertex_trials.py",
+        "tests/test_mut_vertex_trials.py",
+    ),
+    "pipelines/targets/vertex/models.py": (
+        V + "run_checks.py::test_find_parent_model_writes_the_escaped_name",
+        "tests/test_pipeline_spec.py::test_parent_model_lookup_asks_vertex_for_the_newest_model_by_name",
+        "tests/test_mut_vertex_models.py",
+    ),
+    "pipelines/targets/vertex/client.py": (V + "client.py", "tests/test_mut_vertex_client.py"),
+    "pipelines/targets/vertex/metadata.py": tuple(
+        f"tests/test_lineage.py::test_{name}"
+        for name in (
+            "vertex_lineage_queries_the_run_context",
+            "vertex_lineage_cli_with_a_job_id",
+            "record_trials_creates_one_artifact_per_trial",
+            "record_trials_retry_reuses_existing_artifacts",
+            "record_trials_refuses_a_bad_job_name",
+        )
+    )
+    + ("tests/test_mut_vertex_metadata.py",),
+    "pipelines/targets/vertex/serving.py": (
+        V + "run_checks.py::test_schedules_are_warned_and_refused_by_the_serving_containers_date",
+        "tests/test_mut_vertex_serving.py",
+    ),
+    "pipelines/targets/vertex/features_job.py": (
+        "tests/test_features_pipeline.py::test_the_vertex_features_job_is_a_custom_job_the_api_accepts",
+        "tests/test_mut_vertex_features_job.py",
+    ),
     "pipelines/targets/vertex/": (
         V + "client.py",
         V + "hpt_job.py",
         V + "run_checks.py",
         V + "types.py",
         "tests/test_registry_and_vertex_trials.py",
+    )
+    + tuple(
+        f"tests/test_mut_vertex_{name}.py"
+        for name in ("hpt_job", "trials", "models", "client", "metadata", "serving", "features_job")
     ),
     "pipelines/jobs/machines.py": ("tests/test_worker_pools.py",)
     + tuple(
