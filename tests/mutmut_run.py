@@ -242,9 +242,16 @@ def covering(module: str) -> tuple[str, ...]:
     sys.exit(f"mutmut_run: {module}: no test files known for it (add it to COVERING)")
 
 
-def mutmut_section(modules: Sequence[str], tests: Sequence[str]) -> str:
-    """The `[tool.mutmut]` TOML section for `modules` and `tests`."""
+def mutmut_section(
+    modules: Sequence[str], tests: Sequence[str], timeout_multiplier: float | None = None
+) -> str:
+    """The `[tool.mutmut]` TOML section for `modules` and `tests`.
+
+    `timeout_multiplier`: mutmut's own (15 when None); a mutant's wall limit is (its tests'
+    estimated seconds + 1) times it, which a loaded machine can outlast with no mutant at all.
+    """
     only = [m + "*" if m.endswith("/") else m for m in modules]
+    limit = f"timeout_multiplier = {timeout_multiplier}\n" if timeout_multiplier else ""
     return (
         "\n[tool.mutmut]\n"
         f"source_paths = {json.dumps(list(PACKAGES))}\n"
@@ -256,6 +263,7 @@ def mutmut_section(modules: Sequence[str], tests: Sequence[str]) -> str:
         # Not forked from the process that ran the tests for the stats: TensorFlow, once it
         # has run an op there, hangs in a forked child (equivalent mutants timed out).
         'process_isolation = "forkserver"\n'
+        f"{limit}"
     )
 
 
@@ -316,6 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="reuse the folder's earlier results")
     parser.add_argument("--debug", action="store_true", help="mutmut's debug output, in the log")
     parser.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        default=None,
+        help="mutmut's per-mutant time limit factor (default mutmut's 15); raise it on a loaded "
+        "machine, where a timeout is no kill",
+    )
+    parser.add_argument(
         "--survivors",
         action="store_true",
         help="rerun only the mutants the last run of these modules did not kill (after adding "
@@ -342,7 +357,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     copy_project(folder, project_files())
     with open(folder / "pyproject.toml", "a", encoding="utf-8") as f:
-        f.write(mutmut_section(modules, selected) + ("debug = true\n" if args.debug else ""))
+        section = mutmut_section(modules, selected, args.timeout_multiplier)
+        f.write(section + ("debug = true\n" if args.debug else ""))
     # On PYTHONPATH before mutmut fills it: a folder missing when Python starts is never searched.
     (folder / "mutants").mkdir(exist_ok=True)
     print(
