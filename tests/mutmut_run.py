@@ -171,7 +171,28 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "trainer/models/": ("tests/test_models.py", "tests/test_mut_models.py"),
     "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
-    "dataprep/": ("tests/test_prepare.py", "tests/test_behaviour_data.py"),
+    # test_prepare without its runs in other processes (a second process, kfp.local, the
+    # digits read in a subprocess): mutmut sees only what runs in the pytest process.
+    "dataprep/": tuple(
+        f"tests/test_prepare.py::test_{name}"
+        for name in (
+            "round_trip_gives_the_folders_labels_counts_and_pixels",
+            "split_folders_are_kept_and_only_missing_splits_are_carved",
+            "plan_is_stratified_exact_disjoint_and_seeded",
+            "corrupt_files_are_skipped_and_listed_with_their_reason",
+            "too_many_corrupt_files_fail_naming_them_and_leave_nothing",
+            "an_interrupted_run_leaves_nothing",
+            "object_store_output_is_written_in_place_and_overwritten",
+            "overwrite_replaces_a_local_dataset",
+            "bad_input_gives_one_line_error_and_writes_nothing",
+            "cli_prepares_and_prints_a_summary_table",
+            "tfds_source_carves_a_validation_split_from_train",
+            "sample_source_is_offline_digits_with_ten_classes",
+            "the_in_memory_sample_prepares_as_its_image_folder_would",
+            "webp_is_read_and_other_files_are_counted_and_named_on_screen",
+        )
+    )
+    + ("tests/test_behaviour_data.py",),
 }
 # Cheapest and most valuable first: what `make mutmut` runs with no MODULES.
 DEFAULT = (
