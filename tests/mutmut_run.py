@@ -171,8 +171,31 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "trainer/models/": ("tests/test_models.py", "tests/test_mut_models.py"),
     "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
-    # test_prepare without its runs in other processes (a second process, kfp.local, the
-    # digits read in a subprocess): mutmut sees only what runs in the pytest process.
+    # dataprep: test_prepare's tests that run in the pytest process (mutmut cannot see a second
+    # process or kfp.local), the fast ones for each module, then test_mut_dataprep.
+    "dataprep/splitting.py": tuple(
+        f"tests/test_prepare.py::test_{name}"
+        for name in (
+            "plan_is_stratified_exact_disjoint_and_seeded",
+            "split_folders_are_kept_and_only_missing_splits_are_carved",
+            "round_trip_gives_the_folders_labels_counts_and_pixels",
+        )
+    )
+    + ("tests/test_behaviour_data.py",),
+    "dataprep/sources.py": tuple(
+        f"tests/test_prepare.py::test_{name}"
+        for name in (
+            "round_trip_gives_the_folders_labels_counts_and_pixels",
+            "split_folders_are_kept_and_only_missing_splits_are_carved",
+            "bad_input_gives_one_line_error_and_writes_nothing",
+            "tfds_source_carves_a_validation_split_from_train",
+            "sample_source_is_offline_digits_with_ten_classes",
+            "the_sample_digits_are_load_digits_read_without_importing_scikit_learn",
+            "the_in_memory_sample_prepares_as_its_image_folder_would",
+            "webp_is_read_and_other_files_are_counted_and_named_on_screen",
+        )
+    )
+    + ("tests/test_behaviour_data.py",),
     "dataprep/": tuple(
         f"tests/test_prepare.py::test_{name}"
         for name in (

@@ -9,13 +9,16 @@ sizes carved, and the shards' count. Each runs in a second or two.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import types
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf
 from PIL import Image
 
 from dataprep import prepare, sources, splitting
@@ -412,3 +415,145 @@ def test_carved_splits_take_their_share_of_each_class_and_the_seed_decides_which
     assert again == plans
     other = splitting.plan_splits({"train": items}, {"validation": 0.25, "test": 0.25}, seed=4)
     assert [p.items for p in other.values()] != [p.items for p in plans.values()]
+
+
+# --- a TFDS-like source (a stand-in builder: never the network) ---------------------------
+
+
+def solid_png(value: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((6, 6, 3), value, np.uint8)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+class FakeBuilder:
+    """What `tfds_source` reads of a builder: its info, its splits, its examples in order."""
+
+    def __init__(self, splits: dict[str, list[int]], supervised=("image", "label")) -> None:
+        import tensorflow_datasets as tfds
+
+        self.examples = splits  # split → labels; image i of a split is solid grey 10·i
+        self.prepared = False
+        features = {
+            "image": tfds.features.Image(),
+            "label": tfds.features.ClassLabel(names=["a", "b"]),
+            "text": tfds.features.Text(),
+        }
+        self.info = types.SimpleNamespace(
+            supervised_keys=supervised,
+            features=features,
+            splits={name: None for name in splits},
+            full_name="fake/1.0.0",
+        )
+
+    def download_and_prepare(self) -> None:
+        self.prepared = True
+
+    def as_dataset(self, *, split: str, shuffle_files: bool, decoders: dict) -> tf.data.Dataset:
+        assert not shuffle_files and set(decoders) == {"image"}
+        labels = self.examples[split]
+        images = [solid_png(10 * i) for i in range(len(labels))]
+        return tf.data.Dataset.from_tensor_slices(
+            {"image": tf.constant(images, tf.string), "label": tf.constant(labels, tf.int64)}
+        )
+
+
+@pytest.fixture
+def fake_tfds(monkeypatch: pytest.MonkeyPatch) -> dict:
+    """`tfds.builder` answers with the builder put in the returned dict (or raises its error)."""
+    import tensorflow_datasets as tfds
+
+    given: dict = {}
+
+    def builder(name: str, data_dir: str | None = None) -> FakeBuilder:
+        given["call"] = (name, data_dir)
+        if isinstance(given.get("builder"), Exception):
+            raise given["builder"]
+        return given["builder"]
+
+    monkeypatch.setattr(tfds, "builder", builder)
+    return given
+
+
+def test_a_tfds_source_keeps_each_examples_image_with_its_key_and_label(
+    tmp_path: Path, fake_tfds: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "tfds"))
+    fake_tfds["builder"] = FakeBuilder({"train": [0, 1] * 8, "test": [1, 0, 1, 0]})
+    out = tmp_path / "out"
+    metadata = prepare_dataset("tfds:fake", str(out), image_size=SIZE, validation_fraction=0.25)
+
+    assert fake_tfds["call"] == ("fake", str(tmp_path / "tfds"))
+    assert fake_tfds["builder"].prepared
+    assert metadata["class_names"] == ["a", "b"]
+    assert metadata["source_description"] == "TFDS fake/1.0.0"
+    assert {s: (v["count"], v["source_split"]) for s, v in metadata["splits"].items()} == {
+        "train": (12, "train"),
+        "validation": (4, "train"),
+        "test": (4, "test"),
+    }
+    seen = set()
+    for split in records.SPLITS:
+        for image, label, key in records.read_examples(str(out), metadata, split):
+            origin, index = key.rsplit("/", 1)
+            assert origin == metadata["splits"][split]["source_split"]
+            labels = fake_tfds["builder"].examples[origin]
+            assert label == labels[int(index)] and abs(int(image.mean()) - 10 * int(index)) <= 1
+            seen.add(key)
+    assert len(seen) == 20
+
+    monkeypatch.setenv("TFDS_DATA_DIR", "")
+    prepare_dataset("tfds:fake", str(tmp_path / "again"), image_size=SIZE, validation_fraction=0.25)
+    assert fake_tfds["call"] == ("fake", None)
+
+
+TFDS_REFUSALS = {
+    "unknown name": (
+        ValueError("Dataset fake not found.\nAvailable: ..."),
+        "--source=tfds:fake: unknown TFDS dataset (Dataset fake not found.); expected a name "
+        "from tfds.list_builders(), e.g. tfds:horses_or_humans",
+    ),
+    "a name TFDS asserts on": (
+        AssertionError("  bad name  "),
+        "--source=tfds:fake: unknown TFDS dataset (bad name); expected a name from "
+        "tfds.list_builders(), e.g. tfds:horses_or_humans",
+    ),
+    "no supervised keys": (
+        FakeBuilder({"train": [0, 1]}, supervised=None),
+        "--source=tfds:fake: not an image classification dataset; expected supervised keys "
+        "(Image, ClassLabel)",
+    ),
+    "a text dataset": (
+        FakeBuilder({"train": [0, 1]}, supervised=("text", "label")),
+        "--source=tfds:fake: not an image classification dataset; expected supervised keys "
+        "(Image, ClassLabel)",
+    ),
+    "labels that are images": (
+        FakeBuilder({"train": [0, 1]}, supervised=("image", "image")),
+        "--source=tfds:fake: not an image classification dataset; expected supervised keys "
+        "(Image, ClassLabel)",
+    ),
+    "no train split": (
+        FakeBuilder({"test": [0, 1], "validation": [1, 0]}),
+        "--source=tfds:fake: splits test, validation; expected a train split",
+    ),
+    "no split at all": (
+        FakeBuilder({}),
+        "--source=tfds:fake: splits none; expected a train split",
+    ),
+    "an empty split": (
+        FakeBuilder({"train": [0, 1, 0, 1], "test": []}),
+        "--source=tfds:fake: split 'test' has no images",
+    ),
+}
+
+
+@pytest.mark.parametrize(("builder", "expected"), TFDS_REFUSALS.values(), ids=TFDS_REFUSALS.keys())
+def test_a_tfds_source_that_is_no_labelled_image_dataset_is_refused_in_one_line(
+    tmp_path: Path, fake_tfds: dict, builder: object, expected: str
+) -> None:
+    fake_tfds["builder"] = builder
+    with pytest.raises(PreparationError) as error:
+        prepare_dataset("tfds:fake", str(tmp_path / "out"), image_size=SIZE)
+    assert str(error.value) == expected
+    assert os.listdir(tmp_path) == []
