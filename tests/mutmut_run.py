@@ -181,7 +181,14 @@ COVERING: dict[str, tuple[str, ...]] = {
             "round_trip_gives_the_folders_labels_counts_and_pixels",
         )
     )
-    + ("tests/test_behaviour_data.py",),
+    + ("tests/test_behaviour_data.py",)
+    + tuple(
+        f"tests/test_mut_dataprep.py::test_{name}"
+        for name in (
+            "carved_splits_take_their_share_of_each_class_and_the_seed_decides_which",
+            "tied_remainders_give_the_extra_image_to_the_lower_classes",
+        )
+    ),
     "dataprep/sources.py": tuple(
         f"tests/test_prepare.py::test_{name}"
         for name in (

@@ -557,3 +557,14 @@ def test_a_tfds_source_that_is_no_labelled_image_dataset_is_refused_in_one_line(
         prepare_dataset("tfds:fake", str(tmp_path / "out"), image_size=SIZE)
     assert str(error.value) == expected
     assert os.listdir(tmp_path) == []
+
+
+def test_tied_remainders_give_the_extra_image_to_the_lower_classes() -> None:
+    """Half of 1, 2, 3, 4 images thrice: six classes have half an image over, the first 3 get it."""
+    sizes = [1, 2, 3, 4] * 3
+    expected = [1, 1, 2, 2, 1, 1, 1, 2, 0, 1, 1, 2]
+    assert splitting.allocate(sizes, 0.5).tolist() == expected
+    items = [(f"c{label}/{i}", label) for label, n in enumerate(sizes) for i in range(n)]
+    plans = splitting.plan_splits({"train": items}, {"validation": 0.5}, seed=0)
+    validation = Counter(label for _, label in plans["validation"].items)
+    assert [validation[label] for label in range(12)] == expected
