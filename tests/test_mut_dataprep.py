@@ -8,6 +8,7 @@ sizes carved, and the shards' count. Each runs in a second or two.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -568,3 +569,46 @@ def test_tied_remainders_give_the_extra_image_to_the_lower_classes() -> None:
     plans = splitting.plan_splits({"train": items}, {"validation": 0.5}, seed=0)
     validation = Counter(label for _, label in plans["validation"].items)
     assert [validation[label] for label in range(12)] == expected
+
+
+# --- why a skipped image was skipped ---------------------------------------------------------
+
+
+def test_a_file_gone_after_listing_and_one_read_badly_once_are_skipped_with_their_reasons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reasons a user reads in the metadata: `unreadable file`, or a retry that decoded."""
+    folder = make_folder(tmp_path / "src", {"cat": 10, "dog": 10})
+    opened = sources.folder_source(str(folder))
+    (folder / "dog" / "00.png").unlink()  # listed, then gone (or unreadable) when read
+    reads: Counter[str] = Counter()
+    read = opened.read
+
+    def flaky(split: str, items: list) -> tf.data.Dataset:  # cat/01.jpg: bad bytes once
+        reads.update(key for key, _ in items)
+        data = read(split, items)
+        if reads["cat/01.jpg"] > 1:
+            return data
+        swap = plain_swap("cat/01.jpg")
+        return data.map(swap)
+
+    monkeypatch.setattr(opened, "read", flaky)
+    monkeypatch.setattr(prepare, "open_source", lambda spec: contextlib.nullcontext(opened))
+    metadata = prepare_dataset(
+        str(folder), str(tmp_path / "out"), image_size=SIZE, max_bad_fraction=0.1
+    )
+
+    assert sorted(metadata["skipped"], key=lambda s: s["file"]) == [
+        {"file": "cat/01.jpg", "reason": "failed once, decoded on retry (transient read error?)"},
+        {"file": "dog/00.png", "reason": "unreadable file"},
+    ]
+    assert sum(s["count"] for s in metadata["splits"].values()) == 18
+
+
+def plain_swap(bad_key: str):
+    """A tf.data map that gives `bad_key` undecodable bytes."""
+
+    def swap(encoded: tf.Tensor, label: tf.Tensor, key: tf.Tensor):
+        return tf.where(key == bad_key, tf.constant(b"not an image"), encoded), label, key
+
+    return swap
