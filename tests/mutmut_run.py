@@ -202,7 +202,7 @@ COVERING: dict[str, tuple[str, ...]] = {
             "webp_is_read_and_other_files_are_counted_and_named_on_screen",
         )
     )
-    + ("tests/test_behaviour_data.py",),
+    + ("tests/test_behaviour_data.py", "tests/test_mut_dataprep.py"),
     "dataprep/": tuple(
         f"tests/test_prepare.py::test_{name}"
         for name in (
@@ -222,7 +222,7 @@ COVERING: dict[str, tuple[str, ...]] = {
             "webp_is_read_and_other_files_are_counted_and_named_on_screen",
         )
     )
-    + ("tests/test_behaviour_data.py",),
+    + ("tests/test_behaviour_data.py", "tests/test_mut_dataprep.py"),
 }
 # Cheapest and most valuable first: what `make mutmut` runs with no MODULES.
 DEFAULT = (
