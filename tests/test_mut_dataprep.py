@@ -9,6 +9,7 @@ sizes carved, and the shards' count. Each runs in a second or two.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import hashlib
 import io
 import json
@@ -307,6 +308,9 @@ def test_the_module_honours_each_flag_and_writes_the_metadata_digest(
         "validation": 4,
         "test": 6,
     }
+    prepared_at = datetime.datetime.fromisoformat(metadata["prepared_at"])
+    assert prepared_at.utcoffset() == datetime.timedelta(0) and prepared_at.microsecond == 0
+    assert metadata["format_version"] == records.FORMAT_VERSION
     assert not (out / "stale.txt").exists()
     assert printed == [f"prepared {n}/20 images" for n in range(2, 21, 2)]
 
@@ -612,3 +616,32 @@ def plain_swap(bad_key: str):
         return tf.where(key == bad_key, tf.constant(b"not an image"), encoded), label, key
 
     return swap
+
+
+def test_a_split_of_only_unreadable_images_is_refused_naming_it(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    make_folder(source / "train", {"cat": 6, "dog": 6})
+    (source / "validation" / "cat").mkdir(parents=True)
+    (source / "validation" / "cat" / "bad.png").write_bytes(b"not an image")
+    with pytest.raises(PreparationError) as error:
+        prepare_dataset(str(source), str(tmp_path / "out"), image_size=SIZE, max_bad_fraction=0.5)
+    assert str(error.value) == f"--source={source}: split 'validation' has no readable images"
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_the_modules_usage_names_its_required_flags_and_its_help_each_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    usage = capsys.readouterr().err
+    assert usage.startswith("usage: python -m dataprep.prepare [-h] --source SOURCE --output")
+    assert "the following arguments are required: --source, --output, --result" in usage
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "--overwrite replace a non-empty --output" in shown
+    assert "--result RESULT local file for the result (JSON)" in shown
+    assert "Prepare a dataset once for every trial and the final training." in shown
