@@ -523,6 +523,11 @@ TFDS_REFUSALS = {
         "--source=tfds:fake: unknown TFDS dataset (bad name); expected a name from "
         "tfds.list_builders(), e.g. tfds:horses_or_humans",
     ),
+    "a long first line, cut at 200 characters": (
+        ValueError("x" * 300),
+        f"--source=tfds:fake: unknown TFDS dataset ({'x' * 200}); expected a name from "
+        "tfds.list_builders(), e.g. tfds:horses_or_humans",
+    ),
     "no supervised keys": (
         FakeBuilder({"train": [0, 1]}, supervised=None),
         "--source=tfds:fake: not an image classification dataset; expected supervised keys "
@@ -645,3 +650,29 @@ def test_the_modules_usage_names_its_required_flags_and_its_help_each_flag(
     assert "--overwrite replace a non-empty --output" in shown
     assert "--result RESULT local file for the result (JSON)" in shown
     assert "Prepare a dataset once for every trial and the final training." in shown
+
+
+def test_a_bucket_listing_folders_with_a_trailing_slash_gives_the_same_classes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gs:// lists a folder as `name/`; the classes, keys and ignored files are the same."""
+    source = make_folder(tmp_path / "src", {"cat": 3, "dog": 3})
+    (source / "dog" / "notes.txt").write_text("not an image")
+    listdir = tf.io.gfile.listdir
+
+    def bucket_listdir(path: str) -> list[str]:
+        return [n + "/" if os.path.isdir(os.path.join(path, n)) else n for n in listdir(path)]
+
+    monkeypatch.setattr(tf.io.gfile, "listdir", bucket_listdir)
+    opened = sources.folder_source(str(source))
+    assert opened.class_names == ["cat", "dog"]
+    assert sorted(key for key, _ in opened.splits["train"])[:2] == ["cat/00.png", "cat/01.jpg"]
+    assert opened.ignored == ["dog/notes.txt"]
+
+
+def test_the_prepared_sample_says_what_it_is(tmp_path: Path) -> None:
+    metadata = prepare_dataset("sample", str(tmp_path / "out"), image_size=SIZE, num_shards=1)
+    assert metadata["source_description"] == (
+        "scikit-learn digits: 1,797 8x8 greyscale images of 10 digits"
+    )
+    assert metadata["splits"]["test"]["per_class"]["9"] == 18
