@@ -258,6 +258,13 @@ def test_more_ignored_files_than_named_end_their_line_with_an_ellipsis() -> None
         "ignored 4 file(s) that are not images ((none) 1, .txt 3; read: "
         ".jpg/.jpeg/.png/.gif/.bmp/.webp): a/1.txt, a/2.txt, b/3 …"
     ]
+    skipped = [{"file": f"d/{i}.png", "reason": f"r{i}"} for i in range(5)]
+    assert skipped_lines({"skipped": skipped}) == [
+        "skipped 5 unreadable image(s): d/0.png (r0), d/1.png (r1), d/2.png (r2) and 2 more"
+    ]
+    assert skipped_lines({"skipped": skipped[:3]}) == [
+        "skipped 3 unreadable image(s): d/0.png (r0), d/1.png (r1), d/2.png (r2)"
+    ]
     assert skipped_lines({"nested": {"a/x": 2}}) == [
         "not read: 2 image(s) in 1 folder(s) nested in class folders (a class folder holds "
         "its images directly): a/x (2)"
