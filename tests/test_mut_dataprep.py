@@ -265,9 +265,14 @@ def test_more_ignored_files_than_named_end_their_line_with_an_ellipsis() -> None
     assert skipped_lines({"skipped": skipped[:3]}) == [
         "skipped 3 unreadable image(s): d/0.png (r0), d/1.png (r1), d/2.png (r2)"
     ]
-    assert skipped_lines({"nested": {"a/x": 2}}) == [
-        "not read: 2 image(s) in 1 folder(s) nested in class folders (a class folder holds "
-        "its images directly): a/x (2)"
+    three = {"a/x": 2, "a/y": 1, "b/z": 4}  # as many as are named: no ellipsis
+    assert skipped_lines({"nested": three}) == [
+        "not read: 7 image(s) in 3 folder(s) nested in class folders (a class folder holds "
+        "its images directly): a/x (2), a/y (1), b/z (4)"
+    ]
+    assert skipped_lines({"ignored": prepare.ignored_summary(["a/1.txt", "a/2", "b/3.TXT"])}) == [
+        "ignored 3 file(s) that are not images ((none) 1, .txt 2; read: "
+        ".jpg/.jpeg/.png/.gif/.bmp/.webp): a/1.txt, a/2, b/3.TXT"
     ]
 
 
