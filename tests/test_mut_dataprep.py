@@ -304,7 +304,8 @@ def test_the_module_honours_each_flag_and_writes_the_metadata_digest(
     out.mkdir()
     (out / "stale.txt").write_text("old")
     argv = ["--source", str(source), "--output", str(out), "--result", str(result)]
-    flags = ["--image_size", "24", "--validation_fraction", "0.2", "--test_fraction", "0.3"]
+    # each flag away from its default (150, 0.2, 0.1, 42, 0.01)
+    flags = ["--image_size", "24", "--validation_fraction", "0.3", "--test_fraction", "0.2"]
     assert main([*argv, *flags, "--seed", "9", "--max_bad_fraction", "0.5", "--overwrite"]) == 0
     written = json.loads(result.read_text())
     metadata = written["metadata"]
@@ -314,11 +315,11 @@ def test_the_module_honours_each_flag_and_writes_the_metadata_digest(
     assert written["metadata_sha256"] == digest
     assert metadata == records.read_metadata(str(out))
     assert metadata["image_shape"] == [24, 24, 3] and metadata["seed"] == 9
-    assert (metadata["validation_fraction"], metadata["test_fraction"]) == (0.2, 0.3)
+    assert (metadata["validation_fraction"], metadata["test_fraction"]) == (0.3, 0.2)
     assert {s: v["count"] for s, v in metadata["splits"].items()} == {
         "train": 10,
-        "validation": 4,
-        "test": 6,
+        "validation": 6,
+        "test": 4,
     }
     prepared_at = datetime.datetime.fromisoformat(metadata["prepared_at"])
     assert prepared_at.utcoffset() == datetime.timedelta(0) and prepared_at.microsecond == 0
