@@ -40,6 +40,8 @@ def make_bad_folders(tmp: Path) -> None:
     make_folder(tmp / "empty_class", {"cat": 2, "dog": 2})
     (tmp / "empty_class" / "fish").mkdir()
     (tmp / "a_file").write_text("not a folder")
+    (tmp / "no_images" / "cat").mkdir(parents=True)
+    (tmp / "no_images" / "dog").mkdir()
 
 
 # Case → (arguments, with {tmp} for the test's folder; the whole one-line error, without
@@ -54,6 +56,11 @@ REFUSALS = {
         ["--source={tmp}/no_train"],
         "--source={tmp}/no_train: top-level folders test, validation; expected "
         f"{sources.LAYOUTS} (split folders need a train folder and no class folders beside them)",
+    ),
+    "class folders without images": (
+        ["--source={tmp}/no_images"],
+        f"--source={{tmp}}/no_images: no images found; expected {sources.LAYOUTS} with "
+        ".jpg/.jpeg/.png/.gif/.bmp/.webp files",
     ),
     "a class folder without images": (
         ["--source={tmp}/empty_class"],
