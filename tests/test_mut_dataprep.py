@@ -676,8 +676,8 @@ def test_a_bucket_listing_folders_with_a_trailing_slash_gives_the_same_classes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """gs:// lists a folder as `name/`; the classes, keys and ignored files are the same."""
-    source = make_folder(tmp_path / "src", {"cat": 3, "dog": 3})
-    (source / "dog" / "notes.txt").write_text("not an image")
+    source = make_folder(tmp_path / "src", {"cat": 3, "T-REX": 3})
+    (source / "T-REX" / "notes.txt").write_text("not an image")
     listdir = tf.io.gfile.listdir
 
     def bucket_listdir(path: str) -> list[str]:
@@ -685,9 +685,9 @@ def test_a_bucket_listing_folders_with_a_trailing_slash_gives_the_same_classes(
 
     monkeypatch.setattr(tf.io.gfile, "listdir", bucket_listdir)
     opened = sources.folder_source(str(source))
-    assert opened.class_names == ["cat", "dog"]
-    assert sorted(key for key, _ in opened.splits["train"])[:2] == ["cat/00.png", "cat/01.jpg"]
-    assert opened.ignored == ["dog/notes.txt"]
+    assert opened.class_names == ["T-REX", "cat"]
+    assert sorted(key for key, _ in opened.splits["train"])[:2] == ["T-REX/00.png", "T-REX/01.jpg"]
+    assert opened.ignored == ["T-REX/notes.txt"]
 
 
 def test_the_prepared_sample_says_what_it_is(tmp_path: Path) -> None:
