@@ -238,6 +238,9 @@ def test_hidden_upper_case_and_nested_files_are_read_or_said_never_dropped(
     assert metadata["source_description"] == f"image folder {source}"
     keys = set().union(*membership(out, metadata).values())
     assert "cat/BIG.PNG" in keys and len(keys) == 7
+    assert [line for line in printed if line.startswith("prepared ")] == [
+        f"prepared {n}/7 images" for n in range(1, 8)
+    ]
     assert metadata["ignored"] == {
         "count": 1,
         "by_extension": {".png": 1},
@@ -696,3 +699,19 @@ def test_the_prepared_sample_says_what_it_is(tmp_path: Path) -> None:
         "scikit-learn digits: 1,797 8x8 greyscale images of 10 digits"
     )
     assert metadata["splits"]["test"]["per_class"]["9"] == 18
+
+
+def test_left_out_files_of_a_split_folder_are_named_with_their_split(tmp_path: Path) -> None:
+    """In a `<split>/<class>/*` folder (whose path ends in X), what is said names the split."""
+    source = tmp_path / "photosX"
+    make_folder(source / "train", {"cat": 4, "dog": 4})
+    make_folder(source / "test", {"cat": 1, "dog": 1})
+    (source / "train" / "cat" / "notes.txt").write_text("not an image")
+    (source / "test" / "dog" / "old").mkdir()
+    (source / "test" / "dog" / "old" / "1.jpg").write_bytes(encode_image(1, "JPEG", "RGB"))
+    metadata = prepare_dataset(f"{source}/", str(tmp_path / "out"), image_size=SIZE)
+
+    assert metadata["source_description"] == f"image folder {source}"
+    assert metadata["ignored"]["first"] == ["train/cat/notes.txt"]
+    assert metadata["nested"] == {"test/dog/old": 1}
+    assert metadata["splits"]["test"]["count"] == 2
