@@ -715,3 +715,14 @@ def test_left_out_files_of_a_split_folder_are_named_with_their_split(tmp_path: P
     assert metadata["ignored"]["first"] == ["train/cat/notes.txt"]
     assert metadata["nested"] == {"test/dog/old": 1}
     assert metadata["splits"]["test"]["count"] == 2
+
+
+def test_bad_images_in_the_last_split_written_count_toward_the_cap(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    make_folder(source / "train", {"cat": 5, "dog": 5})
+    make_folder(source / "test", {"cat": 2, "dog": 2})
+    for i in range(2):
+        (source / "test" / "dog" / f"bad{i}.png").write_bytes(b"not an image")
+    with pytest.raises(PreparationError, match=r"^--source=\S+: 2 of 16 images are unreadable"):
+        prepare_dataset(str(source), str(tmp_path / "out"), image_size=SIZE, max_bad_fraction=0.1)
+    assert sorted(os.listdir(tmp_path)) == ["src"]
