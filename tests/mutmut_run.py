@@ -223,7 +223,58 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     "trainer/models/": ("tests/test_models.py", "tests/test_mut_models.py"),
     "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
-    "dataprep/": ("tests/test_prepare.py", "tests/test_behaviour_data.py"),
+    # dataprep: test_prepare's tests that run in the pytest process (mutmut cannot see a second
+    # process or kfp.local), the fast ones for each module, then test_mut_dataprep.
+    "dataprep/splitting.py": tuple(
+        f"tests/test_prepare.py::test_{name}"
+        for name in (
+            "plan_is_stratified_exact_disjoint_and_seeded",
+            "split_folders_are_kept_and_only_missing_splits_are_carved",
+            "round_trip_gives_the_folders_labels_counts_and_pixels",
+        )
+    )
+    + ("tests/test_behaviour_data.py",)
+    + tuple(
+        f"tests/test_mut_dataprep.py::test_{name}"
+        for name in (
+            "carved_splits_take_their_share_of_each_class_and_the_seed_decides_which",
+            "tied_remainders_give_the_extra_image_to_the_lower_classes",
+        )
+    ),
+    "dataprep/sources.py": tuple(
+        f"tests/test_prepare.py::test_{name}"
+        for name in (
+            "round_trip_gives_the_folders_labels_counts_and_pixels",
+            "split_folders_are_kept_and_only_missing_splits_are_carved",
+            "bad_input_gives_one_line_error_and_writes_nothing",
+            "tfds_source_carves_a_validation_split_from_train",
+            "sample_source_is_offline_digits_with_ten_classes",
+            "the_sample_digits_are_load_digits_read_without_importing_scikit_learn",
+            "the_in_memory_sample_prepares_as_its_image_folder_would",
+            "webp_is_read_and_other_files_are_counted_and_named_on_screen",
+        )
+    )
+    + ("tests/test_behaviour_data.py", "tests/test_mut_dataprep.py"),
+    "dataprep/": tuple(
+        f"tests/test_prepare.py::test_{name}"
+        for name in (
+            "round_trip_gives_the_folders_labels_counts_and_pixels",
+            "split_folders_are_kept_and_only_missing_splits_are_carved",
+            "plan_is_stratified_exact_disjoint_and_seeded",
+            "corrupt_files_are_skipped_and_listed_with_their_reason",
+            "too_many_corrupt_files_fail_naming_them_and_leave_nothing",
+            "an_interrupted_run_leaves_nothing",
+            "object_store_output_is_written_in_place_and_overwritten",
+            "overwrite_replaces_a_local_dataset",
+            "bad_input_gives_one_line_error_and_writes_nothing",
+            "cli_prepares_and_prints_a_summary_table",
+            "tfds_source_carves_a_validation_split_from_train",
+            "sample_source_is_offline_digits_with_ten_classes",
+            "the_in_memory_sample_prepares_as_its_image_folder_would",
+            "webp_is_read_and_other_files_are_counted_and_named_on_screen",
+        )
+    )
+    + ("tests/test_behaviour_data.py", "tests/test_mut_dataprep.py"),
 }
 # Cheapest and most valuable first: what `make mutmut` runs with no MODULES.
 DEFAULT = (
