@@ -125,6 +125,7 @@ COVERING: dict[str, tuple[str, ...]] = {
         K + "katib.py",
         "tests/test_behaviour_kubeflow.py",
         K + "cluster.py",
+        "tests/test_mut_experiment.py",
     ),
     "pipelines/targets/kubeflow/trial_template.py": (
         K + "katib.py",

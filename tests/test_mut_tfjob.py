@@ -166,3 +166,32 @@ def test_no_replica_specs_and_a_container_without_an_image_are_refused_whole() -
     job = manifest()
     job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = ""
     assert refusal(job) == "spec.tfReplicaSpecs.Worker: container tensorflow: no image"
+
+
+# --------------------------------------------------------------------------- the replicas
+
+
+def replica_counts(worker_pool: dict[str, Any] | None) -> dict[str, int]:
+    pools = [{"replica_count": 1, "container_spec": {"image_uri": IMAGE}}]
+    if worker_pool is not None:
+        pools.append({"container_spec": {"image_uri": IMAGE}, **worker_pool})
+    job = tfjob.build_tfjob("hpt-final-x", "team-a", pools, BASE, ReplicaPods("1", "1Gi"))
+    specs = tfjob.to_manifest(job)["spec"]["tfReplicaSpecs"]
+    return {rtype: spec["replicas"] for rtype, spec in specs.items()}
+
+
+@pytest.mark.parametrize(
+    ("worker_pool", "counts"),
+    [
+        (None, {"Chief": 1}),
+        ({}, {"Chief": 1}),  # a pool without replica_count has none, as in Vertex's proto
+        ({"replica_count": 0}, {"Chief": 1}),
+        ({"replica_count": 1}, {"Chief": 1, "Worker": 1}),
+        ({"replica_count": 3.0}, {"Chief": 1, "Worker": 3}),  # as kfp renders numbers
+    ],
+    ids=["one-pool", "no-count", "zero", "one", "three"],
+)
+def test_the_worker_pool_becomes_that_many_workers_and_an_empty_one_none(
+    worker_pool: dict[str, Any] | None, counts: dict[str, int]
+) -> None:
+    assert replica_counts(worker_pool) == counts

@@ -1,0 +1,119 @@
+"""The Katib Experiment where mutmut found it unpinned: its name, the notes `manifests`
+prints, the compile-time refusal of a space Katib cannot run, and a misspelt field refused
+naming its path. Each reads what a user or the cluster gets, not the module's constants.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipelines.settings import Settings
+from pipelines.settings_sections import SettingsError
+from pipelines.settings_space import study_space
+from pipelines.targets.kubeflow import experiment, manifests
+from pipelines.targets.kubeflow.trial_template import KatibSpecError
+from pipelines.wiring import binding_for
+from tests.test_kubeflow_katib import build
+
+# --------------------------------------------------------------------------- the name
+
+
+def test_the_name_is_the_readable_prefix_hpt_and_ten_hex_digits_of_the_folder() -> None:
+    """What `kubectl get experiments` shows; a retried tune step looks it up by this name."""
+    assert (
+        experiment.experiment_name("HPT Pipeline: nightly!", "gs://b/run-1/study")
+        == "hpt-pipeline-nightly-hpt-2710872fbb"
+    )
+
+
+def test_a_long_prefix_keeps_its_first_25_characters_and_no_trailing_dash() -> None:
+    assert experiment.experiment_name("x" * 80, "r") == "x" * 25 + "-hpt-454349e422"
+    assert experiment.experiment_name("a" * 24 + " b", "r") == "a" * 24 + "-hpt-454349e422"
+
+
+# --------------------------------------------------------------------------- what users are told
+
+
+SPACE = """\
+parameters:
+  - {id: num_units, type: integer, min: 16, max: 256, scale: log}
+  - {id: epochs, type: integer, min: 1, max: 4}
+  - {id: learning_rate, type: double, min: 0.001, max: 0.1, scale: log}
+"""
+
+
+def test_manifests_notes_each_integer_on_a_log_scale_and_the_max_that_includes_its_bound(
+    tmp_path: Path,
+) -> None:
+    """Katib truncates log-uniform integers, so `max` is never proposed; the note says which
+    max to give. Linear integers and log doubles are proposed up to their bound: no note."""
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    assert manifests.notes(Settings(search_space=str(space))) == [
+        "parameter 'num_units': integer on a log scale; Katib 0.18+ samples it log-uniformly "
+        "and truncates, so it never proposes max=256 (Vertex does): give max 257 to include it"
+    ]
+
+
+def test_compiling_for_kubeflow_refuses_a_space_with_conditions_in_one_line() -> None:
+    """The `backbones` preset nests each model's parameters under `model`: Katib has no
+    conditions, so compile (and submit) refuses it before anything is sent."""
+    with pytest.raises(SettingsError) as err:
+        binding_for("kubeflow").check_space(study_space(Settings(search_space="backbones")))
+    assert str(err.value) == (
+        "search_space: parameter 'optimizer': conditional parameters are not supported by "
+        "Katib (kubeflow target); flatten the search space"
+    )
+
+
+def test_compiling_for_kubeflow_accepts_a_flat_space(tmp_path: Path) -> None:
+    space = tmp_path / "space.yaml"
+    space.write_text(SPACE)
+    binding_for("kubeflow").check_space(study_space(Settings(search_space=str(space))))
+
+
+# --------------------------------------------------------------------------- Katib's models
+
+
+def misspell(path: str, value: Any) -> dict[str, Any]:
+    exp = build()
+    *parents, last = path.split(".")
+    target: Any = exp
+    for key in parents:
+        target = target[int(key)] if key.isdigit() else target[key]
+    target[last] = value
+    return exp
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "where"),
+    [
+        ("spec.maxTrialCounts", 3, ".spec.maxTrialCounts: 3 -> None"),
+        (
+            "spec.parameters.0.feasibleSpace.steps",
+            "2",
+            ".spec.parameters[0].feasibleSpace.steps: '2' -> None",
+        ),
+        (
+            "spec.objective.additionalMetricName",
+            ["val_loss"],
+            ".spec.objective.additionalMetricName: ['val_loss'] -> None",
+        ),
+        (
+            "spec.earlyStoping",
+            {"algorithmName": "medianstop"},
+            ".spec.earlyStoping: {'algorithmName': 'medianstop'} -> None",
+        ),
+    ],
+    ids=["number", "in-a-list", "a-list", "a-mapping"],
+)
+def test_a_field_katibs_models_would_drop_is_refused_naming_its_path(
+    path: str, value: Any, where: str
+) -> None:
+    """A misspelt key is silently dropped by the API server: refused here, with its path."""
+    with pytest.raises(KatibSpecError) as err:
+        experiment.round_trip(misspell(path, value))
+    assert str(err.value) == f"Experiment: Katib's models dropped or changed a field: {where}"
