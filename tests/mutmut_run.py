@@ -158,7 +158,8 @@ COVERING: dict[str, tuple[str, ...]] = {
                 "pipelines/targets/kubeflow/trial_template.py",
                 (
                     K + "manifests.py",
-                    K + "trainjob.py::test_every_pod_runs_as_uid_1000_and_a_gpu_less_pod_sees_no_gpu",
+                    K + "trainjob.py::test_every_pod_runs_as_uid_1000_"
+                    "and_a_gpu_less_pod_sees_no_gpu",
                     "tests/test_mut_trial_template.py",
                 ),
             ),

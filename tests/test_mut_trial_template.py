@@ -51,9 +51,10 @@ def test_a_gpu_count_as_kfp_renders_it_is_requested_whole() -> None:
 
 def test_a_pool_without_replica_count_is_one_replica() -> None:
     pool = {k: v for k, v in pools()[0].items() if k != "replica_count"}
-    assert container(build(FLAT, worker_pool_specs=[pool]))["image"] == pool["container_spec"][
-        "image_uri"
-    ]
+    assert (
+        container(build(FLAT, worker_pool_specs=[pool]))["image"]
+        == pool["container_spec"]["image_uri"]
+    )
 
 
 def test_no_pool_is_refused_in_one_line() -> None:
