@@ -34,6 +34,30 @@ def test_a_long_prefix_keeps_its_first_25_characters_and_no_trailing_dash() -> N
     assert experiment.experiment_name("a" * 24 + " b", "r") == "a" * 24 + "-hpt-454349e422"
 
 
+def test_a_prefix_starts_at_its_first_letter_and_one_without_letters_is_hpt() -> None:
+    assert experiment.experiment_name("--9 Nightly", "r") == "nightly-hpt-454349e422"
+    assert experiment.experiment_name("2024!", "r") == "hpt-hpt-454349e422"
+
+
+# --------------------------------------------------------------------------- the spec's digest
+
+
+def test_the_digest_ignores_the_order_the_spec_comes_back_in() -> None:
+    exp = build()
+    reordered = {**exp, "spec": dict(reversed(list(exp["spec"].items())))}
+    assert list(reordered["spec"]) != list(exp["spec"])
+    assert experiment.spec_hash(reordered) == experiment.spec_hash(exp)
+
+
+def test_the_digest_of_a_spec_is_the_one_earlier_runs_wrote() -> None:
+    """A rerun on a `study_dir` compares this digest with the annotation an earlier run (an
+    earlier release, too) wrote on its Experiment: a new format would refuse every resume."""
+    spec = {"parameters": [{"name": "lr"}], "algorithm": {"algorithmName": "tpe"}}
+    assert experiment.spec_hash({"spec": {**spec, "maxTrialCount": 9}}) == (
+        "c1116d8f9a6bed275abe06b138afaefa65ebe22500d3ea9ce182897ae31af2db"
+    )
+
+
 # --------------------------------------------------------------------------- what users are told
 
 

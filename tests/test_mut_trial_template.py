@@ -86,3 +86,13 @@ def test_a_pod_without_account_or_claim_has_neither_and_no_mount() -> None:
 
 def test_a_relative_mount_path_without_a_claim_is_not_used_so_not_refused() -> None:
     assert "volumeMounts" not in container(build(FLAT, data_mount_path="mnt"))
+
+
+def test_a_pool_without_a_command_is_refused_whole() -> None:
+    pool = {**pools()[0], "container_spec": {"image_uri": "ghcr.io/acme/t:v1"}}
+    with pytest.raises(KatibSpecError) as err:
+        build(FLAT, worker_pool_specs=[pool])
+    assert str(err.value) == (
+        "worker_pool_specs[0].container_spec: needs image_uri and command (the pod webhook "
+        "wraps the command; it cannot run an image's entrypoint unresolved)"
+    )
