@@ -195,3 +195,32 @@ def test_the_worker_pool_becomes_that_many_workers_and_an_empty_one_none(
     worker_pool: dict[str, Any] | None, counts: dict[str, int]
 ) -> None:
     assert replica_counts(worker_pool) == counts
+
+
+def test_a_chief_pool_without_replica_count_is_the_one_chief() -> None:
+    pools = [{"container_spec": {"image_uri": IMAGE}}]
+    job = tfjob.build_tfjob("hpt-final-x", "team-a", pools, BASE, ReplicaPods("1", "1Gi"))
+    specs = tfjob.to_manifest(job)["spec"]["tfReplicaSpecs"]
+    assert {rtype: spec["replicas"] for rtype, spec in specs.items()} == {"Chief": 1}
+
+
+@pytest.mark.parametrize(
+    ("pools", "message"),
+    [
+        ([], "worker_pool_specs: empty, expected pool 0 (the chief)"),
+        (
+            [{"replica_count": 2, "container_spec": {"image_uri": IMAGE}}],
+            "worker_pool_specs[0]: replica_count=2, pool 0 is the chief (1 replica)",
+        ),
+        (
+            [{"replica_count": 1, "container_spec": {"image_uri": IMAGE}}] * 3,
+            "worker_pool_specs: 3 pools, a TFJob here has a chief pool and a worker pool (no "
+            "parameter servers or evaluator)",
+        ),
+    ],
+    ids=["none", "two-chiefs", "three-pools"],
+)
+def test_pools_that_make_no_tfjob_are_refused_whole(pools: list[Any], message: str) -> None:
+    with pytest.raises(tfjob.TFJobError) as err:
+        tfjob.build_tfjob("hpt-final-x", "team-a", pools, BASE, ReplicaPods("1", "1Gi"))
+    assert str(err.value) == message
