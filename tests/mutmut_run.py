@@ -152,6 +152,11 @@ COVERING: dict[str, tuple[str, ...]] = {
                     "tests/test_behaviour_kubeflow.py",
                     K + "cluster.py",
                     "tests/test_mut_experiment.py",
+                    # the multi-node (TrainJob) trial template
+                    K + "trial_trainjob.py::test_a_multi_node_trial_is_a_trainjob_each_release_"
+                    "admits",
+                    K + "trial_trainjob.py::test_the_trial_pods_carry_the_experiment_label_claim_"
+                    "and_account",
                 ),
             ),
             (

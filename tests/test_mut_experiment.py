@@ -141,3 +141,24 @@ def test_a_field_katibs_models_would_drop_is_refused_naming_its_path(
     with pytest.raises(KatibSpecError) as err:
         experiment.round_trip(misspell(path, value))
     assert str(err.value) == f"Experiment: Katib's models dropped or changed a field: {where}"
+
+
+def test_a_value_katibs_models_refuse_is_one_line_naming_the_field() -> None:
+    exp = build()
+    exp["spec"]["maxTrialCount"] = "many"
+    with pytest.raises(KatibSpecError) as err:
+        experiment.round_trip(exp)
+    assert str(err.value).startswith(
+        "Experiment: 1 validation error for V1beta1ExperimentSpec maxTrialCount Input should be "
+        "a valid integer [type=int_type, input_value='many', input_type=str]"
+    )
+    assert "\n" not in str(err.value)
+
+
+# --------------------------------------------------------------------------- the trial pods
+
+
+def test_a_one_node_trials_pods_carry_the_label_the_tune_step_watches_them_by() -> None:
+    """The tune step lists `<label>=<experiment>` pods to fail fast on one that cannot start."""
+    pod = build()["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
+    assert pod["metadata"]["labels"] == {experiment.EXPERIMENT_POD_LABEL: "hpt-study"}

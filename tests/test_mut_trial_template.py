@@ -96,3 +96,15 @@ def test_a_pool_without_a_command_is_refused_whole() -> None:
         "worker_pool_specs[0].container_spec: needs image_uri and command (the pod webhook "
         "wraps the command; it cannot run an image's entrypoint unresolved)"
     )
+
+
+def test_the_pools_environment_reaches_the_trial_beside_katibs_variables() -> None:
+    pool = {**pools()[0]}
+    pool["container_spec"] = {**pool["container_spec"], "env": [{"name": "HPT_X", "value": 1}]}
+    env = {e["name"]: e["value"] for e in container(build(FLAT, worker_pool_specs=[pool]))["env"]}
+    assert env == {
+        "HPT_X": "1",
+        "CLOUD_ML_HP_METRIC_FILE": "/tmp/hypertune/output.metrics",
+        "CLOUD_ML_TRIAL_ID": "${trialParameters.trialName}",
+        "NVIDIA_VISIBLE_DEVICES": "void",
+    }
