@@ -108,3 +108,12 @@ def test_the_pools_environment_reaches_the_trial_beside_katibs_variables() -> No
         "CLOUD_ML_TRIAL_ID": "${trialParameters.trialName}",
         "NVIDIA_VISIBLE_DEVICES": "void",
     }
+
+
+def test_the_trial_pods_carry_the_experiments_watch_label() -> None:
+    """The tune step lists the trial pods by this label (`pod_watch`) to fail fast."""
+    pod = build(FLAT)["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
+    assert pod["metadata"] == {
+        "annotations": {"sidecar.istio.io/inject": "false"},
+        "labels": {"hpt-pipeline.dev/experiment": "hpt-study"},
+    }
