@@ -13,10 +13,13 @@ import pytest
 from pipelines.settings import Settings
 from pipelines.settings_sections import SettingsError
 from pipelines.settings_space import study_space
+from pipelines.study.search_space import Parameter, SearchSpace, SearchSpaceError
 from pipelines.targets.kubeflow import experiment, manifests
 from pipelines.targets.kubeflow.trial_template import KatibSpecError
 from pipelines.wiring import binding_for
 from tests.test_kubeflow_katib import build
+
+FLAT = SearchSpace(parameters=(Parameter("learning_rate", "double", min=1e-4, max=0.1),))
 
 # --------------------------------------------------------------------------- the name
 
@@ -162,3 +165,38 @@ def test_a_one_node_trials_pods_carry_the_label_the_tune_step_watches_them_by() 
     """The tune step lists `<label>=<experiment>` pods to fail fast on one that cannot start."""
     pod = build()["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]
     assert pod["metadata"]["labels"] == {experiment.EXPERIMENT_POD_LABEL: "hpt-study"}
+
+
+# --------------------------------------------------------------------------- what is refused
+
+
+def test_a_name_of_40_characters_is_katibs_and_41_is_refused_whole() -> None:
+    build(FLAT, name="e" * 40)
+    with pytest.raises(KatibSpecError) as err:
+        build(FLAT, name="e" * 41)
+    assert str(err.value) == (
+        f"experiment name {'e' * 41!r}: expected lower case letters, digits and '-', starting "
+        "with a letter, at most 40 characters (Katib's rule)"
+    )
+
+
+def test_an_unknown_algorithm_is_refused_listing_those_katib_runs() -> None:
+    with pytest.raises(KatibSpecError) as err:
+        build(FLAT, study_spec_algorithm="NELDER_MEAD")
+    assert str(err.value) == (
+        "study_spec_algorithm='NELDER_MEAD': expected one of ALGORITHM_UNSPECIFIED, "
+        "GRID_SEARCH, RANDOM_SEARCH"
+    )
+
+
+def test_a_grid_over_a_double_is_refused_naming_it() -> None:
+    with pytest.raises(SearchSpaceError) as err:
+        build(FLAT, study_spec_algorithm="GRID_SEARCH")
+    assert str(err.value).startswith("algorithm=GRID_SEARCH: parameter 'learning_rate' is a double")
+
+
+def test_a_parameter_named_like_the_trial_name_binding_is_refused() -> None:
+    space = SearchSpace(parameters=(Parameter("trialName", "integer", min=1, max=3),))
+    with pytest.raises(KatibSpecError) as err:
+        build(space)
+    assert str(err.value) == "parameter 'trialName': the name is reserved"
