@@ -200,3 +200,15 @@ def test_a_parameter_named_like_the_trial_name_binding_is_refused() -> None:
     with pytest.raises(KatibSpecError) as err:
         build(space)
     assert str(err.value) == "parameter 'trialName': the name is reserved"
+
+
+def test_a_reverse_log_scale_is_refused_naming_katibs_distributions() -> None:
+    space = SearchSpace(
+        parameters=(Parameter("momentum", "double", min=0.5, max=0.99, scale="reverse_log"),)
+    )
+    with pytest.raises(KatibSpecError) as err:
+        build(space)
+    assert str(err.value) == (
+        "parameter 'momentum': scale reverse_log has no Katib distribution (uniform, "
+        "logUniform, normal, logNormal); use linear or log"
+    )
