@@ -121,13 +121,61 @@ COVERING: dict[str, tuple[str, ...]] = {
         K + "katib.py",
         "tests/test_behaviour_kubeflow.py",
     ),
-    "pipelines/targets/kubeflow/experiment.py": (
-        K + "katib.py",
-        "tests/test_behaviour_kubeflow.py",
+    # Katib's tests but the slow one that trains (minutes for each mutant it does not kill)
+    **{
+        module: tuple(
+            f"{K}katib.py::test_{name}"
+            for name in (
+                "experiment_round_trips_through_katib_models_and_the_api_client",
+                "trial_template_runs_the_trial_pool_with_vertex_style_flags",
+                "the_experiment_optimizes_toward_the_primary_metrics_goal",
+                "algorithms_counts_and_selection_are_mapped",
+                "what_katib_cannot_run_is_refused_in_one_line",
+                "built_experiments_pass_the_webhook_rules",
+                "grid_experiments_respect_the_grid_services_rules",
+                "each_broken_experiment_is_refused_with_the_webhook_message",
+                "collector_reads_hypertune_lines_as_katib_does",
+                "tune_component_end_to_end_with_the_api_replaced",
+                "tune_fails_with_katibs_reason_when_the_failure_budget_is_spent",
+                "tune_times_out_naming_the_experiment",
+                "a_rerun_resumes_the_same_experiment",
+                "katib_experiment_through_the_local_executors",
+                "render_refuses_assignments_katib_would_refuse",
+                "render_fills_trial_metadata_references_as_katib_does",
+            )
+        )
+        + extra
+        for module, extra in (
+            (
+                "pipelines/targets/kubeflow/experiment.py",
+                (
+                    "tests/test_behaviour_kubeflow.py",
+                    K + "cluster.py",
+                    "tests/test_mut_experiment.py",
+                    # the multi-node (TrainJob) trial template
+                    K + "trial_trainjob.py::test_a_multi_node_trial_is_a_trainjob_each_release_"
+                    "admits",
+                    K + "trial_trainjob.py::test_the_trial_pods_carry_the_experiment_label_claim_"
+                    "and_account",
+                ),
+            ),
+            (
+                "pipelines/targets/kubeflow/trial_template.py",
+                (
+                    K + "manifests.py",
+                    K + "trainjob.py::test_every_pod_runs_as_uid_1000_"
+                    "and_a_gpu_less_pod_sees_no_gpu",
+                    "tests/test_mut_trial_template.py",
+                ),
+            ),
+        )
+    },
+    "pipelines/targets/kubeflow/tfjob.py": (
+        K + "tfjob.py",
         K + "cluster.py",
+        K + "trainjob.py::test_every_pod_runs_as_uid_1000_and_a_gpu_less_pod_sees_no_gpu",
+        "tests/test_mut_tfjob.py",
     ),
-    "pipelines/targets/kubeflow/trial_template.py": (K + "katib.py", K + "manifests.py"),
-    "pipelines/targets/kubeflow/tfjob.py": (K + "tfjob.py", K + "cluster.py"),
     "pipelines/targets/kubeflow/pod_watch.py": (K + "pod_watch.py",),
     "pipelines/targets/kubeflow/trainjob.py": (K + "trainjob.py", K + "trial_trainjob.py"),
     "pipelines/targets/kubeflow/job_kind.py": (K + "trial_trainjob.py",),

@@ -87,7 +87,7 @@ def experiment_name(prefix: str, base_output_directory: str) -> str:
         base_output_directory: The study's output folder.
     """
     digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]
-    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower())
     head = re.sub(r"^[^a-z]+", "", head)[:25].rstrip("-") or "hpt"
     return f"{head}-hpt-{digest}"
 

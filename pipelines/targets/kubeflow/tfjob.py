@@ -57,7 +57,7 @@ def tfjob_name(prefix: str, base_output_directory: str) -> str:
         base_output_directory: The job's output folder, unique per run and task.
     """
     digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]
-    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower()).strip("-")
+    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower())
     head = re.sub(r"^[^a-z]+", "", head)[:30].rstrip("-") or "hpt"
     # The replicas' service names `<name>-worker-<i>` are DNS labels (<= 63) too.
     return f"{head}-final-{digest}"
