@@ -29,6 +29,7 @@ from pipelines.study.options import (
 from pipelines.study.search_space import Parameter, SearchSpace
 from pipelines.study.spec_reader import from_study_spec
 from pipelines.targets.kubeflow.job_kind import TRAINJOB, trial_kind
+from pipelines.targets.kubeflow.kube import stable_name
 from pipelines.targets.kubeflow.trainjob import PATCHES
 from pipelines.targets.kubeflow.trial_template import (
     JOB_FAILURE,
@@ -86,10 +87,7 @@ def experiment_name(prefix: str, base_output_directory: str) -> str:
         prefix: Readable start, e.g. the display name (lowercased, other characters → `-`).
         base_output_directory: The study's output folder.
     """
-    digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]
-    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower())
-    head = re.sub(r"^[^a-z]+", "", head)[:25].rstrip("-") or "hpt"
-    return f"{head}-hpt-{digest}"
+    return stable_name(prefix, base_output_directory, "hpt", 25)
 
 
 def _parameter(p: Parameter) -> dict[str, Any]:

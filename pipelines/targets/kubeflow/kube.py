@@ -12,12 +12,34 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 CANCELLED_EXIT = 128 + signal.SIGTERM  # what a process killed by SIGTERM reports
+
+
+def stable_name(prefix: str, folder: str, role: str, head_length: int) -> str:
+    """`<head>-<role>-<10 hex digits of folder>`: a DNS-1035 name, the same for the same folder.
+
+    A retried task, or a rerun on the same folder, names (and so finds) the same object.
+
+    Args:
+        prefix: Readable start: lowercased, other characters → `-`, from its first letter on,
+            cut at `head_length` (`hpt` when nothing is left).
+        folder: The object's output folder, unique per run and task.
+        role: What the object is (`hpt`, `final`).
+        head_length: The most characters kept of `prefix`.
+    """
+    digest = hashlib.sha256(folder.encode()).hexdigest()[:10]
+    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower())
+    head = re.sub(r"^[^a-z]+", "", head)[:head_length].rstrip("-") or "hpt"
+    return f"{head}-{role}-{digest}"
+
+
 # Kubeflow profile namespaces (and `kubeflow`) inject Istio's sidecar; a pod that must *finish*
 # (a trial's Job, a TFJob replica) opts out, or the sidecar keeps it Running for ever.
 NO_SIDECAR = {"sidecar.istio.io/inject": "false"}

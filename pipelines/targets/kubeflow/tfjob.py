@@ -12,7 +12,6 @@ Operator, as its source behaves".
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -26,6 +25,7 @@ from pipelines.targets.kubeflow.kube import (
     container_security_context,
     gpu_env,
     pod_security_context,
+    stable_name,
 )
 
 GROUP = "kubeflow.org"
@@ -56,11 +56,8 @@ def tfjob_name(prefix: str, base_output_directory: str) -> str:
         prefix: Readable start, e.g. the display name (lowercased, other characters → `-`).
         base_output_directory: The job's output folder, unique per run and task.
     """
-    digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]
-    head = re.sub(r"[^a-z0-9-]+", "-", prefix.lower())
-    head = re.sub(r"^[^a-z]+", "", head)[:30].rstrip("-") or "hpt"
     # The replicas' service names `<name>-worker-<i>` are DNS labels (<= 63) too.
-    return f"{head}-final-{digest}"
+    return stable_name(prefix, base_output_directory, "final", 30)
 
 
 def _container_spec(pool: Mapping[str, Any] | str, what: str) -> Mapping[str, Any]:
