@@ -117,9 +117,24 @@ COVERING: dict[str, tuple[str, ...]] = {
         # one team model checked in its process (the others cost a TensorFlow start each)
         "tests/test_models.py::test_a_team_models_own_min_image_size_refuses_smaller_images",
     ),
-    "pipelines/targets/kubeflow/katib_rules.py": (
-        K + "katib.py",
-        "tests/test_behaviour_kubeflow.py",
+    # The rule tests, not the whole files: each mutant of `check_experiment` would otherwise also
+    # run the real trainer through the trial template (20 s) and the registry tests.
+    "pipelines/targets/kubeflow/katib_rules.py": tuple(
+        f"{K}katib.py::test_{name}"
+        for name in (
+            "built_experiments_pass_the_webhook_rules",
+            "grid_experiments_respect_the_grid_services_rules",
+            "each_broken_experiment_is_refused_with_the_webhook_message",
+            "katib_experiment_through_the_local_executors",
+            "tune_component_end_to_end_with_the_api_replaced",
+            "a_rerun_resumes_the_same_experiment",
+            "render_fills_trial_metadata_references_as_katib_does",
+        )
+    )
+    + (
+        "tests/test_behaviour_kubeflow.py::test_small_studies_with_the_whole_budget_allowed_to_"
+        "fail_pass_katibs_rules",
+        "tests/test_mut_katib_rules.py",
     ),
     "pipelines/targets/kubeflow/experiment.py": (
         K + "katib.py",
