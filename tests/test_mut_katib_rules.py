@@ -404,6 +404,7 @@ REFUSED = [
             ("start_step", "-3"),
             ("start_step", "3-"),
             ("start_step", "two"),
+            ("start_step", "X1"),
             ("start_step", None),
         )
     ),
@@ -659,6 +660,14 @@ def test_a_grid_step_that_is_not_positive_is_refused_not_crashed_on(
     assert refusal(grid(parameter, max_trials=1)) == (
         f"spec.parameters[0].feasibleSpace.step={shown}: grid: parameter n step must be positive"
     )
+
+
+def test_a_grid_parameter_with_its_bounds_swapped_has_no_point_so_no_trial_count_passes() -> None:
+    for swapped in (doubles("x", "0.5", "0.1", "0.1"), ints("x", 5, 1)):
+        assert refusal(grid(swapped, max_trials=1)) == (
+            "spec.maxTrialCount=1: grid: Max Trial Count > all possible search combinations: 0 "
+            "(run time)"
+        )
 
 
 def test_a_grid_double_without_a_step_is_refused_naming_it() -> None:
