@@ -117,9 +117,20 @@ COVERING: dict[str, tuple[str, ...]] = {
         # one team model checked in its process (the others cost a TensorFlow start each)
         "tests/test_models.py::test_a_team_models_own_min_image_size_refuses_smaller_images",
     ),
-    "pipelines/targets/kubeflow/katib_rules.py": (
-        K + "katib.py",
-        "tests/test_behaviour_kubeflow.py",
+    # The rule tests only: every test that checks an Experiment runs for each surviving mutant
+    # of the module (~1,300), and the files' other tests start trainers and local executors.
+    "pipelines/targets/kubeflow/katib_rules.py": tuple(
+        f"{K}katib.py::test_{name}"
+        for name in (
+            "built_experiments_pass_the_webhook_rules",
+            "grid_experiments_respect_the_grid_services_rules",
+            "each_broken_experiment_is_refused_with_the_webhook_message",
+        )
+    )
+    + (
+        "tests/test_behaviour_kubeflow.py::test_small_studies_with_the_whole_budget_allowed_to_"
+        "fail_pass_katibs_rules",
+        "tests/test_mut_katib_rules.py",
     ),
     # Katib's tests but the slow one that trains (minutes for each mutant it does not kill)
     **{
