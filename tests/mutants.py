@@ -279,19 +279,19 @@ MUTANTS = [
     ),
     m(
         "katib experiment name ignores the folder",
-        "pipelines/targets/kubeflow/experiment.py",
-        "digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]",
+        "pipelines/targets/kubeflow/kube.py",  # stable_name: the Experiment's and TFJob's rule
+        "digest = hashlib.sha256(folder.encode()).hexdigest()[:10]",
         "digest = hashlib.sha256(prefix.encode()).hexdigest()[:10]",
         B + "kubeflow.py",
         "test_names_differ_per_folder",
     ),
     m(
         "tfjob name differs between processes",
-        "pipelines/targets/kubeflow/tfjob.py",
-        "digest = hashlib.sha256(base_output_directory.encode()).hexdigest()[:10]",
-        'digest = f"{hash(base_output_directory) & 0xFFFFFFFFFF:010x}"',
+        "pipelines/targets/kubeflow/kube.py",
+        "digest = hashlib.sha256(folder.encode()).hexdigest()[:10]",
+        'digest = f"{hash(folder) & 0xFFFFFFFFFF:010x}"',
         B + "kubeflow.py",
-        "test_names_differ_per_folder_and_are_the_same_in_a_fresh_process[tfjob]",
+        "test_names_differ_per_folder_and_are_the_same_in_a_fresh_process",  # both use the rule
     ),
     # --- goal direction through the local path ---
     m(
