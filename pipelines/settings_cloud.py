@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from pipelines.settings_sections import SettingsError, need
+from pipelines.settings_sections import SettingsError, need, need_match_if_set
 
 MAX_DISPLAY_NAME = 128  # Vertex's limit on every resource's display name
 KUBEFLOW_JOB_APIS = ("auto", "tfjob", "trainjob")  # `kubeflow_job_api`: the final job's API
@@ -51,10 +51,10 @@ class CloudSettings:
 
     def check(self) -> None:
         """The project, region and storage; the identities and keys; display names, labels."""
-        need(
+        need_match_if_set(
             self,
-            self.project is None or bool(_PROJECT.match(self.project)),
             "project",
+            _PROJECT,
             "a Google Cloud project id (6-30 lowercase letters, digits, hyphens)",
         )
         need(
@@ -63,10 +63,10 @@ class CloudSettings:
             "region",
             "a Google Cloud region such as us-central1",
         )
-        need(
+        need_match_if_set(
             self,
-            self.pipeline_root is None or bool(_OBJECT_STORE.match(self.pipeline_root)),
             "pipeline_root",
+            _OBJECT_STORE,
             "a gs:// URI (Vertex), or gs://, s3:// or minio:// (Kubeflow)",
         )
         self._check_identities()
@@ -87,30 +87,17 @@ class CloudSettings:
 
     def _check_identities(self) -> None:
         """The service account, key, network and parent model, each in its resource form."""
-        need(
+        need_match_if_set(
             self,
-            self.service_account is None or bool(_SERVICE_ACCOUNT.match(self.service_account)),
             "service_account",
+            _SERVICE_ACCOUNT,
             "a service account e-mail (name@project.iam.gserviceaccount.com)",
         )
-        need(
-            self,
-            self.kms_key is None or bool(_KMS_KEY.match(self.kms_key)),
-            "kms_key",
-            "projects/P/locations/L/keyRings/R/cryptoKeys/K",
+        need_match_if_set(
+            self, "kms_key", _KMS_KEY, "projects/P/locations/L/keyRings/R/cryptoKeys/K"
         )
-        need(
-            self,
-            self.network is None or bool(_NETWORK.match(self.network)),
-            "network",
-            "projects/NUMBER/global/networks/NAME",
-        )
-        need(
-            self,
-            self.parent_model is None or bool(_MODEL.match(self.parent_model)),
-            "parent_model",
-            "projects/P/locations/L/models/ID",
-        )
+        need_match_if_set(self, "network", _NETWORK, "projects/NUMBER/global/networks/NAME")
+        need_match_if_set(self, "parent_model", _MODEL, "projects/P/locations/L/models/ID")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,11 +145,8 @@ class KubeflowSettings:
 
     def _check_places(self) -> None:
         """The cluster endpoint and namespace, volumes, waits and APIs."""
-        need(
-            self,
-            self.kubeflow_host is None or bool(_URL.match(self.kubeflow_host)),
-            "kubeflow_host",
-            "an http:// or https:// URL of the Kubeflow Pipelines API",
+        need_match_if_set(
+            self, "kubeflow_host", _URL, "an http:// or https:// URL of the Kubeflow Pipelines API"
         )
         need(
             self,
@@ -170,10 +154,10 @@ class KubeflowSettings:
             "kubeflow_namespace",
             "a namespace name",
         )
-        need(
+        need_match_if_set(
             self,
-            self.data_pvc is None or bool(_DNS_LABEL.match(self.data_pvc)),
             "data_pvc",
+            _DNS_LABEL,
             "a PersistentVolumeClaim name (lowercase letters, digits, -)",
         )
         need(self, self.data_mount_path.startswith("/"), "data_mount_path", "an absolute path")
@@ -198,10 +182,10 @@ class KubeflowSettings:
             "kubeflow_trial_nodes",
             "an integer >= 1 (pods per trial)",
         )
-        need(
+        need_match_if_set(
             self,
-            self.model_registry_url is None or bool(_URL.match(self.model_registry_url)),
             "model_registry_url",
+            _URL,
             "an http:// or https:// URL of a Kubeflow Model Registry",
         )
 

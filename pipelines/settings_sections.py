@@ -11,6 +11,7 @@ naming the setting, its value and what is expected.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 from pipelines import images
@@ -38,6 +39,12 @@ def need(section: Any, ok: bool, name: str, expected: str) -> None:
     """Raise SettingsError `name=value: expected …` unless `ok` (`name`: a field of `section`)."""
     if not ok:
         raise SettingsError(f"{name}={getattr(section, name)!r}: expected {expected}")
+
+
+def need_match_if_set(section: Any, name: str, pattern: re.Pattern[str], expected: str) -> None:
+    """`need` for an optional field: unset (None) or a value that `pattern` matches."""
+    value = getattr(section, name)
+    need(section, value is None or bool(pattern.match(value)), name, expected)
 
 
 @dataclasses.dataclass(frozen=True)
