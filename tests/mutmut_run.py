@@ -38,6 +38,13 @@ MUTMUT = ROOT / ".venv" / "bin" / "mutmut"
 PACKAGES = ("pipelines", "trainer", "dataprep", "components")
 K = "tests/test_kubeflow_"
 V = "tests/test_vertex_"
+
+
+def _named(path: str, *names: str) -> tuple[str, ...]:
+    """`path::test_<name>` for each of `names`: single tests picked out of a file."""
+    return tuple(f"{path}::test_{name}" for name in names)
+
+
 # Each module (or folder, ending in /) → the test files that cover it, cheapest first.
 COVERING: dict[str, tuple[str, ...]] = {
     "pipelines/study/selection.py": ("tests/test_selection.py",),
@@ -47,20 +54,18 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_contract.py::test_a_space_the_trainer_would_refuse_is_refused_when_loaded",
         "tests/test_model_choice.py::test_a_model_choice_the_trainer_cannot_take_is_refused_in_one_line",
     ),
-    "pipelines/study/sampler.py": tuple(
-        f"tests/test_local_study.py::test_{name}"
-        for name in (
-            "scales_and_types_are_honoured_by_the_sampler",
-            "reverse_log_maps_back_and_forth",
-            "tpe_beats_random_search_on_average_within_the_same_budget",
-            "a_short_study_tries_every_categorical_value_first",
-            "after_the_start_up_tpe_takes_over_from_the_balanced_draws",
-            "a_resumed_study_goes_on_covering_the_values_it_has_not_tried",
-            "grid_covers_the_grid_once_and_ends_there",
-            "grid_points_expand_conditional_children",
-            "grid_with_a_double_is_refused_before_anything_runs",
-            "the_same_seed_proposes_the_same_trials_and_another_seed_does_not",
-        )
+    "pipelines/study/sampler.py": _named(
+        "tests/test_local_study.py",
+        "scales_and_types_are_honoured_by_the_sampler",
+        "reverse_log_maps_back_and_forth",
+        "tpe_beats_random_search_on_average_within_the_same_budget",
+        "a_short_study_tries_every_categorical_value_first",
+        "after_the_start_up_tpe_takes_over_from_the_balanced_draws",
+        "a_resumed_study_goes_on_covering_the_values_it_has_not_tried",
+        "grid_covers_the_grid_once_and_ends_there",
+        "grid_points_expand_conditional_children",
+        "grid_with_a_double_is_refused_before_anything_runs",
+        "the_same_seed_proposes_the_same_trials_and_another_seed_does_not",
     )
     + ("tests/test_mut_sampler.py",),
     "pipelines/study/failure_rules.py": ("tests/test_failure_rules.py",),
@@ -73,16 +78,14 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_continuation.py",
         "tests/test_mut_continuation.py",
     ),
-    "pipelines/study/feature_plan.py": tuple(
-        f"tests/test_features_pipeline.py::test_{name}"
-        for name in (
-            "discrete_values_cache_every_frozen_prefix_but_not_the_whole_network",
-            "an_integer_range_is_capped_at_the_deepest_frozen_prefixes",
-            "a_conditional_trainable_blocks_is_found_under_its_parent",
-            "nothing_is_cached_and_the_plan_says_why",
-            "nothing_to_cache_gives_empty_pools_and_no_folder",
-            "trials_and_the_final_job_get_features_only_when_a_cache_was_computed",
-        )
+    "pipelines/study/feature_plan.py": _named(
+        "tests/test_features_pipeline.py",
+        "discrete_values_cache_every_frozen_prefix_but_not_the_whole_network",
+        "an_integer_range_is_capped_at_the_deepest_frozen_prefixes",
+        "a_conditional_trainable_blocks_is_found_under_its_parent",
+        "nothing_is_cached_and_the_plan_says_why",
+        "nothing_to_cache_gives_empty_pools_and_no_folder",
+        "trials_and_the_final_job_get_features_only_when_a_cache_was_computed",
     )
     + ("tests/test_mut_feature_plan.py",),
     "pipelines/study/interruption.py": (
@@ -119,13 +122,11 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     # The rule tests only: every test that checks an Experiment runs for each surviving mutant
     # of the module (~1,300), and the files' other tests start trainers and local executors.
-    "pipelines/targets/kubeflow/katib_rules.py": tuple(
-        f"{K}katib.py::test_{name}"
-        for name in (
-            "built_experiments_pass_the_webhook_rules",
-            "grid_experiments_respect_the_grid_services_rules",
-            "each_broken_experiment_is_refused_with_the_webhook_message",
-        )
+    "pipelines/targets/kubeflow/katib_rules.py": _named(
+        K + "katib.py",
+        "built_experiments_pass_the_webhook_rules",
+        "grid_experiments_respect_the_grid_services_rules",
+        "each_broken_experiment_is_refused_with_the_webhook_message",
     )
     + (
         "tests/test_behaviour_kubeflow.py::test_small_studies_with_the_whole_budget_allowed_to_"
@@ -134,26 +135,24 @@ COVERING: dict[str, tuple[str, ...]] = {
     ),
     # Katib's tests but the slow one that trains (minutes for each mutant it does not kill)
     **{
-        module: tuple(
-            f"{K}katib.py::test_{name}"
-            for name in (
-                "experiment_round_trips_through_katib_models_and_the_api_client",
-                "trial_template_runs_the_trial_pool_with_vertex_style_flags",
-                "the_experiment_optimizes_toward_the_primary_metrics_goal",
-                "algorithms_counts_and_selection_are_mapped",
-                "what_katib_cannot_run_is_refused_in_one_line",
-                "built_experiments_pass_the_webhook_rules",
-                "grid_experiments_respect_the_grid_services_rules",
-                "each_broken_experiment_is_refused_with_the_webhook_message",
-                "collector_reads_hypertune_lines_as_katib_does",
-                "tune_component_end_to_end_with_the_api_replaced",
-                "tune_fails_with_katibs_reason_when_the_failure_budget_is_spent",
-                "tune_times_out_naming_the_experiment",
-                "a_rerun_resumes_the_same_experiment",
-                "katib_experiment_through_the_local_executors",
-                "render_refuses_assignments_katib_would_refuse",
-                "render_fills_trial_metadata_references_as_katib_does",
-            )
+        module: _named(
+            K + "katib.py",
+            "experiment_round_trips_through_katib_models_and_the_api_client",
+            "trial_template_runs_the_trial_pool_with_vertex_style_flags",
+            "the_experiment_optimizes_toward_the_primary_metrics_goal",
+            "algorithms_counts_and_selection_are_mapped",
+            "what_katib_cannot_run_is_refused_in_one_line",
+            "built_experiments_pass_the_webhook_rules",
+            "grid_experiments_respect_the_grid_services_rules",
+            "each_broken_experiment_is_refused_with_the_webhook_message",
+            "collector_reads_hypertune_lines_as_katib_does",
+            "tune_component_end_to_end_with_the_api_replaced",
+            "tune_fails_with_katibs_reason_when_the_failure_budget_is_spent",
+            "tune_times_out_naming_the_experiment",
+            "a_rerun_resumes_the_same_experiment",
+            "katib_experiment_through_the_local_executors",
+            "render_refuses_assignments_katib_would_refuse",
+            "render_fills_trial_metadata_references_as_katib_does",
         )
         + extra
         for module, extra in (
@@ -211,15 +210,13 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_mut_vertex_models.py",
     ),
     "pipelines/targets/vertex/client.py": (V + "client.py", "tests/test_mut_vertex_client.py"),
-    "pipelines/targets/vertex/metadata.py": tuple(
-        f"tests/test_lineage.py::test_{name}"
-        for name in (
-            "vertex_lineage_queries_the_run_context",
-            "vertex_lineage_cli_with_a_job_id",
-            "record_trials_creates_one_artifact_per_trial",
-            "record_trials_retry_reuses_existing_artifacts",
-            "record_trials_refuses_a_bad_job_name",
-        )
+    "pipelines/targets/vertex/metadata.py": _named(
+        "tests/test_lineage.py",
+        "vertex_lineage_queries_the_run_context",
+        "vertex_lineage_cli_with_a_job_id",
+        "record_trials_creates_one_artifact_per_trial",
+        "record_trials_retry_reuses_existing_artifacts",
+        "record_trials_refuses_a_bad_job_name",
     )
     + ("tests/test_mut_vertex_metadata.py",),
     "pipelines/targets/vertex/serving.py": (
@@ -242,32 +239,28 @@ COVERING: dict[str, tuple[str, ...]] = {
         for name in ("hpt_job", "trials", "models", "client", "metadata", "serving", "features_job")
     ),
     "pipelines/jobs/machines.py": ("tests/test_worker_pools.py",)
-    + tuple(
-        f"{V}run_checks.py::test_{name}"  # the machine tests, not the file's CLI runs
-        for name in (
-            "machine_accelerator_pairs_follow_vertexs_table",
-            "each_refusal_names_what_vertex_takes_instead",
-            "tpus_and_no_accelerator_are_not_gpus",
-            "the_n1_rows_are_vertexs_gpu_table_by_vcpus",
-            "a_name_that_is_no_n1_machine_type_is_refused_with_the_n1_pattern",
-            "every_table_entry_is_a_machine_spec_the_api_parses",
-            "compiling_for_vertex_refuses_a_pair_vertex_refuses",
-        )
+    + _named(
+        V + "run_checks.py",  # the machine tests, not the file's CLI runs
+        "machine_accelerator_pairs_follow_vertexs_table",
+        "each_refusal_names_what_vertex_takes_instead",
+        "tpus_and_no_accelerator_are_not_gpus",
+        "the_n1_rows_are_vertexs_gpu_table_by_vcpus",
+        "a_name_that_is_no_n1_machine_type_is_refused_with_the_n1_pattern",
+        "every_table_entry_is_a_machine_spec_the_api_parses",
+        "compiling_for_vertex_refuses_a_pair_vertex_refuses",
     ),
     "pipelines/jobs/worker_pools.py": ("tests/test_worker_pools.py",),
     # the catalogue and a team's builders, without building a backbone; then the folder
     **dict.fromkeys(
         ("trainer/models/__init__.py", "trainer/models/custom.py"),
         ("tests/test_mut_models.py",)
-        + tuple(
-            f"tests/test_models.py::test_{name}"
-            for name in (
-                "a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored",
-                "a_pretrained_model_without_weights_set_starts_from_imagenet",
-                "pretrained_weights_for_a_model_without_a_backbone_are_refused",
-                "an_unusable_team_model_is_refused_in_one_line_before_a_run",
-                "a_team_models_own_min_image_size_refuses_smaller_images",
-            )
+        + _named(
+            "tests/test_models.py",
+            "a_weights_file_for_a_model_without_a_backbone_is_refused_not_ignored",
+            "a_pretrained_model_without_weights_set_starts_from_imagenet",
+            "pretrained_weights_for_a_model_without_a_backbone_are_refused",
+            "an_unusable_team_model_is_refused_in_one_line_before_a_run",
+            "a_team_models_own_min_image_size_refuses_smaller_images",
         ),
     ),
     # the builders: one small build per test, no download (test_models builds many)
@@ -284,54 +277,46 @@ COVERING: dict[str, tuple[str, ...]] = {
     "trainer/evaluate.py": ("tests/test_eval_report.py", "tests/test_mut_evaluate.py"),
     # dataprep: test_prepare's tests that run in the pytest process (mutmut cannot see a second
     # process or kfp.local), the fast ones for each module, then test_mut_dataprep.
-    "dataprep/splitting.py": tuple(
-        f"tests/test_prepare.py::test_{name}"
-        for name in (
-            "plan_is_stratified_exact_disjoint_and_seeded",
-            "split_folders_are_kept_and_only_missing_splits_are_carved",
-            "round_trip_gives_the_folders_labels_counts_and_pixels",
-        )
+    "dataprep/splitting.py": _named(
+        "tests/test_prepare.py",
+        "plan_is_stratified_exact_disjoint_and_seeded",
+        "split_folders_are_kept_and_only_missing_splits_are_carved",
+        "round_trip_gives_the_folders_labels_counts_and_pixels",
     )
     + ("tests/test_behaviour_data.py",)
-    + tuple(
-        f"tests/test_mut_dataprep.py::test_{name}"
-        for name in (
-            "carved_splits_take_their_share_of_each_class_and_the_seed_decides_which",
-            "tied_remainders_give_the_extra_image_to_the_lower_classes",
-        )
+    + _named(
+        "tests/test_mut_dataprep.py",
+        "carved_splits_take_their_share_of_each_class_and_the_seed_decides_which",
+        "tied_remainders_give_the_extra_image_to_the_lower_classes",
     ),
-    "dataprep/sources.py": tuple(
-        f"tests/test_prepare.py::test_{name}"
-        for name in (
-            "round_trip_gives_the_folders_labels_counts_and_pixels",
-            "split_folders_are_kept_and_only_missing_splits_are_carved",
-            "bad_input_gives_one_line_error_and_writes_nothing",
-            "tfds_source_carves_a_validation_split_from_train",
-            "sample_source_is_offline_digits_with_ten_classes",
-            "the_sample_digits_are_load_digits_read_without_importing_scikit_learn",
-            "the_in_memory_sample_prepares_as_its_image_folder_would",
-            "webp_is_read_and_other_files_are_counted_and_named_on_screen",
-        )
+    "dataprep/sources.py": _named(
+        "tests/test_prepare.py",
+        "round_trip_gives_the_folders_labels_counts_and_pixels",
+        "split_folders_are_kept_and_only_missing_splits_are_carved",
+        "bad_input_gives_one_line_error_and_writes_nothing",
+        "tfds_source_carves_a_validation_split_from_train",
+        "sample_source_is_offline_digits_with_ten_classes",
+        "the_sample_digits_are_load_digits_read_without_importing_scikit_learn",
+        "the_in_memory_sample_prepares_as_its_image_folder_would",
+        "webp_is_read_and_other_files_are_counted_and_named_on_screen",
     )
     + ("tests/test_behaviour_data.py", "tests/test_mut_dataprep.py"),
-    "dataprep/": tuple(
-        f"tests/test_prepare.py::test_{name}"
-        for name in (
-            "round_trip_gives_the_folders_labels_counts_and_pixels",
-            "split_folders_are_kept_and_only_missing_splits_are_carved",
-            "plan_is_stratified_exact_disjoint_and_seeded",
-            "corrupt_files_are_skipped_and_listed_with_their_reason",
-            "too_many_corrupt_files_fail_naming_them_and_leave_nothing",
-            "an_interrupted_run_leaves_nothing",
-            "object_store_output_is_written_in_place_and_overwritten",
-            "overwrite_replaces_a_local_dataset",
-            "bad_input_gives_one_line_error_and_writes_nothing",
-            "cli_prepares_and_prints_a_summary_table",
-            "tfds_source_carves_a_validation_split_from_train",
-            "sample_source_is_offline_digits_with_ten_classes",
-            "the_in_memory_sample_prepares_as_its_image_folder_would",
-            "webp_is_read_and_other_files_are_counted_and_named_on_screen",
-        )
+    "dataprep/": _named(
+        "tests/test_prepare.py",
+        "round_trip_gives_the_folders_labels_counts_and_pixels",
+        "split_folders_are_kept_and_only_missing_splits_are_carved",
+        "plan_is_stratified_exact_disjoint_and_seeded",
+        "corrupt_files_are_skipped_and_listed_with_their_reason",
+        "too_many_corrupt_files_fail_naming_them_and_leave_nothing",
+        "an_interrupted_run_leaves_nothing",
+        "object_store_output_is_written_in_place_and_overwritten",
+        "overwrite_replaces_a_local_dataset",
+        "bad_input_gives_one_line_error_and_writes_nothing",
+        "cli_prepares_and_prints_a_summary_table",
+        "tfds_source_carves_a_validation_split_from_train",
+        "sample_source_is_offline_digits_with_ten_classes",
+        "the_in_memory_sample_prepares_as_its_image_folder_would",
+        "webp_is_read_and_other_files_are_counted_and_named_on_screen",
     )
     + ("tests/test_behaviour_data.py", "tests/test_mut_dataprep.py"),
 }
