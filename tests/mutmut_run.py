@@ -186,6 +186,13 @@ COVERING: dict[str, tuple[str, ...]] = {
         K + "trainjob.py::test_every_pod_runs_as_uid_1000_and_a_gpu_less_pod_sees_no_gpu",
         "tests/test_mut_tfjob.py",
     ),
+    "pipelines/targets/kubeflow/kube.py": (
+        "tests/test_mut_tfjob.py",
+        "tests/test_mut_experiment.py",
+        K + "tfjob.py",
+        K + "pod_watch.py",
+        K + "trainjob.py",
+    ),
     "pipelines/targets/kubeflow/pod_watch.py": (K + "pod_watch.py",),
     "pipelines/targets/kubeflow/trainjob.py": (K + "trainjob.py", K + "trial_trainjob.py"),
     "pipelines/targets/kubeflow/job_kind.py": (K + "trial_trainjob.py",),
