@@ -109,9 +109,13 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
         features=features,
     ).set_display_name("Build trial job spec")
     metric = op(study_metric)(
-        metric_tag=p.metric_tag, objectives=p.objectives, constraints=p.constraints
+        metric_tag=p.metric_tag,
+        objectives=p.objectives,
+        constraints=p.constraints,
+        measurement_selection=p.measurement_selection,
     ).set_display_name("Study metric")
     p.study_spec_metrics = metric.outputs["study_spec_metrics"]  # the objectives decide
+    p.study_measurement_selection = metric.outputs["measurement_selection"]  # and this
     trials = binding.tune(op, p, s, dataset, trial_spec)
     best = op(select_best_trial)(
         trials=trials,
@@ -235,7 +239,8 @@ def _hide_parameters(func: Any, hidden: frozenset[str]) -> None:
 class _Params:
     """Attribute access to the pipeline's parameter channels inside the DSL function."""
 
-    study_spec_metrics: Any  # set in the DSL function: the study-metric step's output
+    study_spec_metrics: Any  # set in the DSL function: the study-metric step's outputs
+    study_measurement_selection: Any
 
     def __init__(self, values: dict[str, Any]):
         self.__dict__.update(values)

@@ -124,6 +124,10 @@ def _derive(values: dict[str, Any]) -> None:
         values["metric_tag"] = listed[0].partition(":")[0]
     values["objectives"] = listed or (values["metric_tag"],)
     values["constraints"] = objective_rules.split_items(values["constraints"])
+    if not values["measurement_selection"]:  # the best with one objective, else the last
+        values["measurement_selection"] = objective_rules.measurement_selection(
+            "", len(values["objectives"])
+        )
     if not values["goal"]:
         values["goal"] = METRIC_GOALS.get(values["metric_tag"], "maximize")
     if not values["model_display_name"]:

@@ -82,7 +82,8 @@ class StudySettings:
     objectives: tuple[str, ...] = ()
     constraints: tuple[str, ...] = ()  # e.g. latency_ms<=20: a picked trial meets each
     algorithm: str = "ALGORITHM_UNSPECIFIED"
-    measurement_selection: str = "BEST_MEASUREMENT"
+    # empty: BEST_MEASUREMENT with one objective, LAST with several (`Settings` derives it)
+    measurement_selection: str = ""
     max_trials: int = 12
     parallel_trials: int = 3
     max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
@@ -108,6 +109,10 @@ class StudySettings:
             "measurement_selection",
             f"one of {', '.join(MEASUREMENT_SELECTIONS)}",
         )
+        try:
+            objective_rules.measurement_selection(self.measurement_selection, len(self.objectives))
+        except objective_rules.ObjectiveError as err:
+            raise SettingsError(str(err)) from None
         need(self, self.max_trials >= 1, "max_trials", "an integer >= 1")
         need(
             self,

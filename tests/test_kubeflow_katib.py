@@ -127,7 +127,7 @@ def test_experiment_round_trips_through_katib_models_and_the_api_client() -> Non
     assert katib.round_trip(exp) == exp
     spec = model.spec
     assert (model.api_version, model.kind) == ("kubeflow.org/v1beta1", "Experiment")
-    assert spec.algorithm.algorithm_name == "tpe"  # type: ignore[union-attr]
+    assert spec.algorithm.algorithm_name == "multivariate-tpe"  # type: ignore[union-attr]
     assert spec.early_stopping.algorithm_name == "medianstop"  # type: ignore[union-attr]
     assert {s.name: s.value for s in spec.early_stopping.algorithm_settings} == {  # type: ignore[union-attr]
         "min_trials_required": "3",

@@ -18,17 +18,29 @@ def compile_command(
     output: Path = typer.Option(..., help="Where to write the pipeline spec YAML."),
     config: Path = typer.Option(None, help="YAML settings file."),
     continue_from: str = typer.Option(None, help=CONTINUE_HELP),
+    namespace: str = typer.Option(
+        None, "--namespace", help="Kubernetes namespace of the runs (kubeflow)."
+    ),
 ) -> None:
     """Compile the pipeline for a target into a pipeline spec (YAML)."""
+    from pipelines.app.dispatch import refuse_other_flags
     from pipelines.compiler import compile_pipeline
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
     chosen = TARGETS[target]
+    try:
+        refuse_other_flags(chosen, {"namespace": namespace})
+    except SettingsError as err:
+        fail(str(err))
     settings = checked_settings(
-        config, None, runs_here=chosen.runs_here, continue_from=continue_from
+        config,
+        None,
+        runs_here=chosen.runs_here,
+        continue_from=continue_from,
+        kubeflow_namespace=namespace,
     )
-    for line in continuation_lines(settings, target):
+    for line in continuation_lines(settings, target) + chosen.binding.notes(settings):
         typer.echo(f"note: {line}")
     try:
         if not chosen.runs_here:  # its pods pull the images: a placeholder fails the first pull

@@ -134,7 +134,11 @@ def sender(settings: Settings, sending: Sending) -> Iterator[Callable[..., None]
     prints the line `create(settings, path, *args)` returns (the commands refuse
     `--output` without `--dry-run` before calling it).
     """
+    from pipelines.wiring.kubeflow import notes
+
     template, output = sending.template, sending.output
+    for note in notes(settings):
+        typer.echo(f"note: {note}", err=True)
     with api_errors(settings), compiled_template(template, settings, "kubeflow") as path:
 
         def send(request: Callable[..., Any], create: Callable[..., str], *args: Any) -> None:
@@ -280,6 +284,7 @@ def manifests_command(
     """
     from pipelines.study.search_space import SearchSpaceError
     from pipelines.targets.kubeflow import manifests
+    from pipelines.wiring.kubeflow import check_settings
 
     # Kubeflow's own command (only it takes CRDs): the name reads better here than a registry
     # field every other target would leave empty.
@@ -287,6 +292,7 @@ def manifests_command(
         fail(f"--target={target}: manifests are for kubeflow (Vertex takes no CRDs)")
     try:
         settings = load_settings(config=config, overrides={"kubeflow_namespace": namespace})
+        check_settings(settings)  # the namespace and job kind, as compile and submit check
         written = manifests.write(settings, output)
     except (SettingsError, SearchSpaceError, ValueError) as err:
         fail(first_line(err))

@@ -187,3 +187,29 @@ def check_settings(
             f"early_stopping=True with {len(parsed)} objectives: the median rule ranks one "
             "metric and multi-objective studies cannot prune; turn early stopping off"
         )
+
+
+def measurement_selection(selection: str, objectives: int) -> str:
+    """The measurement selection a study sends: unset, the best with one objective, else the last.
+
+    The cost metrics are reported once, after the last epoch, and Vertex's best measurement
+    is best by one metric (`StudySpec.MeasurementSelectionType` says nothing of several):
+    with several objectives only the last measurement holds them all (docs/objectives.md).
+
+    Args:
+        selection: The `measurement_selection` setting; empty (or Vertex's unspecified): unset.
+        objectives: How many objectives the study has.
+
+    Raises:
+        ObjectiveError: `BEST_MEASUREMENT` asked for with several objectives.
+    """
+    if selection in ("", "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED"):
+        return "LAST_MEASUREMENT" if objectives > 1 else "BEST_MEASUREMENT"
+    if selection == "BEST_MEASUREMENT" and objectives > 1:
+        raise ObjectiveError(
+            f"measurement_selection=BEST_MEASUREMENT with {objectives} objectives: the cost "
+            "metrics are reported once, after the last epoch, and Vertex's best measurement "
+            "is best by one metric, so only the last measurement holds every objective; set "
+            "LAST_MEASUREMENT or leave it unset"
+        )
+    return selection

@@ -30,6 +30,8 @@ class Binding:
     * `hidden_parameters`: pipeline parameters the target never reads, left out of its spec.
     * `check_space(space)`: refuse, with a `SettingsError`, a search space the target's
       tuner cannot run (Katib: conditional parameters), when the pipeline is built.
+    * `notes(settings)`: lines a user should read before a run is compiled or sent (Katib:
+      it searches on the primary objective only).
     """
 
     tune: Callable[..., Any]
@@ -39,6 +41,7 @@ class Binding:
     expects_gpus: bool = True
     hidden_parameters: frozenset[str] = frozenset()
     check_space: Callable[[Any], None] = lambda space: None
+    notes: Callable[[Any], list[str]] = lambda settings: []
     features: Callable[..., Any] | None = None
 
 
@@ -53,7 +56,7 @@ def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
         parallel_trial_count=p.parallel_trial_count,
         max_failed_trial_count=p.max_failed_trial_count,
         study_spec_algorithm=p.algorithm,
-        study_spec_measurement_selection_type=p.measurement_selection,
+        study_spec_measurement_selection_type=p.study_measurement_selection,
     )
 
 

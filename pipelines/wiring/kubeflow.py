@@ -27,7 +27,7 @@ from pipelines.wiring.base import Binding, study_inputs
 
 
 def check_settings(settings: Settings) -> None:
-    """Refuse at compile what every run would refuse on the cluster (`submit` refuses it too).
+    """Refuse what every run would refuse on the cluster: compile, manifests, submit, schedule.
 
     Raises:
         SettingsError: `kubeflow_namespace: kubeflow`, or multi-node trials with
@@ -39,8 +39,8 @@ def check_settings(settings: Settings) -> None:
         raise SettingsError(
             "kubeflow_namespace=kubeflow: Kubeflow's own namespace runs no trials in a full "
             "install (no Katib metrics-collector label; PSS restricted from 1.11): pass "
-            "--namespace with your profile namespace (submit, schedule), or set "
-            f"kubeflow_namespace in --config or {ENV_PREFIX}KUBEFLOW_NAMESPACE"
+            "--namespace with your profile namespace (compile, manifests, submit, schedule), "
+            f"or set kubeflow_namespace in --config or {ENV_PREFIX}KUBEFLOW_NAMESPACE"
         )
     try:
         job_api_setting(settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes)
@@ -196,11 +196,19 @@ def _katib_space(space: Any) -> None:
         raise SettingsError(f"search_space: {err}") from None
 
 
+def notes(settings: Settings) -> list[str]:
+    """What compile, submit and schedule say first: Katib searches on the primary objective."""
+    from pipelines.targets.kubeflow.experiment import objective_notes
+
+    return objective_notes([o.partition(":")[0] for o in settings.study.objectives])
+
+
 BINDING = Binding(
     tune=_kubeflow_tune,
     train_final=_kubeflow_train,
     register=_kubeflow_register,
     mount_data=_mount_data,
     check_space=_katib_space,
+    notes=notes,
     features=_kubeflow_features,
 )

@@ -4,9 +4,10 @@ The Vertex HPT job's inputs (GCPC's serialized study spec, trial counts, algorit
 measurement selection, `worker_pool_specs`) are parsed back (`spec_reader.from_study_spec`)
 and written through `kubeflow_katib_api`'s pydantic models and the `kubernetes` client
 models, so the camelCase dict round-trips through both unchanged. The mapping: File
-collector in JSON format (the trainer's hypertune lines as they are), TPE for Vertex's
-default algorithm, `logUniform` for log scales, `medianstop` for early stopping, the local
-failure floor for Vertex's 0, and `resumePolicy` FromVolume only for a named `study_dir`.
+collector in JSON format (the trainer's hypertune lines as they are), Optuna's
+`multivariate-tpe` for Vertex's default algorithm, `logUniform` for log scales, `medianstop`
+for early stopping, the local failure floor for Vertex's 0, and `resumePolicy` FromVolume
+only for a named `study_dir`.
 
 Why each choice, with Katib's source lines: docs/kubeflow.md, "Katib, as its source behaves".
 """
@@ -29,8 +30,8 @@ from pipelines.study.options import (
 from pipelines.study.search_space import Parameter, SearchSpace
 from pipelines.study.spec_reader import from_study_spec
 from pipelines.targets.kubeflow.job_kind import TRAINJOB, trial_kind
-from pipelines.targets.kubeflow.kube import stable_name
-from pipelines.targets.kubeflow.trainjob import PATCHES
+from pipelines.targets.kubeflow.kube import jobset_longest_pod_name, jobset_name_room, stable_name
+from pipelines.targets.kubeflow.trainjob import NODE, PATCHES
 from pipelines.targets.kubeflow.trial_template import (
     JOB_FAILURE,
     JOB_SUCCESS,
@@ -60,7 +61,13 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # consts.LabelExperimentName
 # On every trial pod (our trial template's): the tune step lists them to fail fast (pod_watch).
 EXPERIMENT_POD_LABEL = "hpt-pipeline.dev/experiment"
 
-ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "tpe", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
+# Vertex's default → Optuna's TPE (`katib_suggestions`: hyperopt's `tpe` repeats configurations)
+ALGORITHMS = {
+    "ALGORITHM_UNSPECIFIED": "multivariate-tpe",
+    "GRID_SEARCH": "grid",
+    "RANDOM_SEARCH": "random",
+}
+HYPEROPT = ("random", "tpe")  # katib-config: served by suggestion-hyperopt
 EARLY_STOPPING = "medianstop"
 MEDIANSTOP_SETTINGS = {
     "min_trials_required": str(MEDIAN_STOP_MIN_TRIALS),
@@ -75,10 +82,25 @@ SPEC_HASH_ANNOTATION = "hpt-pipeline/spec-sha256"
 PART_OF = {"app.kubernetes.io/part-of": "hpt-pipeline"}  # what cleanup selects
 EDITABLE = ("maxTrialCount", "parallelTrialCount", "maxFailedTrialCount")  # validator.go l.137-141
 _NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+MAX_NAME = 40  # Katib's webhook (validator.go l.84-92)
+TRIAL_NAME_SUFFIX = "-abcdefgh"  # a Trial's name: the Experiment's + `-` + 8 random characters
 
 
-def experiment_name(prefix: str, base_output_directory: str) -> str:
-    """A Katib-valid name (≤ 40 chars), the same for the same study folder.
+def max_name_length(nodes: int) -> int:
+    """The longest Experiment name whose trials' pods can be created, for `nodes` per trial.
+
+    Katib's 40 (`validator.go` l.84-92); for TrainJob trials (`nodes` > 1) less, by JobSet's
+    pod name rule (`kube.jobset_name_room`) on the trial's name, the Experiment's plus
+    `-` and 8 random characters (`suggestionclient.go` l.177), which Katib gives the
+    TrainJob and Trainer the JobSet.
+    """
+    if trial_kind(nodes) != TRAINJOB:
+        return MAX_NAME
+    return min(MAX_NAME, jobset_name_room(NODE, nodes) - len(TRIAL_NAME_SUFFIX))
+
+
+def experiment_name(prefix: str, base_output_directory: str, nodes: int = 1) -> str:
+    """A Katib-valid name (`max_name_length`), the same for the same study folder.
 
     The study folder is unique per run and task (or the user's stable `study_dir`), so a
     retried task, or a rerun on the same `study_dir`, finds its Experiment again.
@@ -86,8 +108,10 @@ def experiment_name(prefix: str, base_output_directory: str) -> str:
     Args:
         prefix: Readable start, e.g. the display name (lowercased, other characters → `-`).
         base_output_directory: The study's output folder.
+        nodes: Pods per trial (> 1: TrainJob trials, whose pod names JobSet limits).
     """
-    return stable_name(prefix, base_output_directory, "hpt", 25)
+    head = max_name_length(nodes) - len("-hpt-") - 10  # stable_name's role and digest
+    return stable_name(prefix, base_output_directory, "hpt", head)
 
 
 def _parameter(p: Parameter) -> dict[str, Any]:
@@ -122,19 +146,43 @@ def check_space(space: SearchSpace) -> None:
         _parameter(p)
 
 
-def integer_log_notes(space: SearchSpace) -> list[str]:
-    """One line per integer parameter on a log scale: Katib >= 0.18 never proposes its max.
+def integer_log_notes(space: SearchSpace, algorithm: str = "ALGORITHM_UNSPECIFIED") -> list[str]:
+    """One line per integer parameter on a log scale Katib >= 0.18's hyperopt never takes to max.
 
-    Katib samples it with `loguniform` and truncates to an integer, so values stop one below
-    `max` (Vertex includes `max`). Said, not shifted: the bound the user wrote stays the one
-    the trainer is told is allowed.
+    Hyperopt (`random` here) samples it with `loguniform` and truncates to an integer, so
+    values stop one below `max` (Vertex includes `max`; Optuna's services, the default's,
+    sample an integer log distribution up to it). Said, not shifted: the bound the user wrote
+    stays the one the trainer is told is allowed.
+
+    Args:
+        space: The study's search space.
+        algorithm: The study's (Vertex) algorithm.
     """
+    if ALGORITHMS.get(algorithm) not in HYPEROPT:
+        return []
     return [
         f"parameter {p.parameter_id!r}: integer on a log scale; Katib 0.18+ samples it "
         f"log-uniformly and truncates, so it never proposes max={int(p.max)} (Vertex does): "  # type: ignore[arg-type]
         f"give max {int(p.max) + 1} to include it"  # type: ignore[arg-type]
         for p in space.all_parameters()
         if p.type == "integer" and p.scale == "log"
+    ]
+
+
+def objective_notes(metric_ids: Sequence[str]) -> list[str]:
+    """One line when there are several objectives: Katib searches on the first alone.
+
+    Its suggestion services read the objective metric only (`additionalMetricNames` are
+    collected, not searched) and `currentOptimalTrial` ranks by it; the others count at
+    selection (the Pareto pick), as on every target.
+    """
+    primary, *others = metric_ids
+    if not others:
+        return []
+    return [
+        f"objectives: Katib searches on {primary} only (its suggestion services ignore "
+        f"additionalMetricNames; currentOptimalTrial ranks {primary} alone); the others "
+        f"({', '.join(others)}) are collected and count only at selection (the Pareto pick)"
     ]
 
 
@@ -188,10 +236,17 @@ def build_experiment(
             unknown algorithm, more than one replica, an unsafe command word...).
         SearchSpaceError: A malformed study payload.
     """
-    if not _NAME.match(name) or len(name) > 40:
+    if not _NAME.match(name) or len(name) > MAX_NAME:
         raise KatibSpecError(
             f"experiment name {name!r}: expected lower case letters, digits and '-', starting "
-            "with a letter, at most 40 characters (Katib's rule)"
+            f"with a letter, at most {MAX_NAME} characters (Katib's rule)"
+        )
+    if len(name) > max_name_length(pods.nodes):
+        pod = jobset_longest_pod_name(name + TRIAL_NAME_SUFFIX, NODE, 1, pods.nodes)
+        raise KatibSpecError(
+            f"experiment name {name!r}: at most {max_name_length(pods.nodes)} characters with "
+            f"{pods.nodes} nodes per trial: JobSet's webhook refuses a trial whose longest pod "
+            f"name, {pod!r}, is over 63 characters"
         )
     space = _checked_space(study)
     spec: dict[str, Any] = {

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pipelines.payloads import payload_items
 from pipelines.targets.kubeflow import (
     cluster_checks,
     job_api,
@@ -153,7 +154,8 @@ def run_final_job(
         SystemExit: SIGTERM (the run cancelled): the job was deleted; status 143.
     """
     r = request
-    name = tfjob.tfjob_name(r.display_name, r.base_output_directory)
+    nodes = sum(int(p.get("replica_count", 1)) for p in payload_items(r.worker_pool_specs))
+    name = trainjob.trainjob_name(r.display_name, r.base_output_directory, nodes)
     if r.job_api_setting == job_api.TFJOB:  # refused before any call, as it always was
         tfjob.build_tfjob(name, r.namespace, r.worker_pool_specs, r.base_output_directory, r.pod())
     api = api if api is not None else kube.custom_objects_api()

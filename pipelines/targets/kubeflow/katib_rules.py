@@ -4,10 +4,8 @@ Katib's CRDs carry no schema: the rules live in its validating webhook
 (`pkg/webhook/v1beta1/experiment/validator/validator.go`, github.com/kubeflow/katib; line
 numbers below refer to it). They are restated here, in the webhook's order and with its
 field paths and messages, so a bad Experiment is refused in one line without a cluster.
-Rules Katib enforces later are added, marked "run time": every parameter has a trial
-parameter, the primary container exists, medianstop's settings, grid's combinations.
-What is checked more strictly, and what is not modelled: docs/kubeflow.md, "Katib, as its
-source behaves" (Admission).
+Run-time rules are added ("run time"): trial parameters, the primary container, medianstop,
+grid, tpe's repeats (`katib_suggestions`). Not modelled: docs/kubeflow.md, "Admission".
 """
 
 from __future__ import annotations
@@ -17,6 +15,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pipelines.targets.kubeflow.katib_suggestions import repeated_configurations
 
 # manifests/v1beta1/installs/katib-standalone/katib-config.yaml: the suggestion and early
 # stopping services a default install has (GetSuggestionConfigData, l.215-218).
@@ -434,6 +434,8 @@ def _check_run_time(spec: Mapping[str, Any]) -> None:
             primary,
             f"no such container in the trial Job (run time), containers: {containers}",
         )
+    if (repeats := repeated_configurations(spec)) is not None:  # katib_suggestions
+        _fail("spec.algorithm.algorithmName", spec["algorithm"]["algorithmName"], repeats)
     if (spec.get("algorithm") or {}).get("algorithmName") == "grid":
         _check_grid(spec)
     early = spec.get("earlyStopping") or {}

@@ -268,7 +268,9 @@ def run_katib_study(
     """
     r = request
     setting = job_kind.job_api_setting(r.job_api_setting, r.trial_nodes)  # before any call
-    name = r.experiment_name or katib.experiment_name(r.display_name, r.base_output_directory)
+    name = r.experiment_name or katib.experiment_name(
+        r.display_name, r.base_output_directory, int(r.trial_nodes)
+    )
     resume = katib.RESUME_POLICY if r.resumable else katib.PER_RUN_POLICY
     body = _experiment(r, name, resume, echo, notes=True)  # refused before any call
     api = api if api is not None else kube.custom_objects_api()
@@ -344,7 +346,10 @@ def _experiment(
     )
     check_experiment(body)
     if notes:
-        for note in katib.integer_log_notes(r.study().space()):
+        space = r.study().space()
+        for note in katib.integer_log_notes(space, r.study_spec_algorithm):
+            echo(note)
+        for note in katib.objective_notes([m.metric_id for m in space.metrics]):
             echo(note)
     return body
 

@@ -40,6 +40,30 @@ def stable_name(prefix: str, folder: str, role: str, head_length: int) -> str:
     return f"{head}-{role}-{digest}"
 
 
+DNS_LABEL_MAX = 63  # a pod's name is a DNS-1035 label where JobSet checks it
+# JobSet's webhook (kubernetes-sigs/jobset v0.10.1 `pkg/webhooks/jobset_webhook.go` l.231-241,
+# v0.12.0 l.244-255) checks the longest pod name, `placement.GenPodName` plus this stand-in
+# for the 5 random characters the pod gets.
+JOBSET_POD_SUFFIX = "-abcde"
+
+
+def jobset_longest_pod_name(jobset: str, replicated_job: str, replicas: int, pods: int) -> str:
+    """The name JobSet's webhook checks: `<jobset>-<job>-<last job>-<last pod>-abcde`.
+
+    Args:
+        jobset: The JobSet's name (a TrainJob's: the TrainJob's name).
+        replicated_job: The replicated job's name (Trainer v2's runtime: `node`).
+        replicas: Its jobs (`replicas`); the last index is `replicas - 1`.
+        pods: Pods per job (an indexed job's `completions`, a TrainJob's node count).
+    """
+    return f"{jobset}-{replicated_job}-{replicas - 1}-{pods - 1}{JOBSET_POD_SUFFIX}"
+
+
+def jobset_name_room(replicated_job: str, pods: int) -> int:
+    """The longest JobSet name whose longest pod name (one job of `pods`) is <= 63 characters."""
+    return DNS_LABEL_MAX - len(jobset_longest_pod_name("", replicated_job, 1, pods))
+
+
 # Kubeflow profile namespaces (and `kubeflow`) inject Istio's sidecar; a pod that must *finish*
 # (a trial's Job, a TFJob replica) opts out, or the sidecar keeps it Running for ever.
 NO_SIDECAR = {"sidecar.istio.io/inject": "false"}

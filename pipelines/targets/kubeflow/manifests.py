@@ -93,7 +93,11 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
         settings.machines.trial_accelerator_type,
     )
     exp = experiment.build_experiment(
-        name=experiment.experiment_name(f"{settings.cloud.display_name}-study", study_dir),
+        name=experiment.experiment_name(
+            f"{settings.cloud.display_name}-study",
+            study_dir,
+            settings.kubeflow.kubeflow_trial_nodes,
+        ),
         namespace=settings.kubeflow.kubeflow_namespace,
         study=experiment.StudyPayload(
             study_spec_parameters=space.to_study_spec_parameters(),
@@ -143,7 +147,8 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         [{**chief, "replica_count": settings.training.workers}] if settings.training.workers else []
     )
     final_dir = f"{_root(settings)}/example/final"
-    name = tfjob.tfjob_name(f"{settings.cloud.display_name}-final", final_dir)
+    nodes = 1 + settings.training.workers
+    name = trainjob.trainjob_name(f"{settings.cloud.display_name}-final", final_dir, nodes)
     pod = kube.ReplicaPods(
         cpu=settings.kubeflow.kubeflow_cpu,
         memory=settings.kubeflow.kubeflow_memory,
@@ -183,7 +188,9 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
 
 def notes(settings: Settings) -> list[str]:
     """What the reader should know that no file says (`experiment.integer_log_notes`)."""
-    lines = experiment.integer_log_notes(study_space(settings))
+    space = study_space(settings)
+    lines = experiment.integer_log_notes(space, settings.study.algorithm)
+    lines += experiment.objective_notes([m.metric_id for m in space.metrics])
     if job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB:
         lines.append(
             f"kubeflow_trial_nodes={settings.kubeflow.kubeflow_trial_nodes}: each trial is a "

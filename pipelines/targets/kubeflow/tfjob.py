@@ -42,6 +42,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 CHIEF, WORKER = "Chief", "Worker"
 DATA_VOLUME = "hpt-data"
 CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"  # tensorflow.go EnvCustomClusterDomain
+FINAL_HEAD = 30  # the most characters of the prefix a final job's name keeps
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -57,7 +58,7 @@ def tfjob_name(prefix: str, base_output_directory: str) -> str:
         base_output_directory: The job's output folder, unique per run and task.
     """
     # The replicas' service names `<name>-worker-<i>` are DNS labels (<= 63) too.
-    return stable_name(prefix, base_output_directory, "final", 30)
+    return stable_name(prefix, base_output_directory, "final", FINAL_HEAD)
 
 
 def _container_spec(pool: Mapping[str, Any] | str, what: str) -> Mapping[str, Any]:

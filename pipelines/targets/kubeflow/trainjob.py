@@ -25,9 +25,12 @@ from pipelines.targets.kubeflow.kube import (
     ReplicaPods,
     container_security,
     gpu_env,
+    jobset_longest_pod_name,
+    jobset_name_room,
     pod_security,
+    stable_name,
 )
-from pipelines.targets.kubeflow.tfjob import GPU_RESOURCE, TFJobError, tfjob_name
+from pipelines.targets.kubeflow.tfjob import FINAL_HEAD, GPU_RESOURCE, TFJobError
 from trainer.cluster import NODE_ADDRESS_ENV, NUM_NODES_ENV
 
 GROUP = "trainer.kubeflow.org"
@@ -46,7 +49,20 @@ V21_OVERRIDES, PATCHES = "podTemplateOverrides", "runtimePatches"
 OVERRIDE_FIELDS = (V21_OVERRIDES, PATCHES)
 SUCCEEDED, FAILED = ("Complete",), ("Failed",)
 DATA_VOLUME = "hpt-data"
-trainjob_name = tfjob_name  # the same stable DNS-1035 name rule (a retried task reuses the job)
+
+
+def trainjob_name(prefix: str, base_output_directory: str, nodes: int = 1) -> str:
+    """`tfjob_name`, shorter where JobSet's pod name rule needs it (`kube.jobset_name_room`).
+
+    The same stable DNS-1035 name (a retried task reuses the job); the final job's, whichever
+    kind runs it. Its head is cut only past 100 nodes.
+    """
+    head = min(FINAL_HEAD, _room(nodes) - len("-final-") - 10)  # stable_name's role and digest
+    return stable_name(prefix, base_output_directory, "final", head)
+
+
+def _room(nodes: int) -> int:
+    return jobset_name_room(NODE, nodes)
 
 
 def runtime_manifest(*, name: str = RUNTIME_NAME, namespace: str | None = None) -> dict[str, Any]:
@@ -224,6 +240,12 @@ def build_trainjob(
         TFJobError: Pools that make no TrainJob, or an unknown override field (one line).
     """
     pool, nodes = _one_node_container(worker_pool_specs)
+    if len(name) > _room(nodes):
+        pod = jobset_longest_pod_name(name, NODE, 1, nodes)
+        raise TFJobError(
+            f"TrainJob name {name!r}: at most {_room(nodes)} characters with {nodes} nodes: "
+            f"JobSet's webhook refuses its longest pod name, {pod!r}, over 63 characters"
+        )
     container = pool["container_spec"]
     env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
     env.update(output_dirs(base_output_directory))
