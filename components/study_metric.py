@@ -10,7 +10,7 @@ def study_metric(
     metric_tag: str,
     objectives: list,
     constraints: list,
-    measurement_selection: str,
+    measurement_selection: str = "",
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "StudyMetric",
     [("study_spec_metrics", list), ("goal", str), ("measurement_selection", str)],

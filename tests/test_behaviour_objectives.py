@@ -111,7 +111,7 @@ def test_settings_refuse_in_one_line_before_anything_runs(overrides, message):
 
 def test_a_team_metric_travels_as_an_objective_with_its_own_goal():
     s = Settings(objectives=("val_accuracy", "f1:max", "cost:min"), constraints=("cost<=3",))
-    metrics, goal = study_metric.python_func("val_accuracy", list(s.study.objectives), [])
+    metrics, goal, _ = study_metric.python_func("val_accuracy", list(s.study.objectives), [])
     assert metrics == [
         {"metric_id": "val_accuracy", "goal": 1},
         {"metric_id": "f1", "goal": 1},
@@ -123,7 +123,7 @@ def _vertex_metric_specs(tmp_path: Path, settings: Settings) -> list[StudySpec.M
     spec = yaml.safe_load(
         Path(compile_pipeline("vertex", settings, tmp_path / "v.yaml")).read_text()
     )
-    metrics, _ = study_metric.python_func(**resolve_inputs(spec, outputs={})["study-metric"])
+    metrics, *_ = study_metric.python_func(**resolve_inputs(spec, outputs={})["study-metric"])
     return [StudySpec.MetricSpec(m) for m in metrics]
 
 

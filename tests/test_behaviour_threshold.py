@@ -46,7 +46,7 @@ def select_as_compiled(tmp_path: Path, settings: Settings, trials: SimpleNamespa
         Path(compile_pipeline("local", settings, tmp_path / "p.yaml")).read_text()
     )
     # The study-metric step runs first, as in the pipeline: its goal feeds the selection.
-    metrics, goal = study_metric.python_func(**resolve_inputs(spec, outputs={})["study-metric"])
+    metrics, goal, _ = study_metric.python_func(**resolve_inputs(spec, outputs={})["study-metric"])
     outputs = {"study-metric": {"study_spec_metrics": metrics, "goal": goal}}
     inputs = resolve_inputs(spec, outputs=outputs)[SELECT]
     summary = dsl.Metrics(name="summary", uri=str(tmp_path / "summary"), metadata={})

@@ -103,10 +103,12 @@ def test_the_study_metric_step_gives_each_objective_its_goal_primary_first():
     assert study_metric.python_func("val_loss", [], []) == (
         [{"metric_id": "val_loss", "goal": 2}],
         "minimize",
+        "BEST_MEASUREMENT",
     )
     assert study_metric.python_func("val_accuracy", ["val_accuracy", "latency_ms:min"], []) == (
         [{"metric_id": "val_accuracy", "goal": 1}, {"metric_id": "latency_ms", "goal": 2}],
         "maximize",
+        "LAST_MEASUREMENT",
     )
     with pytest.raises(ContractError, match=r"^metric_tag=accuracy: say val_accuracy \("):
         study_metric.python_func("accuracy", [], [])

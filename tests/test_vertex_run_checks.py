@@ -246,7 +246,7 @@ def test_a_changed_metric_tag_changes_the_study_and_the_selection_with_it(
     trial = tasks["trial-job-spec"]["inputs"]["parameters"]["metric_tag"]
     assert trial == {"componentInputParameter": "metric_tag"}  # what the trials report
     # What the step computes for the new tag: the study waits for `val_loss`, minimized.
-    metrics, goal = study_metric.python_func("val_loss", [], [])
+    metrics, goal, _ = study_metric.python_func("val_loss", [], [])
     assert (metrics, goal) == ([{"metric_id": "val_loss", "goal": 2}], "minimize")
     assert study_metric_spec("val_accuracy") == (
         [{"metric_id": "val_accuracy", "goal": 1}],
