@@ -11,8 +11,9 @@ def compile_pipeline(target: str, settings: Settings, output_path: str | Path) -
     """Write the compiled pipeline spec for `target` to `output_path`; return the path."""
     from kfp import compiler
 
+    pipeline = build_pipeline(target, settings)  # a refused setting leaves no folder behind
     output = Path(output_path)
     output.parent.mkdir(parents=True, exist_ok=True)
-    compiler.Compiler().compile(build_pipeline(target, settings), str(output))
+    compiler.Compiler().compile(pipeline, str(output))
     output.write_text(f"{TARGET_MARK}{target}\n{output.read_text()}")  # `submit` checks it
     return str(output)

@@ -87,9 +87,10 @@ def test_a_final_trainjob_name_too_long_for_its_pods_is_refused_in_one_line():
     specs = [chief, {**chief, "replica_count": 1}]
     pods = ReplicaPods(cpu="2", memory="8Gi")
     name = "x" * 48
-    trainjob.build_trainjob(name, "team", specs, "/mnt/hpt/f", pods, override_field=trainjob.PATCHES)
+    where = ("team", specs, "/mnt/hpt/f", pods)
+    trainjob.build_trainjob(name, *where, override_field=trainjob.PATCHES)
     with pytest.raises(TFJobError, match=r"^TrainJob name 'x{49}': at most 48 characters with 2"):
-        trainjob.build_trainjob(name + "x", "team", specs, "/mnt/hpt/f", pods, override_field=trainjob.PATCHES)
+        trainjob.build_trainjob(name + "x", *where, override_field=trainjob.PATCHES)
 
 
 def test_manifests_name_a_multi_node_study_whose_trial_pods_can_be_created(tmp_path: Path):

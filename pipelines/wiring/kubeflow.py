@@ -159,6 +159,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/kubeflow/experiment.py", "the Katib Experiment from the study payload"),
     ("pipelines/targets/kubeflow/trial_template.py", "the Experiment's trial template (a Job)"),
     ("pipelines/targets/kubeflow/katib_rules.py", "Katib's admission rules, checked first"),
+    ("pipelines/targets/kubeflow/katib_suggestions.py", "what Katib's suggestion services propose"),
     ("pipelines/targets/kubeflow/katib_tune.py", "create or resume the Experiment, wait"),
     ("pipelines/targets/kubeflow/katib_trials.py", "Katib Trials as the trials artifact"),
     ("pipelines/targets/kubeflow/run_trials.py", "an earlier run's trials, for continue_from"),

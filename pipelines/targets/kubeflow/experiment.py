@@ -236,18 +236,7 @@ def build_experiment(
             unknown algorithm, more than one replica, an unsafe command word...).
         SearchSpaceError: A malformed study payload.
     """
-    if not _NAME.match(name) or len(name) > MAX_NAME:
-        raise KatibSpecError(
-            f"experiment name {name!r}: expected lower case letters, digits and '-', starting "
-            f"with a letter, at most {MAX_NAME} characters (Katib's rule)"
-        )
-    if len(name) > max_name_length(pods.nodes):
-        pod = jobset_longest_pod_name(name + TRIAL_NAME_SUFFIX, NODE, 1, pods.nodes)
-        raise KatibSpecError(
-            f"experiment name {name!r}: at most {max_name_length(pods.nodes)} characters with "
-            f"{pods.nodes} nodes per trial: JobSet's webhook refuses a trial whose longest pod "
-            f"name, {pod!r}, is over 63 characters"
-        )
+    _check_name(name, pods.nodes)
     space = _checked_space(study)
     spec: dict[str, Any] = {
         **_trial_counts(study, space),
@@ -275,6 +264,22 @@ def build_experiment(
     out = round_trip(body)
     out["metadata"]["annotations"] = {SPEC_HASH_ANNOTATION: spec_hash(out)}
     return round_trip(out)
+
+
+def _check_name(name: str, nodes: int) -> None:
+    """Katib's name rule, and JobSet's on the trials' pods (`max_name_length`)."""
+    if not _NAME.match(name) or len(name) > MAX_NAME:
+        raise KatibSpecError(
+            f"experiment name {name!r}: expected lower case letters, digits and '-', starting "
+            f"with a letter, at most {MAX_NAME} characters (Katib's rule)"
+        )
+    if len(name) > max_name_length(nodes):
+        pod = jobset_longest_pod_name(name + TRIAL_NAME_SUFFIX, NODE, 1, nodes)
+        raise KatibSpecError(
+            f"experiment name {name!r}: at most {max_name_length(nodes)} characters with "
+            f"{nodes} nodes per trial: JobSet's webhook refuses a trial whose longest pod "
+            f"name, {pod!r}, is over 63 characters"
+        )
 
 
 def _trial_counts(study: StudyPayload, space: SearchSpace) -> dict[str, int]:
