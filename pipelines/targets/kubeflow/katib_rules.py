@@ -4,8 +4,8 @@ Katib's CRDs carry no schema: the rules live in its validating webhook
 (`pkg/webhook/v1beta1/experiment/validator/validator.go`, github.com/kubeflow/katib; line
 numbers below refer to it). They are restated here, in the webhook's order and with its
 field paths and messages, so a bad Experiment is refused in one line without a cluster.
-Run-time rules are added ("run time"): trial parameters, the primary container, medianstop,
-grid, tpe's repeats (`katib_suggestions`). Not modelled: docs/kubeflow.md, "Admission".
+Run-time rules are added ("run time"): trial parameters, primary container, medianstop, grid,
+tpe's repeats. Not modelled: docs/kubeflow.md, "Katib, as its source behaves".
 """
 
 from __future__ import annotations

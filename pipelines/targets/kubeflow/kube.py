@@ -70,7 +70,7 @@ NO_SIDECAR = {"sidecar.istio.io/inject": "false"}
 # Every pod the target creates runs as this one non-root uid, the components image's user
 # (images/components/Dockerfile) and the trainer image's (images/trainer/Dockerfile): files on
 # a shared claim (NFS with root_squash) stay writable by every step, and PSS `restricted`
-# (Kubeflow 1.11's profile namespaces) admits the pods.
+# admits the pods where an admin sets it (1.11's profiles enforce `baseline`; docs/kubeflow.md).
 RUN_AS_UID = 1000
 
 
