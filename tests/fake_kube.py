@@ -31,6 +31,8 @@ PROFILE_LABELS = {
     "katib.kubeflow.org/metrics-collector-injection": "enabled",
     "pipelines.kubeflow.org/enabled": "true",
     "istio-injection": "enabled",
+    # kubeflow/manifests v1.11.0 applications/profiles/pss/namespace-labels.yaml
+    "pod-security.kubernetes.io/enforce": "baseline",
 }
 TFJOB_RESOURCE = {
     "name": "tfjobs",

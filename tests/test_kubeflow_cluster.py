@@ -165,6 +165,24 @@ def test_a_profile_without_katibs_collector_label_is_refused() -> None:
     )
 
 
+RESTRICTED_NOTE = (
+    "namespace team: PSS restricted (pod-security.kubernetes.io/enforce=restricted): Katib's "
+    "injected metrics collector passes only where ConfigMap kubeflow/katib-config sets "
+    "init.controller.injectSecurityContext: true (else every trial pod is refused)"
+)
+
+
+def test_a_profile_an_admin_set_to_pss_restricted_is_told_what_katib_needs() -> None:
+    """1.11's profiles enforce baseline; restricted also polices Katib's injected collector."""
+    baseline, lines = ready(Cluster()), []
+    tune(baseline, lines)
+    assert not any("PSS" in line for line in lines)
+    labels = {**PROFILE_LABELS, "pod-security.kubernetes.io/enforce": "restricted"}
+    restricted, lines = ready(Cluster(labels=labels)), []
+    tune(restricted, lines)
+    assert RESTRICTED_NOTE in lines
+
+
 def test_katibs_own_namespace_is_accepted() -> None:
     labels = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
     cluster = ready(Cluster(namespace="kubeflow", labels=labels))

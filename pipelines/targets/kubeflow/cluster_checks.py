@@ -26,6 +26,7 @@ PROFILE_LABEL = ("app.kubernetes.io/part-of", "kubeflow-profile")
 COLLECTOR_LABEL = ("katib.kubeflow.org/metrics-collector-injection", "enabled")
 KATIB_NAMESPACE = "kubeflow"  # Katib's DB NetworkPolicy also admits its own namespace
 ISTIO_LABELS = ("istio-injection", "istio.io/rev")
+PSS_ENFORCE = "pod-security.kubernetes.io/enforce"  # 1.11's profiles: baseline
 GPU_RESOURCE = "nvidia.com/gpu"
 RWX = "ReadWriteMany"
 RWO = "ReadWriteOnce"  # enough where every pod runs on one node (kind, minikube, k3s)
@@ -92,6 +93,12 @@ def check_namespace(core: Any, namespace: str, echo: Echo = print) -> None:
         f"namespace {namespace}: Kubeflow profile, Katib metrics collector on"
         + (f"; {note}" if note else "")
     )
+    if labels.get(PSS_ENFORCE) == "restricted":  # katib-config is Katib's, often unreadable here
+        echo(
+            f"namespace {namespace}: PSS restricted ({PSS_ENFORCE}=restricted): Katib's injected "
+            "metrics collector passes only where ConfigMap kubeflow/katib-config sets "
+            "init.controller.injectSecurityContext: true (else every trial pod is refused)"
+        )
 
 
 def _single_node(core: Any, echo: Echo) -> bool:
