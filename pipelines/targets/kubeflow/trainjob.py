@@ -241,10 +241,10 @@ def build_trainjob(
     """
     pool, nodes = _one_node_container(worker_pool_specs)
     if len(name) > _room(nodes):
-        pod = jobset_longest_pod_name(name, NODE, 1, nodes)
+        longest = jobset_longest_pod_name(name, NODE, 1, nodes)
         raise TFJobError(
             f"TrainJob name {name!r}: at most {_room(nodes)} characters with {nodes} nodes: "
-            f"JobSet's webhook refuses its longest pod name, {pod!r}, over 63 characters"
+            f"JobSet's webhook refuses its longest pod name, {longest!r}, over 63 characters"
         )
     container = pool["container_spec"]
     env = {item["name"]: str(item["value"]) for item in container.get("env") or []}
