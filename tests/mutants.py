@@ -691,6 +691,39 @@ MUTANTS = [
         "tests/test_trial_export.py",
         "test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_trial",
     ),
+    # --- a team's first week on Kubeflow and Vertex (issue 51) ---
+    m(
+        "Vertex's default algorithm runs as hyperopt's tpe on Katib",
+        "pipelines/targets/kubeflow/experiment.py",
+        '"ALGORITHM_UNSPECIFIED": "multivariate-tpe",',
+        '"ALGORITHM_UNSPECIFIED": "tpe",',
+        "tests/test_katib_suggestions.py",
+        "test_the_default_algorithm_runs_as_optunas_multivariate_tpe_with_parallel_trials",
+    ),
+    m(
+        "multi-node trials named by Katib's 40 characters alone",
+        "pipelines/targets/kubeflow/experiment.py",
+        "if trial_kind(nodes) != TRAINJOB:",
+        "if True:",
+        "tests/test_jobset_names.py",
+        "test_every_trial_pod_name_fits_for_any_node_count",
+    ),
+    m(
+        "several objectives keep Vertex's best measurement",
+        "pipelines/study/objectives.py",
+        'return "LAST_MEASUREMENT" if objectives > 1 else "BEST_MEASUREMENT"',
+        'return "BEST_MEASUREMENT"',
+        "tests/test_behaviour_measurement.py",
+        "test_vertex_keeps_the_last_measurement_of_a_study_with_several_objectives",
+    ),
+    m(
+        "manifests write the default namespace",
+        "pipelines/app/kubeflow_commands.py",
+        "check_settings(settings)  # the namespace and job kind, as compile and submit check",
+        "pass",
+        "tests/test_behaviour_kubeflow_cli.py",
+        "test_the_default_namespace_is_refused_alike_by_compile_and_manifests",
+    ),
 ]
 
 
