@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.targets.kubeflow import experiment as katib
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
 from pipelines.targets.kubeflow.katib_suggestions import distinct_configurations
 from tests.test_kubeflow_katib import build
@@ -47,11 +46,3 @@ def test_katibs_parallel_default_counts_when_the_field_is_absent():
     del exp["spec"]["parallelTrialCount"]  # Katib defaults it to 3
     with pytest.raises(KatibRuleError, match="parallelTrialCount=3"):
         check_experiment(exp)
-
-
-def test_only_hyperopts_algorithms_are_said_to_stop_below_an_integer_log_max():
-    assert {name: name in katib.HYPEROPT for name in katib.ALGORITHMS.values()} == {
-        "multivariate-tpe": False,
-        "grid": False,
-        "random": True,
-    }

@@ -499,25 +499,6 @@ def test_submit_refuses_a_conditional_search_space_as_manifests_does() -> None:
     check_cloud_run(Settings(**{**vertex.flat(), **images}))  # Vertex takes conditionals
 
 
-def test_an_integer_on_a_log_scale_is_said_to_stop_below_its_max_on_katibs_hyperopt() -> None:
-    from pipelines.study.search_space import Metric, Parameter, SearchSpace
-    from pipelines.targets.kubeflow.experiment import integer_log_notes
-
-    space = SearchSpace(
-        parameters=(
-            Parameter("num_units", "integer", min=16, max=256, scale="log"),
-            Parameter("epochs", "integer", min=1, max=4),
-            Parameter("learning_rate", "double", min=0.001, max=0.1, scale="log"),
-        ),
-        metrics=(Metric("val_accuracy", "maximize"),),
-    )
-    assert integer_log_notes(space, "RANDOM_SEARCH") == [
-        "parameter 'num_units': integer on a log scale; Katib 0.18+ samples it log-uniformly "
-        "and truncates, so it never proposes max=256 (Vertex does): give max 257 to include it"
-    ]
-    assert integer_log_notes(space) == []  # multivariate-tpe: Optuna's IntDistribution(log)
-
-
 @pytest.mark.parametrize("gpus", [0, 1])
 def test_every_pod_runs_as_uid_1000_and_a_gpu_less_pod_sees_no_gpu(gpus: int) -> None:
     docs = manifests.build(

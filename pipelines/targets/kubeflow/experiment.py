@@ -67,7 +67,6 @@ ALGORITHMS = {
     "GRID_SEARCH": "grid",
     "RANDOM_SEARCH": "random",
 }
-HYPEROPT = ("random", "tpe")  # katib-config: served by suggestion-hyperopt
 EARLY_STOPPING = "medianstop"
 MEDIANSTOP_SETTINGS = {
     "min_trials_required": str(MEDIAN_STOP_MIN_TRIALS),
@@ -144,29 +143,6 @@ def check_space(space: SearchSpace) -> None:
     """
     for p in space.all_parameters():
         _parameter(p)
-
-
-def integer_log_notes(space: SearchSpace, algorithm: str = "ALGORITHM_UNSPECIFIED") -> list[str]:
-    """One line per integer parameter on a log scale Katib >= 0.18's hyperopt never takes to max.
-
-    Hyperopt (`random` here) samples it with `loguniform` and truncates to an integer, so
-    values stop one below `max` (Vertex includes `max`; Optuna's services, the default's,
-    sample an integer log distribution up to it). Said, not shifted: the bound the user wrote
-    stays the one the trainer is told is allowed.
-
-    Args:
-        space: The study's search space.
-        algorithm: The study's (Vertex) algorithm.
-    """
-    if ALGORITHMS.get(algorithm) not in HYPEROPT:
-        return []
-    return [
-        f"parameter {p.parameter_id!r}: integer on a log scale; Katib 0.18+ samples it "
-        f"log-uniformly and truncates, so it never proposes max={int(p.max)} (Vertex does): "  # type: ignore[arg-type]
-        f"give max {int(p.max) + 1} to include it"  # type: ignore[arg-type]
-        for p in space.all_parameters()
-        if p.type == "integer" and p.scale == "log"
-    ]
 
 
 def objective_notes(metric_ids: Sequence[str]) -> list[str]:

@@ -346,10 +346,7 @@ def _experiment(
     )
     check_experiment(body)
     if notes:
-        space = r.study().space()
-        for note in katib.integer_log_notes(space, r.study_spec_algorithm):
-            echo(note)
-        for note in katib.objective_notes([m.metric_id for m in space.metrics]):
+        for note in katib.objective_notes([m.metric_id for m in r.study().space().metrics]):
             echo(note)
     return body
 

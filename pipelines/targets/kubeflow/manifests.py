@@ -187,10 +187,9 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
 
 
 def notes(settings: Settings) -> list[str]:
-    """What the reader should know that no file says (`experiment.integer_log_notes`)."""
+    """What the reader should know that no file says (`experiment.objective_notes`)."""
     space = study_space(settings)
-    lines = experiment.integer_log_notes(space, settings.study.algorithm)
-    lines += experiment.objective_notes([m.metric_id for m in space.metrics])
+    lines = experiment.objective_notes([m.metric_id for m in space.metrics])
     if job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB:
         lines.append(
             f"kubeflow_trial_nodes={settings.kubeflow.kubeflow_trial_nodes}: each trial is a "
