@@ -178,11 +178,36 @@ def test_the_local_study_runs_on_past_diverged_trials_and_records_them_diverged(
     first = trials[0]
     assert tl.trial_state(first) == tl.TrialState.INFEASIBLE
     assert first["infeasibleReason"] == (
-        "diverged: training diverged at epoch 2 (train_loss=nan); lower the learning_rate "
-        "range (or start from pretrained weights)"
+        "diverged: training diverged at epoch 2 (train_loss=nan); lower the learning_rate range"
     )
     assert tl.final_metric(first, "val_accuracy") == 0.0  # the worst value, kept to be seen
     summary = json.loads((tmp_path / "study" / "study.json").read_text())
     assert summary["state"] == "SUCCEEDED"
     assert summary["trialCounts"]["diverged"] == 2 and summary["trialCounts"]["failed"] == 0
     assert summary["bestTrialId"] in ("3", "4")
+
+
+@pytest.mark.parametrize(
+    ("model", "weights", "space", "warned"),
+    [
+        ("mobilenet_v3_small", "none", "transfer", True),  # issue 51's case: a random frozen base
+        ("resnet50", "none", None, True),  # transfer is resnet50's default preset
+        ("mobilenet_v3_small", "imagenet", "transfer", False),  # what transfer is meant for
+        ("mobilenet_v3_small", "none", "optimizer", False),  # the whole network trains
+        ("cnn", None, None, False),  # no backbone
+    ],
+)
+def test_transfer_with_random_weights_is_warned_in_one_line(model, weights, space, warned):
+    from pipelines.settings import Settings
+    from pipelines.settings_space import weights_warning
+
+    settings = Settings(model=model, weights=weights, search_space=space, image_size=32)
+    line = weights_warning(settings)
+    assert bool(line) is warned
+    if warned:
+        assert line.startswith(
+            f"warning: search_space=transfer with weights=none: its trainable_blocks from 0 "
+            f"freeze a randomly initialised {model} backbone"
+        )
+        assert "--weights imagenet" in line and "--search-space optimizer" in line
+        assert "\n" not in line

@@ -187,7 +187,7 @@ DIVERGED_METRIC_VALUE: Mapping[str, float] = {"maximize": 0.0, "minimize": 1e9}
 # trial learnt nothing usable, as much as one whose loss is NaN (`exploded`).
 EXPLODED_LOSS_FACTOR = 20.0
 # The fix a diverged trial, and a study whose every trial diverged, names.
-DIVERGED_FIX = "lower the learning_rate range (or start from pretrained weights)"
+DIVERGED_FIX = "lower the learning_rate range"
 
 
 def exploded(loss: float, num_classes: int) -> bool:
@@ -207,6 +207,7 @@ def diverged_report(metrics: Mapping[str, float]) -> bool:
     return bool(known) and all(
         value == DIVERGED_METRIC_VALUE[METRIC_GOALS[tag]] for tag, value in known.items()
     )
+
 
 DISTRIBUTIONS = ("auto", "mirrored", "multi_worker", "none")
 # Compute precision: mixed_bfloat16 keeps float32 variables and needs no loss scaling

@@ -18,9 +18,9 @@ the measurement selected from what it reported. A diverged trial (its loss not
 finite or exploded: the trainer reports the worst value of every metric and exits 0,
 so a service records it SUCCEEDED) is INFEASIBLE too ("should not be attempted
 again"), its measurements kept, its `infeasibleReason` starting `diverged`
-(`mark_diverged`; `is_diverged` reads the measurements, so it holds on any target). `local` (`LOCAL_KEY`) holds what
-only the local executor knows (log path, exit code, log tail, early stop) and is
-dropped before the strict parse.
+(`mark_diverged`; `is_diverged` reads the measurements, so it holds on any target).
+`local` (`LOCAL_KEY`) holds what only the local executor knows (log path, exit code,
+log tail, early stop) and is dropped before the strict parse.
 """
 
 from __future__ import annotations
