@@ -44,8 +44,7 @@ def select_best_trial(
         threshold=float(threshold) if use_threshold else None,
     )
     print(f"selected {best.reason}")
-    picked = next(t for t in all_trials if str(t["id"]) == best.trial_id)
-    at_chance = selection.chance_note(picked, int(dataset.metadata.get("num_classes") or 0))
+    at_chance = selection.chance_note(all_trials, best.trial_id, dataset.metadata)
     if at_chance:
         print(f"warning: {at_chance}")
     summary.metadata["at_chance"] = at_chance

@@ -144,11 +144,11 @@ def test_katib_maps_a_trial_whose_last_report_diverged_to_diverged(tmp_path, mon
     [(0.1003, True), (0.115, True), (0.13, False), (0.95, False)],
 )
 def test_a_pick_at_chance_is_said_in_one_line(accuracy, said):
-    picked = vertex_trial("2", {"val_accuracy": accuracy, "val_loss": 2.3})
-    note = selection.chance_note(picked, num_classes=10)
+    picked = vertex_trial("5", {"val_accuracy": accuracy, "val_loss": 2.3})
+    note = selection.chance_note([HONEST, picked], "5", {"num_classes": 10.0})  # kfp: floats
     assert bool(note) is said
     if said:
-        assert note.startswith(f"at chance: the best trial 2 has val_accuracy={accuracy:.4g}")
+        assert note.startswith(f"at chance: the best trial 5 has val_accuracy={accuracy:.4g}")
         assert "1/10=0.1" in note and "\n" not in note
 
 

@@ -199,11 +199,16 @@ def _scored(trials: Iterable[Mapping[str, Any]], names: Sequence[str]) -> _Score
     return scored
 
 
-def chance_note(trial: Mapping[str, Any], num_classes: int) -> str:
-    """One line when the picked `trial`'s val_accuracy is at chance (~1/num_classes), else ''.
+def chance_note(
+    trials: Iterable[Mapping[str, Any]], trial_id: str, dataset: Mapping[str, Any]
+) -> str:
+    """One line when the picked trial's val_accuracy is at chance (~1/num_classes), else ''.
 
     A study can pick a trial that learnt nothing (every trial guessing); it goes on, said.
+    `dataset`: the prepared dataset's metadata (its `num_classes`).
     """
+    trial = next(t for t in trials if str(t.get("id")) == str(trial_id))
+    num_classes = int(dataset.get("num_classes") or 0)
     accuracy = trials_lib.final_metric(trial, "val_accuracy")
     if accuracy is None or num_classes < 2:
         return ""
