@@ -211,3 +211,17 @@ def test_transfer_with_random_weights_is_warned_in_one_line(model, weights, spac
         )
         assert "--weights imagenet" in line and "--search-space optimizer" in line
         assert "\n" not in line
+
+
+def test_a_rerun_reuses_diverged_trials_as_done_not_failed(tmp_path):
+    from pipelines.app import study_identity
+
+    study = tmp_path / "study"
+    study.mkdir()
+    written = [tl.mark_diverged(t) for t in (EVERY_EPOCH_DIVERGED, HONEST)]
+    tl.write_trials(str(study / tl.TRIALS_FILE), written)
+    assert study_identity.trial_counts(study) == {"done": 2, "failed": 0, "rerun": 0}
+    assert (
+        study_identity.resume_line(study)
+        == f"resuming the study in {study}: 2 trial(s) done, reused"
+    )
