@@ -225,3 +225,18 @@ def test_a_rerun_reuses_diverged_trials_as_done_not_failed(tmp_path):
         study_identity.resume_line(study)
         == f"resuming the study in {study}: 2 trial(s) done, reused"
     )
+
+
+def test_the_pareto_plot_leaves_out_a_diverged_trials_worst_values(tmp_path, monkeypatch):
+    from pipelines.reports import plotting
+    from pipelines.reports.pareto_plot import plot_pareto
+
+    plt = plotting.pyplot()
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read it back
+    objectives = [Metric("val_accuracy", "maximize"), Metric("model_size_mb", "minimize")]
+    honest = vertex_trial("2", {"val_accuracy": 0.8, "model_size_mb": 5.0})
+    plot_pareto([EVERY_EPOCH_DIVERGED, honest], objectives, [], tmp_path / "p.png")
+    (ax,) = figures[0].axes
+    xs = [float(x) for x, _ in ax.collections[0].get_offsets()]
+    assert xs == [5.0]  # not 1e9: the axis stays readable, the diverged trial is no point
