@@ -10,6 +10,7 @@ from components.base import component
 @component
 def select_best_trial(
     trials: dsl.Input[dsl.Artifact],
+    dataset: dsl.Input[dsl.Dataset],
     study_spec_metrics: list,
     constraints: list,
     threshold: float,
@@ -24,8 +25,9 @@ def select_best_trial(
     The trials meeting every constraint, their Pareto front over the study's objectives, the
     best primary objective on it (ties to the cheaper configuration). No trial meeting the
     constraints, or a pick missing `threshold` (primary objective; `use_threshold` False
-    ignores it), stops the pipeline before the final training. `continued_trials` (an
-    earlier run's) are chosen among with the tune step's trials.
+    ignores it), stops the pipeline before the final training; so does a study whose every
+    trial diverged. `continued_trials` (an earlier run's) are chosen among with the tune
+    step's trials. A pick at chance (`dataset`'s class count) is said in one line.
     """
     from collections import namedtuple
 
@@ -42,6 +44,10 @@ def select_best_trial(
         threshold=float(threshold) if use_threshold else None,
     )
     print(f"selected {best.reason}")
+    at_chance = selection.chance_note(all_trials, best.trial_id, dataset.metadata)
+    if at_chance:
+        print(f"warning: {at_chance}")
+    summary.metadata["at_chance"] = at_chance
     for name, value in best.metrics.items():
         summary.log_metric(f"best_{name}", value)
     summary.log_metric("best_trial_id", float(best.trial_id) if best.trial_id.isdigit() else -1.0)

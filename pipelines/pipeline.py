@@ -119,6 +119,7 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
     trials = binding.tune(op, p, s, dataset, trial_spec)
     best = op(select_best_trial)(
         trials=trials,
+        dataset=dataset,
         study_spec_metrics=metric.outputs["study_spec_metrics"],
         constraints=p.constraints,
         threshold=p.trial_threshold,

@@ -92,6 +92,32 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
     return SearchSpace(space.parameters, metrics)
 
 
+def weights_warning(settings: Settings) -> str:
+    """One line when the search space freezes a backbone that `weights=none` leaves random.
+
+    A preset that searches `trainable_blocks` below the backbone's depth (`transfer`) is
+    meant for pretrained weights (imagenet or a file): a frozen random backbone passes noise
+    to the head, and the study finds nothing. Empty when the combination is not that.
+    """
+    known = settings_model(settings)
+    spec = known.spec
+    if not spec.pretrained or check_weights(spec, settings.architecture.weights) != "none":
+        return ""
+    space = study_space(settings, known)
+    blocks = next((p for p in space.all_parameters() if p.parameter_id == "trainable_blocks"), None)
+    depth = spec.all_hyperparameters()["trainable_blocks"].default
+    lowest = (min(map(float, blocks.values)) if blocks.values else blocks.min) if blocks else None
+    if lowest is None or float(lowest) >= float(depth):
+        return ""
+    name = settings.study.search_space or spec.presets[0]
+    return (
+        f"warning: search_space={name} with weights=none: its trainable_blocks from "
+        f"{lowest:g} freeze a randomly initialised {spec.name} backbone (the head learns from "
+        "noise); that space is meant for pretrained weights: pass --weights imagenet (or a "
+        "weights file), or --search-space optimizer to train the whole network"
+    )
+
+
 def _choice_flags(settings: Settings, model: str) -> tuple[Any, bool]:
     """A model of the space's `model` choice, checked as the settings' own model is.
 

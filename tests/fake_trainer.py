@@ -27,6 +27,8 @@ Control flags:
                         one; past the last epoch, report it again (as `trainer.train` does)
     --cost              after the last epoch report model_size_mb and latency_ms with its
                         step, as the trainer reports its cost (a function of num_units)
+    --diverge_at=E      at epoch E report the worst value of every metric and exit 0, as the
+                        trainer does when its loss diverges (with --fail_trials: only those)
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ CONTROL_FLAGS = {
     "fail_code",
     "fail_say",
     "cost",
+    "diverge_at",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -114,6 +117,26 @@ def parse(argv: list[str]) -> tuple[dict, dict]:
     return control, params
 
 
+def _diverge(reporter: object, epoch: int) -> int:
+    """What the trainer does when its loss diverges: the worst values, its line, exit 0."""
+    from trainer.contract import DIVERGED_METRIC_VALUE, METRIC_GOALS
+
+    for tag, goal in METRIC_GOALS.items():
+        if reporter is not None:
+            reporter.report_hyperparameter_tuning_metric(  # type: ignore[attr-defined]
+                hyperparameter_metric_tag=tag,
+                metric_value=DIVERGED_METRIC_VALUE[goal],
+                global_step=epoch,
+            )
+    print(
+        f"trainer: training diverged at epoch {epoch} (train_loss=nan); reported "
+        "val_accuracy=0.0 (the worst value), nothing exported",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0
+
+
 def main(argv: list[str]) -> int:
     control, params = parse(argv)
     if control.get("ignore_sigterm"):
@@ -165,6 +188,8 @@ def main(argv: list[str]) -> int:
                 time.sleep(3600)
         if epoch == 0:
             continue
+        if targeted and epoch == control.get("diverge_at"):
+            return _diverge(reporter if task == "chief" else None, epoch)
         time.sleep(float(control.get("sleep", 0)))
         value = epoch_value(params, epoch, int(control.get("decay_after", 0)))
         if control.get("falling"):

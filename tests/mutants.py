@@ -346,9 +346,8 @@ MUTANTS = [
     m(
         "a cancelled trial eats the failure budget",
         "pipelines/study/failure_rules.py",
-        "return trials_lib.trial_state(trial) == TrialState.INFEASIBLE"
-        ' and not local.get("cancelled")',
-        "return trials_lib.trial_state(trial) == TrialState.INFEASIBLE",
+        'return infeasible and not local.get("cancelled") and not trials_lib.is_diverged(trial)',
+        "return infeasible and not trials_lib.is_diverged(trial)",
         "tests/test_failure_rules.py",
         "test_cancelled_and_diverged_trials_are_not_failures",
     ),
@@ -363,7 +362,7 @@ MUTANTS = [
     m(
         "a trial found finished in its folder is retrained on resume",
         "pipelines/study/local_study.py",
-        "if kept is not None and kept.state == TrialState.SUCCEEDED:",
+        "if kept is not None and (kept.state == TrialState.SUCCEEDED or kept.diverged):",
         "if False:",
         "tests/test_study_faults.py",
         "test_a_signal_between_a_trials_end_and_its_record_loses_nothing",
@@ -561,8 +560,8 @@ MUTANTS = [
     m(
         "a NaN val_loss beside a finite train_loss is reported",
         "trainer/train.py",
-        'if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):',
-        'if not all(math.isfinite(metrics[k]) for k in ("train_loss",)):',
+        'for name in ("train_loss", "val_loss"):',
+        'for name in ("train_loss",):',
         B + "trainer.py::test_a_nan_validation_loss_beside_a_finite_training_loss_reports"
         "_the_worst",
         "test_a_nan_validation_loss_beside_a_finite_training_loss_reports_the_worst",
@@ -723,6 +722,39 @@ MUTANTS = [
         "pass",
         "tests/test_behaviour_kubeflow_cli.py",
         "test_the_default_namespace_is_refused_alike_by_compile_and_manifests",
+    ),
+    # --- issue 51: diverged trials never picked, continuation at equal budget ---
+    m(
+        "a diverged trial is a candidate of selection",
+        "pipelines/study/selection.py",
+        "if trials_lib.is_diverged(trial):",
+        "if False:",
+        "tests/test_diverged_trials.py",
+        "test_a_diverged_trial_is_never_picked_though_an_earlier_epoch_scored_best",
+    ),
+    m(
+        "the trials artifact keeps a diverged trial SUCCEEDED",
+        "pipelines/study/trials_artifact.py",
+        "trials = [trials_lib.mark_diverged(t) for t in trials]",
+        "trials = list(trials)",
+        "tests/test_diverged_trials.py",
+        "test_the_trials_artifact_writes_a_diverged_trial_infeasible_with_its_reason",
+    ),
+    m(
+        "an exploded but finite validation loss is a result",
+        "trainer/train.py",
+        'check_exploded(history, len(metadata["class_names"]))',
+        "pass",
+        B + "trainer.py::test_an_exploded_but_finite_validation_loss_is_a_diverged_trial",
+        "test_an_exploded_but_finite_validation_loss_is_a_diverged_trial",
+    ),
+    m(
+        "earlier trials keep a longer budget's score",
+        "pipelines/study/continuation.py",
+        "scored = trial if epochs is None else at_budget(trial, epochs, today[0], selection)",
+        "scored = trial",
+        "tests/test_continuation_budget.py",
+        "test_a_six_epoch_trial_is_scored_at_todays_three_epochs_and_not_picked_for_its_six",
     ),
 ]
 

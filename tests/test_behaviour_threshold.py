@@ -50,7 +50,8 @@ def select_as_compiled(tmp_path: Path, settings: Settings, trials: SimpleNamespa
     outputs = {"study-metric": {"study_spec_metrics": metrics, "goal": goal}}
     inputs = resolve_inputs(spec, outputs=outputs)[SELECT]
     summary = dsl.Metrics(name="summary", uri=str(tmp_path / "summary"), metadata={})
-    return select_best_trial.python_func(trials=trials, summary=summary, **inputs)
+    dataset = dsl.Dataset(uri=str(tmp_path / "data"), metadata={"num_classes": 2})
+    return select_best_trial.python_func(trials=trials, summary=summary, dataset=dataset, **inputs)
 
 
 @pytest.mark.parametrize(

@@ -86,3 +86,28 @@ def test_a_nan_validation_loss_beside_a_finite_training_loss_reports_the_worst(
     assert [float(r["val_loss"]) for r in reports] == [DIVERGED_METRIC_VALUE["minimize"]]
     assert "reported val_loss=1000000000.0 (the worst value)" in stderr
     assert not (tmp_path / "model").exists()
+
+
+# A team model whose inference pass always bets everything on class 0: finite, but its
+# validation loss is far beyond a uniform guess's (as a from-scratch BatchNorm network's can be).
+EXPLODES_AT_INFERENCE = NAN_AT_INFERENCE.replace(
+    'x * float("nan")', "keras.ops.concatenate([x[:, :1] + 1e6, x[:, 1:]], axis=-1)"
+)
+
+
+def test_an_exploded_but_finite_validation_loss_is_a_diverged_trial(synthetic_data, tmp_path):
+    """Case 2 of issue 51: val_loss=245 at chance was reported as a result and then picked."""
+    (tmp_path / "hugemodel.py").write_text(EXPLODES_AT_INFERENCE)
+    reports, stderr = loss_trial(
+        synthetic_data,
+        tmp_path,
+        "--epochs=1",
+        "--model=hugemodel:build",
+        PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]),
+    )
+    assert float(reports[-1]["val_loss"]) == DIVERGED_METRIC_VALUE["minimize"]
+    assert "reported val_loss=1000000000.0 (the worst value), nothing exported" in stderr
+    said = next(line for line in stderr.splitlines() if "training diverged" in line)
+    assert said.startswith("trainer: training diverged at epoch 1 (val_loss=")
+    assert "over 20x the chance loss" in said
+    assert not (tmp_path / "model").exists()

@@ -186,6 +186,7 @@ def test_the_select_component_chooses_over_the_continued_trials(tmp_path):
     floats = json.loads(as_kfp)  # numbers inside a list parameter arrive as floats
     got = select_best_trial.python_func(
         trials=trials_in,
+        dataset=dsl.Dataset(uri=str(tmp_path / "data"), metadata={"num_classes": 2}),
         study_spec_metrics=SPACE.to_study_spec_metrics(),  # val_accuracy, maximised
         constraints=[],
         threshold=0.0,

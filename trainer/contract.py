@@ -183,6 +183,31 @@ DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
 RETIRED_METRIC_TAGS: Mapping[str, str] = {"accuracy": "val_accuracy", "loss": "val_loss"}
 # What a diverged trial reports for each goal: finite, and worse than any real value.
 DIVERGED_METRIC_VALUE: Mapping[str, float] = {"maximize": 0.0, "minimize": 1e9}
+# A loss this many times the chance loss (ln num_classes: a uniform guess) has exploded: the
+# trial learnt nothing usable, as much as one whose loss is NaN (`exploded`).
+EXPLODED_LOSS_FACTOR = 20.0
+# The fix a diverged trial, and a study whose every trial diverged, names.
+DIVERGED_FIX = "lower the learning_rate range"
+
+
+def exploded(loss: float, num_classes: int) -> bool:
+    """Whether a loss is not finite, or beyond `EXPLODED_LOSS_FACTOR` times the chance loss."""
+    chance = math.log(max(num_classes, 2))
+    return not math.isfinite(loss) or loss > EXPLODED_LOSS_FACTOR * chance
+
+
+def diverged_report(metrics: Mapping[str, float]) -> bool:
+    """Whether `metrics` are what a diverged trial reports: each known tag at its worst value.
+
+    The one test every target applies to a trial's final measurement (a service records
+    the report as a succeeded trial's): at least one tag of `METRIC_GOALS`, each at its
+    goal's `DIVERGED_METRIC_VALUE` (a team's own tags are not looked at).
+    """
+    known = {tag: value for tag, value in metrics.items() if tag in METRIC_GOALS}
+    return bool(known) and all(
+        value == DIVERGED_METRIC_VALUE[METRIC_GOALS[tag]] for tag, value in known.items()
+    )
+
 
 DISTRIBUTIONS = ("auto", "mirrored", "multi_worker", "none")
 # Compute precision: mixed_bfloat16 keeps float32 variables and needs no loss scaling

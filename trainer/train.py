@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from trainer import distribute, feature_keys, part_cost, precision, records, stages
 from trainer.config import HParams, RunConfig
+from trainer.contract import EXPLODED_LOSS_FACTOR, exploded
 from trainer.models import ModelSpec, model_spec
 
 EpochCallback = Callable[[int, dict[str, float]], None]
@@ -61,12 +62,30 @@ class TrainResult:
 
 
 class Diverged(ArithmeticError):
-    """The loss stopped being finite: the run learnt nothing usable (nothing is exported)."""
+    """The loss stopped being finite or exploded: the run learnt nothing usable (no export)."""
 
-    def __init__(self, epoch: int, loss: float):
-        super().__init__(f"training diverged at epoch {epoch} (train_loss={loss})")
+    def __init__(self, epoch: int, loss: float, what: str = "train_loss", why: str = ""):
+        super().__init__(f"training diverged at epoch {epoch} ({what}={loss:.4g}{why})")
         self.epoch = epoch
         self.loss = loss
+
+
+def check_exploded(history: list[dict[str, float]], num_classes: int) -> None:
+    """Refuse a run whose last validation loss exploded (`contract.exploded`).
+
+    A loss finite at every epoch can still be far beyond a uniform guess's (a from-scratch
+    network whose BatchNorm statistics never settled): its predictions are noise, and the
+    same parameters retrained in the final job diverge.
+
+    Raises:
+        Diverged: The last epoch's `val_loss` is over `EXPLODED_LOSS_FACTOR` chance losses.
+    """
+    last = history[-1] if history else {}
+    loss = last.get("val_loss")
+    if loss is not None and exploded(loss, num_classes):
+        chance = math.log(max(num_classes, 2))
+        why = f", over {EXPLODED_LOSS_FACTOR:g}x the chance loss {chance:.3g}"
+        raise Diverged(int(last.get("epoch", 0)), loss, "val_loss", why)
 
 
 def _log(message: str) -> None:
@@ -230,6 +249,7 @@ def _train(
     steps_per_epoch = max(1, int(metadata["splits"]["train"]["count"]) // global_batch)
     loop = _Loop(hparams, run, strategy, cluster, global_batch, steps_per_epoch)
     history, start_epoch, first_step = loop.fit(built.model, batches, choice, rewrites, on_epoch)
+    check_exploded(history, len(metadata["class_names"]))
     return TrainResult(
         history=history,
         whole_model=built.whole,
@@ -307,8 +327,9 @@ class _Loop:
             trained, rates, first_step = self._epoch(epoch, train_step, batches, first_step)
             seconds = {"seconds": time.perf_counter() - started}  # validation included
             metrics = {**trained, **validate(), **seconds, **rates}
-            if not all(math.isfinite(metrics[k]) for k in ("train_loss", "val_loss")):
-                raise Diverged(epoch, metrics["train_loss"])
+            for name in ("train_loss", "val_loss"):
+                if not math.isfinite(metrics[name]):
+                    raise Diverged(epoch, metrics[name], name)
             history.append(metrics)
             self._record(epoch, metrics, state, summary)
             if on_epoch:

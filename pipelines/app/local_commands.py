@@ -207,8 +207,10 @@ def _preflight(settings: Settings) -> list[str]:
         notes = dispatch.preflight(TARGETS["local"], settings) or []
     except SettingsError as err:
         fail(str(err))
-    warning = local_preflight.replica_warning(settings)
-    return [*notes, warning] if warning else notes
+    from pipelines.settings_space import weights_warning
+
+    warnings = [local_preflight.replica_warning(settings), weights_warning(settings)]
+    return [*notes, *(w for w in warnings if w)]
 
 
 def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[], None]:

@@ -31,6 +31,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "best_parameters": _parameter(tasks, "select-best-trial", "best_parameters") or {},
         "best_metric": _parameter(tasks, "select-best-trial", "best_metric"),
         "why": selection.get("why"),  # the pick, its front and constraints (selection.py)
+        "at_chance": selection.get("at_chance") or "",  # the pick learnt nothing (selection.py)
         "pareto_front": selection.get("pareto_front") or [],
         "constraints": selection.get("constraints") or [],
         "trials": trials.get("uri"),
@@ -68,6 +69,7 @@ def _features_line(meta: dict[str, Any]) -> str:
 
 def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     """Print the summary tables; return the summary."""
+    from rich.markup import escape
     from rich.table import Table
 
     s = summarize(result)
@@ -82,6 +84,8 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
     if s["why"]:
         headline.add_row("  why", s["why"])
         headline.add_row("  pareto front", ", ".join(map(str, s["pareto_front"])))
+    if s["at_chance"]:
+        headline.add_row("  warning", f"[red]{escape(s['at_chance'])}[/]")
     if s["constraints"]:
         headline.add_row("  constraints", ", ".join(s["constraints"]))
     for name, value in sorted(s["best_parameters"].items()):

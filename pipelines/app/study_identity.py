@@ -168,7 +168,7 @@ def trial_counts(study: Path) -> dict[str, int] | None:
         return None
     words = [_outcome(study, t) for t in trials]  # the one failure taxonomy
     return {
-        "done": words.count(trials_lib.SUCCEEDED),
+        "done": words.count(trials_lib.SUCCEEDED) + words.count(trials_lib.DIVERGED),
         "failed": words.count(trials_lib.FAILED),
         "rerun": words.count(trials_lib.INTERRUPTED) + words.count(trials_lib.RUNNING),
     }

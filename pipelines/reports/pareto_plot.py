@@ -95,7 +95,7 @@ def plot_pareto(
     points = {
         str(t["id"]): trials_lib.measurement_metrics(t.get("finalMeasurement"))
         for t in trials
-        if trials_lib.trial_state(t) == trials_lib.TrialState.SUCCEEDED
+        if trials_lib.trial_outcome(t) == trials_lib.SUCCEEDED  # not a diverged one's 1e9
     }
     fig, axes = plt.subplots(1, len(others), figsize=(5.5 * len(others), 4.2), squeeze=False)
     for ax, other in zip(axes[0], others, strict=True):

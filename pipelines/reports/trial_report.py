@@ -338,7 +338,7 @@ def trial_rows(
 ) -> list[TrialRow]:
     """One row per trial, best first (per `metric.goal`), with every objective's value.
 
-    Trials without the metric (failed, still running) come last, by id.
+    Trials without the metric (failed, still running) or diverged come last, by id.
     """
     names = [o.metric_id for o in objectives]
     rows = [
@@ -360,12 +360,14 @@ def trial_rows(
         )
         for t in trials
     ]
+    ranked = [r for r in rows if r.metric is not None and r.outcome != trials_lib.DIVERGED]
     scored = sorted(  # best first, ties broken as the best trial's selection breaks them
-        (r for r in rows if r.metric is not None),
+        ranked,
         key=lambda r: rank_key(r.trial_id, r.metric, r.parameters, goal=metric.goal),  # type: ignore[arg-type]
     )
     unscored = sorted(
-        (r for r in rows if r.metric is None), key=lambda r: trial_plots.id_key(r.trial_id)
+        (r for r in rows if r.metric is None or r.outcome == trials_lib.DIVERGED),
+        key=lambda r: trial_plots.id_key(r.trial_id),
     )
     return scored + unscored
 
@@ -386,7 +388,7 @@ def default_report_dir(study: StudyTrials) -> Path:
 
 
 def state_counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
-    """Trials per outcome (`trials.trial_outcome`: succeeded, failed, interrupted, running)."""
+    """Trials per outcome (`trials.trial_outcome`: succeeded, diverged, failed, interrupted…)."""
     counts: dict[str, int] = {}
     for trial in trials:
         name = trials_lib.trial_outcome(trial)

@@ -10,7 +10,12 @@ still has. The rules, each applied one reported in one line (refusals: `Continua
 * added parameter: a parameter of today's space the earlier trials lack takes its default
   (the value the trainer ran them with);
 * changed range: an earlier trial with a value outside today's range or values is dropped;
-* unfinished: an earlier trial that is not SUCCEEDED or INFEASIBLE is dropped.
+* unfinished: an earlier trial that is not SUCCEEDED or INFEASIBLE is dropped;
+* budget (`check_budget`): a trial is compared only at equal budget. Other data or another
+  image size is refused; fewer epochs than today's is refused; more epochs: each earlier
+  trial is scored by its measurements up to today's epoch count (`at_budget`), as the final
+  job retrains for today's; a source that records none of them (a trials file, a cloud run)
+  is said in one line.
 
 Origin: an earlier trial's id becomes `<label>:<id>` (`<label>` names the earlier run). The
 id is a string in Vertex's `Trial`, so the list still parses strictly; ids stay unique in
@@ -39,6 +44,9 @@ _LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
 _FINISHED = (TrialState.SUCCEEDED, TrialState.INFEASIBLE)
 
 Objective = tuple[str, str]  # (metric id, goal: maximize | minimize)
+# What a trial's score depends on beside its parameters (a local run records them in its
+# study's identity.json): compared between the runs by `check_budget`.
+BUDGET_KEYS = ("dataset", "image_size", "epochs")
 
 
 class ContinuationError(ValueError):
@@ -54,12 +62,15 @@ class Earlier:
         label: Short name of the run, the prefix of its trials' ids.
         trials: Its trials (states as ints).
         objectives: Its (metric, goal) pairs; None when the source records none (a file).
+        budget: What its trials ran with (`BUDGET_KEYS`: epochs, image size, the dataset's
+            fingerprint); None when the source records none (a file, a cloud run).
     """
 
     source: str
     label: str
     trials: list[dict[str, Any]]
     objectives: list[Objective] | None
+    budget: Mapping[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,11 +171,98 @@ def _fill(
     return out
 
 
+def check_budget(earlier: Earlier, budget: Mapping[str, Any]) -> tuple[int | None, list[str]]:
+    """Compare what the earlier trials ran with to today's `budget` (`BUDGET_KEYS`).
+
+    Returns:
+        (the epoch count to score the earlier trials at, or None: as they are; the notes).
+
+    Raises:
+        ContinuationError: Other data, another image size, or fewer epochs than today's.
+    """
+    src, old = earlier.source, earlier.budget
+    if old is None:
+        known = ", ".join(f"{k}={budget[k]}" for k in BUDGET_KEYS[1:] if budget.get(k) is not None)
+        return None, [
+            f"budget: {src} records no epochs, image size or dataset (a trials file or a cloud "
+            f"run); its trials are compared as if they ran with today's {known}"
+        ]
+    differ = {
+        k: (old[k], budget[k]) for k in BUDGET_KEYS if None not in (old.get(k), budget.get(k))
+    }
+    differ = {k: pair for k, pair in differ.items() if pair[0] != pair[1]}
+    if "dataset" in differ:
+        raise ContinuationError(
+            f"continue_from={src}: its trials were measured on other data (dataset "
+            f"{differ['dataset'][0]!r}, today's {differ['dataset'][1]!r}); a study continues only "
+            "on the same data: start a new study (without --continue-from)"
+        )
+    if "image_size" in differ:
+        was, now = differ["image_size"]
+        raise ContinuationError(
+            f"continue_from={src}: its trials ran at image_size={was}, today's is {now}; a study "
+            f"continues only at the same image size: pass --image-size {was}, or start a new study"
+        )
+    if "epochs" not in differ:
+        return None, []
+    was, now = (int(n) for n in differ["epochs"])
+    if was < now:
+        raise ContinuationError(
+            f"continue_from={src}: its trials ran epochs={was}, today's is {now}; a trial is "
+            f"compared only at equal budget and its scores stop at epoch {was}: pass --epochs "
+            f"{was}, or start a new study"
+        )
+    return now, [
+        f"rule budget: its trials ran epochs={was}, today's is {now}; each is scored by its "
+        f"measurements up to epoch {now}, as the final job retrains for {now}"
+    ]
+
+
+def at_budget(
+    trial: Mapping[str, Any], epochs: int, primary: Objective, selection: str
+) -> dict[str, Any] | None:
+    """`trial` as if it had run `epochs`: its measurements up to then, its final chosen again.
+
+    The final measurement is the best (or, `LAST_MEASUREMENT`, the last) of those steps on the
+    primary metric, with the metrics measured once (its cost) kept. Only a SUCCEEDED trial is
+    rescored (a failed or diverged one stays as it was). None: no measurement that early.
+    """
+    if trials_lib.trial_state(trial) != TrialState.SUCCEEDED:
+        return dict(trial)
+    every = trial.get("measurements", [])
+    steps = [m for m in every if int(m.get("stepCount", 0)) <= epochs]
+    scored = [m for m in steps if primary[0] in trials_lib.measurement_metrics(m)]
+    if not scored:
+        return None
+    sign = 1.0 if primary[1] == "maximize" else -1.0
+    chosen = (
+        scored[-1]
+        if selection == "LAST_MEASUREMENT"
+        else max(
+            scored,
+            key=lambda m: (
+                sign * trials_lib.measurement_metrics(m)[primary[0]],
+                -int(m.get("stepCount", 0)),
+            ),
+        )
+    )
+    once = trials_lib.measured_once([trials_lib.measurement_metrics(m) for m in every])
+    metrics = {**once, **trials_lib.measurement_metrics(chosen)}
+    final = {
+        "stepCount": chosen.get("stepCount"),
+        "metrics": [{"metricId": k, "value": v} for k, v in metrics.items()],
+    }
+    return {**trial, "measurements": steps, "finalMeasurement": final}
+
+
 def reconcile(
     earlier: Earlier,
     space: SearchSpace,
     today: Sequence[Objective],
     defaults: Mapping[str, Any],
+    *,
+    budget: Mapping[str, Any] | None = None,
+    selection: str = "BEST_MEASUREMENT",
 ) -> Continued:
     """Apply the module's rules to `earlier`'s trials for today's `space` and objectives.
 
@@ -173,11 +271,16 @@ def reconcile(
         space: Today's search space.
         today: Today's (metric, goal) pairs.
         defaults: Each parameter's default (the value a trial that lacks it ran with).
+        budget: Today's `BUDGET_KEYS` (a None value, or no `budget`: not compared).
+        selection: Today's measurement selection (`at_budget` chooses the final with it).
 
     Raises:
-        ContinuationError: Other objectives, a removed parameter, or no trial left.
+        ContinuationError: Other objectives, a removed parameter, other data, image size or
+            fewer epochs, or no trial left.
     """
     notes = check_objectives(earlier, today)
+    epochs, said = check_budget(earlier, budget) if budget is not None else (None, [])
+    notes.extend(said)
     known = {p.parameter_id for p in space.all_parameters()}
     removed = sorted({k for t in earlier.trials for k in trials_lib.trial_parameters(t)} - known)
     if removed:
@@ -188,7 +291,11 @@ def reconcile(
         )
     sorted_trials = _Sorted()
     for trial in earlier.trials:
-        sorted_trials.add(trial, earlier, space, defaults)
+        scored = trial if epochs is None else at_budget(trial, epochs, today[0], selection)
+        if scored is None:
+            sorted_trials.unscored.append(str(trial["id"]))
+            continue
+        sorted_trials.add(scored, earlier, space, defaults)
     notes.extend(sorted_trials.notes())
     kept = sorted_trials.kept
     if not kept:
@@ -270,6 +377,7 @@ class _Sorted:
     kept: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     outside: list[str] = dataclasses.field(default_factory=list)
     unfinished: list[str] = dataclasses.field(default_factory=list)
+    unscored: list[str] = dataclasses.field(default_factory=list)  # no measurement by the budget
     added_count: dict[str, int] = dataclasses.field(default_factory=dict)
     added_value: dict[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -306,6 +414,11 @@ class _Sorted:
             notes.append(
                 f"rule changed range: {len(self.outside)} earlier trial(s) outside today's "
                 f"search space dropped ({', '.join(self.outside)})"
+            )
+        if self.unscored:
+            notes.append(
+                f"rule budget: {len(self.unscored)} earlier trial(s) with no measurement by "
+                f"today's epochs dropped ({', '.join(self.unscored)})"
             )
         if self.unfinished:
             notes.append(

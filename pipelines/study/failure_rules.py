@@ -2,7 +2,8 @@
 
 A failed trial is an INFEASIBLE one (exit code non-zero, timeout, no metric);
 a cancelled trial (the study stopped it) is not a failure. A diverged trial
-reports a finite worst-case metric and succeeds, so it never counts here.
+reports a finite worst-case metric and exits 0 (a service records it SUCCEEDED;
+the artifact INFEASIBLE, `trials.mark_diverged`): a poor trial, it never counts here.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def trainer_error(log_tail: str) -> str | None:
 
 
 def counts_as_failed(trial: Mapping[str, Any]) -> bool:
-    """Whether a trial eats the failure budget (INFEASIBLE and not cancelled by the study)."""
+    """Whether a trial eats the failure budget (INFEASIBLE, not cancelled, not diverged)."""
     local = trial.get(trials_lib.LOCAL_KEY) or {}
-    return trials_lib.trial_state(trial) == TrialState.INFEASIBLE and not local.get("cancelled")
+    infeasible = trials_lib.trial_state(trial) == TrialState.INFEASIBLE
+    return infeasible and not local.get("cancelled") and not trials_lib.is_diverged(trial)
 
 
 def stop_reason(trials: Sequence[Mapping[str, Any]], max_failed_trial_count: int) -> str | None:

@@ -111,7 +111,7 @@ class _LocalStudy:
             if trials_lib.trial_state(t) != TrialState.ACTIVE:
                 continue
             kept = trial_runner.load_outcome(local_job.job_local_dir(self.plan.base, trial_id))
-            if kept is not None and kept.state == TrialState.SUCCEEDED:
+            if kept is not None and (kept.state == TrialState.SUCCEEDED or kept.diverged):
                 self.trials[trial_id] = self._record(kept, recovered=True)
 
     def _save(self, state: str = "ACTIVE", reason: str = "") -> None:
@@ -221,7 +221,7 @@ class _LocalStudy:
             self.trials[outcome.trial_id] = trial
             if outcome.early_stopped:
                 self.optuna.tell(frozen, state=optuna.trial.TrialState.PRUNED)
-            elif outcome.state == TrialState.SUCCEEDED:
+            elif outcome.state == TrialState.SUCCEEDED or outcome.diverged:  # diverged: worst
                 assert outcome.final is not None
                 self.optuna.tell(frozen, [outcome.final.metrics[m] for m in self.metric_ids])
             else:
@@ -343,6 +343,7 @@ class _LocalStudy:
             early_stopped=counts["earlyStopped"],
             running=counts["running"],
             interrupted=counts["interrupted"],
+            diverged=counts["diverged"],
             best=best_trial(self._ordered(), self.plan.space.metrics[0]),
             last=last,
         )

@@ -91,7 +91,9 @@ def make_optuna_study(
         values = [trials_lib.final_metric(t, m) for m in metric_ids]
         if (t.get(trials_lib.LOCAL_KEY) or {}).get("earlyStopped"):
             frozen_state, frozen_values = optuna.trial.TrialState.PRUNED, None
-        elif state == TrialState.SUCCEEDED and all(v is not None for v in values):
+        elif (state == TrialState.SUCCEEDED or trials_lib.is_diverged(t)) and all(
+            v is not None for v in values
+        ):  # a diverged trial is a poor one: its worst values teach the sampler
             frozen_state, frozen_values = optuna.trial.TrialState.COMPLETE, values
         else:
             frozen_state, frozen_values = optuna.trial.TrialState.FAIL, None

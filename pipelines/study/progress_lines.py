@@ -27,6 +27,7 @@ class StudyProgress:
     best: dict[str, Any] | None
     last: dict[str, Any] | None
     interrupted: int = 0  # stopped by our side, to rerun (`trials.trial_outcome`)
+    diverged: int = 0  # ran, its loss not finite or exploded: never picked
 
 
 def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -40,6 +41,7 @@ def counts(trials: Sequence[Mapping[str, Any]]) -> dict[str, int]:
         "earlyStopped": sum(bool(x.get("earlyStopped")) for x in local),
         "running": words.count(trials_lib.RUNNING),
         "interrupted": words.count(trials_lib.INTERRUPTED),
+        "diverged": words.count(trials_lib.DIVERGED),
     }
 
 
@@ -68,6 +70,9 @@ def trial_line(trial: Mapping[str, Any]) -> str:
         metrics = " ".join(f"{k}={v:.4g}" for k, v in trials_lib.measurement_metrics(final).items())
         status = "early-stopped" if local.get("earlyStopped") else "succeeded"
         return f"trial {trial['id']} {status}: {metrics} (step {final.get('stepCount')}) {params}"
+    if trials_lib.trial_outcome(trial) == trials_lib.DIVERGED:
+        why = str(trial.get("infeasibleReason", "")).removeprefix(f"{trials_lib.DIVERGED}: ")
+        return f"trial {trial['id']} diverged: {why} {params}"
     if trials_lib.trial_outcome(trial) == trials_lib.INTERRUPTED:
         why = local.get("interrupted") or "the study stopped it"
         return f"trial {trial['id']} interrupted ({why}): rerun on resume {params}"
@@ -79,6 +84,7 @@ def summary(snap: Any, why: str) -> str:
     line = (
         f"study done ({why}): {snap.done} trials, {snap.succeeded} succeeded "
         f"({snap.early_stopped} early-stopped), {snap.failed} failed"
+        + (f", {snap.diverged} diverged" if snap.diverged else "")
         + (f", {snap.interrupted} interrupted" if snap.interrupted else "")
     )
     if snap.best:

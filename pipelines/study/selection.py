@@ -13,10 +13,13 @@ from typing import Any
 from pipelines.study import trials as trials_lib
 from pipelines.study.objectives import Constraint
 from pipelines.study.search_space import Metric
+from trainer.contract import DIVERGED_FIX
 
 # Parameters whose smaller values make a cheaper model; ties go to the cheaper trial.
 DEFAULT_COST_PARAMETERS = ("num_units", "epochs")
 _TIE_DIGITS = 6
+# A pick whose val_accuracy is within this of 1/num_classes is at chance: it learnt nothing.
+CHANCE_MARGIN = 0.02
 
 
 class SelectionError(ValueError):
@@ -100,6 +103,7 @@ def select_best_trial(
 ) -> BestTrial:
     """Pick the best succeeded trial: one rule for one objective or several.
 
+    A diverged trial (`trials.is_diverged`) is never a candidate, whatever its state.
     The succeeded trials that report every objective and meet every constraint; their Pareto
     front over the objectives; the pick is the front's best by `rank_key` on the primary
     (first) objective: its value (rounded to 6 digits, so near-equal values tie), then the
@@ -107,7 +111,8 @@ def select_best_trial(
     `objectives`, the one objective is `metric_id` with `goal`.
 
     Raises:
-        SelectionError: No succeeded trial reports the objectives, none meets the
+        SelectionError: No succeeded trial reports the objectives (every one diverged: the
+            cause and the fix), none meets the
             constraints (naming the closest), or the pick does not reach `threshold` (>= when
             maximizing, <= when minimizing; on the primary objective).
     """
@@ -167,17 +172,54 @@ _Scored = dict[str, tuple[Mapping[str, Any], dict[str, Any], dict[str, float]]]
 
 
 def _scored(trials: Iterable[Mapping[str, Any]], names: Sequence[str]) -> _Scored:
-    """Succeeded trials that report every objective: id → (trial, parameters, values)."""
+    """Succeeded trials that report every objective: id → (trial, parameters, values).
+
+    Raises:
+        SelectionError: None; when trials diverged, how many, the cause and the fix.
+    """
     scored: _Scored = {}
+    diverged = []
     for trial in trials:
+        if trials_lib.is_diverged(trial):
+            diverged.append(str(trial["id"]))
+            continue
         metrics = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
         succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
         if succeeded and all(n in metrics for n in names):
             values = {n: metrics[n] for n in names}
             scored[str(trial["id"])] = (trial, trials_lib.trial_parameters(trial), values)
+    if not scored and diverged:
+        raise SelectionError(
+            f"no usable trial: {len(diverged)} diverged (trial(s) {', '.join(diverged)}: a loss "
+            f"not finite or exploded) and none succeeded; stopping before the final training: "
+            f"{DIVERGED_FIX}"
+        )
     if not scored:
         raise SelectionError(f"no succeeded trial reported the metric {'/'.join(names)!r}")
     return scored
+
+
+def chance_note(
+    trials: Iterable[Mapping[str, Any]], trial_id: str, dataset: Mapping[str, Any]
+) -> str:
+    """One line when the picked trial's val_accuracy is at chance (~1/num_classes), else ''.
+
+    A study can pick a trial that learnt nothing (every trial guessing); it goes on, said.
+    `dataset`: the prepared dataset's metadata (its `num_classes`).
+    """
+    trial = next(t for t in trials if str(t.get("id")) == str(trial_id))
+    num_classes = int(dataset.get("num_classes") or 0)
+    accuracy = trials_lib.final_metric(trial, "val_accuracy")
+    if accuracy is None or num_classes < 2:
+        return ""
+    chance = 1.0 / num_classes
+    if accuracy > chance + CHANCE_MARGIN:
+        return ""
+    return (
+        f"at chance: the best trial {trial.get('id')} has val_accuracy={accuracy:.4g}, about "
+        f"1/{num_classes}={chance:.3g} (a guess): the study learnt nothing usable; check the "
+        "labels, the weights and the search space's ranges"
+    )
 
 
 def _none_feasible(

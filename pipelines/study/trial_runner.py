@@ -4,6 +4,8 @@ Vertex's rules, modelled: the tuned values are appended to every pool's args as
 `--<parameter_id>=<value>`; the trial gets `CLOUD_ML_TRIAL_ID` and its own
 `CLOUD_ML_HP_METRIC_FILE`; a trial that exits non-zero, times out or reports no
 metric with the tag is INFEASIBLE (a failure); a trial the study cancels is not.
+A trial that reported the trainer's worst-values report (its loss diverged) is
+INFEASIBLE as diverged, its measurements kept: a poor trial, not a failure.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pipelines.study.measurements import (
 )
 from pipelines.study.trials import TrialState
 from trainer import precision
-from trainer.contract import flag
+from trainer.contract import DIVERGED_METRIC_VALUE, TRAINER, diverged_report, flag
 
 METRIC_FILE = "hypertune.metrics"
 EARLIER_METRICS = METRIC_FILE + ".earlier"  # what earlier attempts of the trial reported
@@ -49,6 +51,7 @@ class Outcome:
     early_stopped: bool = False
     cancelled: bool = False
     ours: str = ""  # stopped by our side (a full disk…): rerun on resume, and stop the study
+    diverged: bool = False  # ran to its end, its loss not finite or exploded (`trials.DIVERGED`)
     precision: str | None = None  # the policy the trainer resolved (its log's precision line)
 
 
@@ -106,7 +109,8 @@ def record(
     """
     start = old.get("startTime")
     started = trials_lib.parse_timestamp(start) if start else None
-    succeeded = outcome.final is not None and outcome.state == TrialState.SUCCEEDED
+    measured = outcome.state == TrialState.SUCCEEDED or outcome.diverged
+    succeeded = outcome.final is not None and measured
     return trials_lib.make_trial(
         outcome.trial_id,
         trials_lib.trial_parameters(old),
@@ -204,6 +208,14 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         )
         outcome.log_tail = local_job.tail(chief_log)
         outcome.exit_code = 0
+    elif any(diverged_report(m.metrics) for m in measurements):
+        said = _diverged_line(local_job.tail(chief_log))
+        outcome.reason = trials_lib.diverged_reason(said)
+        outcome.diverged = True
+        report = next(m for m in measurements[::-1] if diverged_report(m.metrics))
+        worst = {m.metric_id: DIVERGED_METRIC_VALUE[m.goal] for m in study.plan.space.metrics}
+        outcome.final = dataclasses.replace(report, metrics={**worst, **report.metrics})
+        outcome.exit_code = 0
     else:
         outcome.state = TrialState.SUCCEEDED
         outcome.early_stopped = watch.early_stopped
@@ -211,6 +223,18 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     with contextlib.suppress(OSError):  # a full disk: the study hears it from the outcome
         save_outcome(local_dir, outcome)
     return outcome
+
+
+def _diverged_line(log_tail: str) -> str:
+    """The trainer's own line about the divergence (`training diverged at epoch …`), if any."""
+    return next(
+        (
+            x.split(": ", 1)[1].split(";")[0]
+            for x in log_tail.splitlines()[::-1]
+            if x.startswith(f"{TRAINER}: training diverged")
+        ),
+        "",
+    )
 
 
 def _fresh_trial_dir(base: str, trial_id: str) -> str:

@@ -14,9 +14,13 @@ Every target (local, vertex, kubeflow) produces a JSON list of trials in this on
 `state` follows `aiplatform_v1.Trial.State` (int, as `to_json` writes it; readers
 also accept the name). Vertex v1 has no FAILED trial state: a failed trial is
 INFEASIBLE with `infeasibleReason`, and a trial stopped early is SUCCEEDED with
-the measurement selected from what it reported. `local` (`LOCAL_KEY`) holds what
-only the local executor knows (log path, exit code, log tail, early stop) and is
-dropped before the strict parse.
+the measurement selected from what it reported. A diverged trial (its loss not
+finite or exploded: the trainer reports the worst value of every metric and exits 0,
+so a service records it SUCCEEDED) is INFEASIBLE too ("should not be attempted
+again"), its measurements kept, its `infeasibleReason` starting `diverged`
+(`mark_diverged`; `is_diverged` reads the measurements, so it holds on any target).
+`local` (`LOCAL_KEY`) holds what only the local executor knows (log path, exit code,
+log tail, early stop) and is dropped before the strict parse.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+from trainer.contract import DIVERGED_FIX, diverged_report
 
 LOCAL_KEY = "local"
 TRIALS_FILE = "trials.json"
@@ -121,17 +127,58 @@ def trial_state(trial: Mapping[str, Any]) -> TrialState:
 
 # What became of a trial, in the same words on every screen and page (`trial_outcome`).
 SUCCEEDED, FAILED, INTERRUPTED, RUNNING = "succeeded", "failed", "interrupted", "running"
+DIVERGED = "diverged"
+DIVERGED_REASON = (
+    f"{DIVERGED}: its loss was not finite or exploded (the trainer reported the worst value "
+    f"of every metric); {DIVERGED_FIX}"
+)
+
+
+def diverged_reason(said: str = "") -> str:
+    """`DIVERGED_REASON`, or the trainer's own line (`training diverged at epoch …`) and the fix."""
+    return f"{DIVERGED}: {said}; {DIVERGED_FIX}" if said else DIVERGED_REASON
+
+
+def is_diverged(trial: Mapping[str, Any]) -> bool:
+    """Whether a finished trial diverged, whatever the state a service gave it.
+
+    Its final or its last measurement is the trainer's worst-values report
+    (`diverged_report`): the trainer reports it last, and a service selecting the best
+    measurement may have made an earlier epoch's the final one.
+    """
+    if trial_state(trial) not in (TrialState.SUCCEEDED, TrialState.INFEASIBLE):
+        return False
+    reports = [trial.get("finalMeasurement"), *trial.get("measurements", [])[-1:]]
+    return any(m and diverged_report(measurement_metrics(m)) for m in reports)
+
+
+def mark_diverged(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of `trial`, INFEASIBLE with `DIVERGED_REASON` when it diverged (else unchanged).
+
+    Every target's trials artifact goes through it (`trials_artifact.write`): a service
+    records a diverged trial as SUCCEEDED with the worst values, which must never be picked.
+    """
+    out = dict(trial)
+    if is_diverged(trial):
+        out["state"] = int(TrialState.INFEASIBLE)
+        reason = str(trial.get("infeasibleReason") or "")
+        out["infeasibleReason"] = reason if reason.startswith(DIVERGED) else DIVERGED_REASON
+    return out
 
 
 def trial_outcome(trial: Mapping[str, Any]) -> str:
     """One word for a trial: the failure taxonomy every line, table and report uses.
 
-    `succeeded` (early-stopped ones too); `failed`: the trainer's own fault (it exited
-    non-zero, timed out, reported no metric); `interrupted`: ours (a signal, the study
-    stopping it, a full disk), rerun on resume; `running`.
+    `succeeded` (early-stopped ones too); `diverged`: it ran to its end but its loss was
+    not finite or exploded, a poor trial that no failure budget counts and no selection
+    picks (`is_diverged`); `failed`: the trainer's own fault (it exited non-zero, timed
+    out, reported no metric); `interrupted`: ours (a signal, the study stopping it, a full
+    disk), rerun on resume; `running`.
     """
     state = trial_state(trial)
     local = trial.get(LOCAL_KEY) or {}
+    if is_diverged(trial):
+        return DIVERGED
     if state == TrialState.SUCCEEDED:
         return SUCCEEDED
     if state == TrialState.ACTIVE:

@@ -28,7 +28,12 @@ def summary(trials: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def write(
     artifact: Any, trials: Sequence[Mapping[str, Any]], *, source: str, study_dir: str
 ) -> None:
-    """Write trials JSON at `artifact.path` and describe them in its metadata."""
+    """Write trials JSON at `artifact.path` and describe them in its metadata.
+
+    Every target's trials pass here: a diverged trial (a service records it SUCCEEDED with
+    the worst values) is written INFEASIBLE as diverged (`trials.mark_diverged`).
+    """
+    trials = [trials_lib.mark_diverged(t) for t in trials]
     trials_lib.write_trials(artifact.path, trials)
     artifact.metadata.update({"source": source, "study": study_dir, **summary(trials)})
 

@@ -39,6 +39,7 @@ EXPECTED = (
     "or a Kubeflow run id"
 )
 _STUDY_FILE = "study.json"  # the local study's summary (`local_study.STUDY_FILE`)
+_IDENTITY_FILE = "identity.json"  # what the local study ran with (`study_identity.IDENTITY_FILE`)
 _GOAL_NAMES = {number: name for name, number in GOAL_NUMBERS.items()}
 
 
@@ -82,6 +83,31 @@ def _spec_objectives(study_json: Path) -> list[Objective] | None:
         return None
     metrics = json.loads(study_json.read_text()).get("studySpec", {}).get("metrics", [])
     return [(m["metric_id"], _GOAL_NAMES.get(int(m["goal"]), str(m["goal"]))) for m in metrics]
+
+
+def _spec_budget(study_json: Path | None) -> dict[str, Any] | None:
+    """What a local study's trials ran with (`continuation.BUDGET_KEYS`), from its identity.json.
+
+    None when the study records none (a trials file, a study from before identities).
+    """
+    identity = study_json.parent / _IDENTITY_FILE if study_json else None
+    if identity is None or not identity.is_file():
+        return None
+    recorded = json.loads(identity.read_text())
+    return {key: recorded.get(key) for key in continuation.BUDGET_KEYS}
+
+
+def budget(settings: Settings, dataset: str | None) -> dict[str, Any]:
+    """Today's `continuation.BUDGET_KEYS`: `dataset` is its fingerprint (None: not compared).
+
+    `epochs` is None when the search space tunes it: each trial then carries its own.
+    """
+    tuned = any(p.parameter_id == "epochs" for p in study_space(settings).all_parameters())
+    return {
+        "dataset": dataset,
+        "image_size": settings.data.image_size,
+        "epochs": None if tuned else settings.value("epochs"),
+    }
 
 
 def _local_trials(path: Path) -> tuple[Path, Path | None]:
@@ -142,7 +168,8 @@ def read(
         trials_file, study_json = _local_trials(path)
         found = _spec_objectives(study_json) if study_json else None
         trials = _read_file(trials_file, source)
-        return Earlier(str(path), continuation.label_of(str(path)), trials, found)
+        label = continuation.label_of(str(path))
+        return Earlier(str(path), label, trials, found, _spec_budget(study_json))
     if kind == "kubeflow":
         from pipelines.targets.kubeflow import run_trials
         from pipelines.targets.kubeflow.katib_trials import KatibTrialError
@@ -169,13 +196,17 @@ def read(
 _CACHE: dict[tuple[str, str], Earlier] = {}
 
 
-def continued(settings: Settings, credentials: Any = None) -> Continued | None:
+def continued(
+    settings: Settings, credentials: Any = None, *, dataset: str | None = None
+) -> Continued | None:
     """The earlier trials fit for the settings' study, with one note per rule applied.
 
     None when `settings.continue_from` is unset. A cloud source is read once per process.
+    `dataset`: today's dataset fingerprint, compared with the earlier run's (None: not).
 
     Raises:
-        ContinuationError: Unreadable, other objectives, a removed parameter; one line.
+        ContinuationError: Unreadable, other objectives, a removed parameter, another
+            budget (data, image size, fewer epochs); one line.
     """
     source = settings.study.continue_from
     if not source:
@@ -186,7 +217,14 @@ def continued(settings: Settings, credentials: Any = None) -> Continued | None:
         _CACHE[key] = read(
             source, credentials, space=space, namespace=settings.kubeflow.kubeflow_namespace
         )
-    return continuation.reconcile(_CACHE[key], space, objectives(settings), defaults(settings))
+    return continuation.reconcile(
+        _CACHE[key],
+        space,
+        objectives(settings),
+        defaults(settings),
+        budget=budget(settings, dataset),
+        selection=settings.study.measurement_selection,
+    )
 
 
 def target_line(settings: Settings, target: str, found: Continued) -> str:

@@ -5,7 +5,8 @@
   folded into a Trial's `status.observation.metrics` as the trial controller does.
 * `to_vertex_trials`: Katib `Trial` objects → the Vertex Trial JSON of
   `pipelines.study.trials` (states, final measurement by the Experiment's metric strategy,
-  ids "1", "2"… in creation order; `name` keeps the Katib Trial).
+  or each metric's worst side when that is the trainer's diverged report, so the trial maps
+  to `diverged`; ids "1", "2"… in creation order; `name` keeps the Katib Trial).
 
 The first two let tests check a trial without a cluster. The Katib source each reproduces,
 and the state mapping: docs/kubeflow.md, "Katib, as its source behaves".
@@ -13,6 +14,7 @@ and the state mapping: docs/kubeflow.md, "Katib, as its source behaves".
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 from collections.abc import Mapping, Sequence
@@ -22,6 +24,7 @@ from pipelines.study.search_space import SearchSpace
 from pipelines.study.trials import TrialState, make_trial
 from pipelines.targets.kubeflow.katib_rules import META_INDEXED, META_REFERENCE
 from pipelines.targets.kubeflow.waiting import last_true_condition
+from trainer.contract import METRIC_GOALS, diverged_report
 
 UNAVAILABLE = "unavailable"  # consts.UnavailableMetricValue
 ZERO_TIME = (-62135596800, 0)  # Go's time.Time{}: 0001-01-01T00:00:00Z
@@ -257,6 +260,9 @@ def to_vertex_trial(
             metrics.append({"metricId": metric["name"], "value": float(value)})
         except ValueError:
             continue
+    worst = _worst(status)
+    if diverged_report(worst):  # the trainer's diverged report, whatever the strategy folds
+        metrics = [{"metricId": k, "value": v} for k, v in worst.items()]
     if kind == "Succeeded" and not any(
         m["metricId"] == space.metrics[0].metric_id for m in metrics
     ):
@@ -275,6 +281,22 @@ def to_vertex_trial(
     meta = trial["metadata"]
     vertex["name"] = f"namespaces/{meta.get('namespace', '')}/trials/{meta['name']}"
     return vertex
+
+
+def _worst(status: Mapping[str, Any]) -> dict[str, float]:
+    """Each observed metric the trainer reports at its worst (`min` when maximized, else `max`).
+
+    Not `latest`: Katib orders hypertune's float timestamps by their digits
+    (`_katib_time`), so within a second the last report need not be the latest.
+    """
+    worst = {}
+    for metric in (status.get("observation") or {}).get("metrics") or []:
+        name = str(metric.get("name"))
+        if name in METRIC_GOALS:
+            side = "min" if METRIC_GOALS[name] == "maximize" else "max"
+            with contextlib.suppress(TypeError, ValueError):
+                worst[name] = float(metric.get(side))
+    return worst
 
 
 def to_vertex_trials(
