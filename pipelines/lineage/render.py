@@ -55,9 +55,15 @@ def _short(value: Any, width: int = 80) -> str:
 
 
 def headline(node: Node) -> str:
-    """The node's key facts on one line (`HEADLINE_KEYS` that it has)."""
+    """The node's key facts on one line (`HEADLINE_KEYS` that it has).
+
+    A trial's metrics come first, the objective leading (`graph.objectives_first`).
+    """
     parts = []
-    for key in HEADLINE_KEYS:
+    keys: tuple[str, ...] = HEADLINE_KEYS
+    if node.kind == "trial":
+        keys = ("metrics", *(k for k in HEADLINE_KEYS if k != "metrics"))
+    for key in keys:
         value = node.details.get(key)
         if value in (None, "", {}, []):
             continue
