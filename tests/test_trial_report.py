@@ -552,13 +552,16 @@ def test_the_report_stars_the_trial_the_selection_picks_on_a_tie():
 # --------------------------------------------------------------------------- a running study
 
 
-def _running_output(tmp_path: Path, *, with_run: bool) -> Path:
+def _running_output(tmp_path: Path, *, done: str) -> Path:
     """An --output folder mid-study: trial 1 done, trial 2 at its second epoch, no trials
-    artifact yet (only the data step has finished, or not even that)."""
+    artifact of this study yet (`done`: the steps of this run that finished, or an earlier
+    run of other settings, whose study was kept)."""
     from pipelines.jobs.local_job import job_local_dir
     from pipelines.study.trial_runner import METRIC_FILE
 
     out = tmp_path / "out"
+    if done == "an-earlier-run":
+        write_run(out, "hpt-pipeline-2026-01-01-00-00-00-000000", make_trials())
     done = _trial("1", S.SUCCEEDED, {"num_units": 64}, [(0.5, 1.2), (0.7, 0.9)], seconds=30.0)
     running = trials_lib.make_trial("2", {"num_units": 128}, state=S.ACTIVE, local={"attempts": 1})
     study = write_study(out / "study", [done, running])
@@ -570,19 +573,18 @@ def _running_output(tmp_path: Path, *, with_run: bool) -> Path:
             for step, acc in ((1, 0.4), (2, 0.625))
         )
     )
-    if with_run:
+    if done == "data-step":
         task = out / "artifacts" / "hpt-pipeline-2026-01-03-00-00-00-000000" / "prepare-dataset"
         task.mkdir(parents=True)
         (task / "executor_output.json").write_text(json.dumps({"artifacts": {}}))
     return out
 
 
-@pytest.mark.parametrize("with_run", [True, False], ids=["data-step-done", "no-step-done"])
-def test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch(
-    tmp_path, with_run
-):
-    """Issue 51, case 16: `trials runs/X` during a study reports it (was: "did tuning finish?")."""
-    out = _running_output(tmp_path, with_run=with_run)
+@pytest.mark.parametrize("done", ["data-step", "nothing", "an-earlier-run"])
+def test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch(tmp_path, done):
+    """Issue 51, case 16: `trials runs/X` during a study reports it (was: "did tuning finish?",
+    or the earlier run's trials)."""
+    out = _running_output(tmp_path, done=done)
 
     result = CliRunner().invoke(_app(), ["trials", str(out)], env={"COLUMNS": "200"})
 
@@ -590,7 +592,7 @@ def test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch
     rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
     assert [r.split("│")[1].strip() for r in rows] == ["1", "2"]
     assert "running" in rows[1] and "epoch 2 so far: val_accuracy 0.625" in rows[1]
-    assert "wrote " in result.stdout and trial_report.PAGE in result.stdout
+    assert f"wrote {out / trial_report.REPORT_DIR / trial_report.PAGE}" in result.stdout
 
 
 def test_a_continued_studys_trials_are_plotted_as_they_ran_with_labels_apart(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ measurements only when it ends.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,21 @@ from pipelines.study.search_space import Metric
 from pipelines.study.trial_runner import METRIC_FILE
 
 
-def trials_of(output: Path, home: Path) -> tuple[Path, Path, Path] | None:
-    """(trials file, `home`, study folder) of the study in `output`; None: no trials yet."""
+def trials_of(output: Path) -> tuple[Path, Path, Path] | None:
+    """(trials file, `output`, study folder) of the study in `output`; None: no trials yet."""
     study = (output / STUDY_DIR).resolve()
     found = study / trials_lib.TRIALS_FILE
-    return (found, home, study) if found.is_file() else None
+    return (found, output, study) if found.is_file() else None
+
+
+def is_newer(trials_file: Path, artifact: Mapping[str, Any] | None) -> bool:
+    """Whether the study's trials changed after a run's trials artifact was written (or none was).
+
+    A finished run writes its artifact after the study's last change; a run still tuning (a
+    fresh study, or a resumed one) changes the study after the newest run's artifact.
+    """
+    uri = Path((artifact or {}).get("uri", ""))
+    return not uri.is_file() or trials_file.stat().st_mtime_ns > uri.stat().st_mtime_ns
 
 
 def with_progress(

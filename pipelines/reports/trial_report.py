@@ -160,8 +160,9 @@ def title_of(source: str) -> str:
 def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
     """(trials file, folder a report goes under, study folder) of a local path.
 
-    A report about a study folder goes next to it, never into it. An output whose newest
-    run has no trials artifact yet (tuning is running) is reported from its study's trials.
+    A report about a study folder goes next to it, never into it. An output whose study
+    changed after its newest run's trials artifact (tuning is running) is reported from
+    the study's trials, the report going under the output.
     """
     if path.is_dir() and (path / trials_lib.TRIALS_FILE).is_file():
         path = path / trials_lib.TRIALS_FILE
@@ -172,18 +173,18 @@ def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
     try:
         run_dir = local_lineage_lib.resolve_run_dir(path)
     except lineage_graph.LineageError as err:
-        running = running_study.trials_of(path, path)
+        running = running_study.trials_of(path)
         if running is None:
             raise ReportError(str(err)) from None
         return running
     artifact = local_lineage_lib.find_output(run_dir, lineage_graph.TRIALS_OUTPUT)
+    output = run_dir.parent.parent
+    newest = local_lineage_lib.run_dirs(output)[-1:] == [run_dir]
+    running = running_study.trials_of(output) if newest else None
+    if running is not None and running_study.is_newer(running[0], artifact):
+        return running  # the output's study has moved on since its newest run's trials
     if artifact is None:
-        output = run_dir.parent.parent
-        newest = local_lineage_lib.run_dirs(output)[-1:] == [run_dir]
-        running = running_study.trials_of(output, run_dir) if newest else None
-        if running is None:
-            raise ReportError(f"{run_dir}: this run has no trials artifact (did tuning finish?)")
-        return running
+        raise ReportError(f"{run_dir}: this run has no trials artifact (did tuning finish?)")
     study = artifact.get("metadata", {}).get("study")
     return Path(artifact.get("uri", "")), run_dir, Path(study) if study else None
 
