@@ -1,4 +1,4 @@
-"""Vertex binding of the features step: a custom job on the trial machine type (its GPUs too)."""
+"""Vertex binding of the features step: a custom job on the trial machine type, one GPU."""
 
 from kfp import dsl
 

@@ -756,6 +756,47 @@ MUTANTS = [
         "tests/test_continuation_budget.py",
         "test_a_six_epoch_trial_is_scored_at_todays_three_epochs_and_not_picked_for_its_six",
     ),
+    # --- a team's first week (issue 51: lineage, reports, the features step) ---
+    m(
+        "the features step plans for the fixed --model only, not each model of a choice",
+        "pipelines/study/feature_plan.py",
+        "choice = next((p for p in parameters if p.parameter_id == MODEL_PARAMETER), None)",
+        "choice = None",
+        "tests/test_features_pipeline.py",
+        "test_a_model_choice_caches_each_backbone_the_study_can_pick",
+    ),
+    m(
+        "the features job takes every GPU of the trial machine",
+        "pipelines/jobs/machines.py",
+        "if count <= 1 or not is_gpu(accelerator_type):",
+        "if True:",
+        "tests/test_features_pipeline.py",
+        "test_the_features_job_runs_the_entrypoint_on_the_trial_machine",
+    ),
+    m(
+        "a continued study's trials are plotted by id, this run's first",
+        "pipelines/reports/trial_plots.py",
+        "return (origins.index(run) if run else len(origins), id_key(number))",
+        'return (0, id_key(str(trial["id"])))',
+        "tests/test_trial_report.py",
+        "test_a_continued_studys_trials_are_plotted_as_they_ran_with_labels_apart",
+    ),
+    m(
+        "trials RUN ignores a study that moved on since the newest run's artifact",
+        "pipelines/reports/running_study.py",
+        "return not uri.is_file() or trials_file.stat().st_mtime_ns > uri.stat().st_mtime_ns",
+        "return not uri.is_file()",
+        "tests/test_trial_report.py",
+        "test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch",
+    ),
+    m(
+        "every replica of the final job echoes its epochs",
+        "pipelines/jobs/local_job.py",
+        "echo = self.echo if (replica.pool_index, replica.replica_index) == (0, 0) else None",
+        "echo = self.echo",
+        "tests/test_local_job.py",
+        "test_every_replica_gets_vertex_env_and_its_own_log",
+    ),
 ]
 
 

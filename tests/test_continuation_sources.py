@@ -57,6 +57,24 @@ def test_a_local_study_folder_gives_its_trials_and_recorded_objectives(tmp_path)
     assert got.label == "out" and len(got.trials) == 4
 
 
+def test_a_run_of_a_kept_study_gives_its_own_studys_objectives(tmp_path):
+    """Issue 51, case 2: after a fresh study of other objectives took `<output>/study`, the
+    earlier run's objectives are its own study's (the folder its trials artifact recorded)."""
+    from tests.test_trial_report import write_run
+
+    out = tmp_path / "out"
+    for name, metric, goal in (("kept", "val_loss", 2), ("current", "val_accuracy", 1)):
+        (out / "studies" / name).mkdir(parents=True)
+        spec = {"studySpec": {"metrics": [{"metric_id": metric, "goal": goal}]}}
+        (out / "studies" / name / "study.json").write_text(json.dumps(spec))
+    (out / "study").symlink_to("studies/current")
+    run = write_run(out, "hpt-pipeline-2026-01-01-00-00-00-000000", FOUR)
+    executor = run / "tune-locally" / "executor_output.json"
+    executor.write_text(executor.read_text().replace(str(out / "study"), str(out / "studies/kept")))
+
+    assert earlier_runs.read(str(run)).objectives == [("val_loss", "minimize")]
+
+
 def test_a_vertex_hpt_job_is_read_with_its_goals(monkeypatch):
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import aiplatform

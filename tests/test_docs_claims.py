@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -595,3 +596,34 @@ def test_the_setting_recipe_is_exactly_what_adding_a_setting_takes(tmp_path):
     spec = yaml.safe_load((tmp_path / "toy.spec.yaml").read_text())
     parameter = spec["root"]["inputDefinitions"]["parameters"]["toy_setting"]
     assert parameter["defaultValue"] == 7, parameter  # the YAML value is the parameter's default
+
+
+def readme_team_model(readme: str) -> str:
+    """The README's team builder, exactly as shown (the block under `# teammodels/tiny.py`)."""
+    found = re.search(r"```python\n# teammodels/tiny\.py\n(.*?)```", readme, re.S)
+    assert found, "README.md: no `# teammodels/tiny.py` block"
+    return found[1]
+
+
+@pytest.mark.slow
+def test_the_readme_team_model_builds_as_shown(tmp_path):
+    """Issue 51, case 17: copied as shown (was: no imports, `NameError: Literal`), it is a
+    builder `run` takes: the check `run` makes before any work passes and finds its arguments."""
+    package = tmp_path / "teammodels"
+    package.mkdir()
+    (package / "tiny.py").write_text(readme_team_model((ROOT / "README.md").read_text()))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.models.custom", "teammodels.tiny:build"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    spec = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [(h["name"], h["default"]) for h in spec["hyperparameters"]] == [
+        ("width", 16),
+        ("act", "relu"),
+    ]

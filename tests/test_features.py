@@ -220,3 +220,24 @@ def test_a_model_without_blocks_has_nothing_to_cache(data32, tmp_path, capsys):
     args = [f"--data={data32}", f"--output={tmp_path}", "--model=cnn", "--trainable_blocks=0"]
     code, err = features_main(capsys, *args)
     assert code == 0 and "nothing to cache: model cnn declares no frozen backbone blocks" in err
+
+
+def test_each_model_of_a_model_choice_is_cached_in_one_job(data32, tmp_path, capsys):
+    """Issue 51, case 19: `--model`/`--trainable_blocks` pairs, as the features step of a study
+    that chooses the model passes them (a model without blocks is said and skipped)."""
+    out = tmp_path / "features"
+    pairs = [f"--model={MOBILENET}", "--model=cnn", "--trainable_blocks=0,2"]
+    args = [f"--data={data32}", f"--output={out}", "--precision=float32", "--weights=none"]
+    args += [*pairs, "--trainable_blocks=0"]
+    code, err = features_main(capsys, *args)
+    assert code == 0, err
+    entries = sorted(p.name for p in out.iterdir())
+    assert entries == [f"{MOBILENET}-frozen11", f"{MOBILENET}-frozen13"]
+    assert "nothing to cache: model cnn declares no frozen backbone blocks" in err
+
+    code, err = features_main(capsys, *args[:-1])  # two models, one list of values
+    assert code == 2
+    assert err.strip() == (
+        "features: error: 2 --model for 1 --trainable_blocks: expected one --trainable_blocks "
+        "per --model"
+    )

@@ -148,7 +148,7 @@ def test_the_features_job_runs_the_entrypoint_on_the_trial_machine():
     (pool,) = pools
     assert pool["replica_count"] == 1
     assert pool["machine_spec"]["machine_type"] == "n1-standard-8"
-    assert pool["machine_spec"]["accelerator_count"] == 2
+    assert pool["machine_spec"]["accelerator_count"] == 1  # it uses one: a trial's 2 were billed
     assert pool["container_spec"]["command"] == ["python", "-m", "trainer.features"]
     assert pool["container_spec"]["args"] == [
         "--data=/r/prepare-dataset/dataset",
@@ -162,6 +162,42 @@ def test_the_features_job_runs_the_entrypoint_on_the_trial_machine():
     ]
     # Without a stable folder, the cache goes under the task's own job folder.
     assert _spec("resnet50", params)[2] == "/r/fjs/job_dir/features"
+
+
+def test_a_model_choice_caches_each_backbone_the_study_can_pick():
+    """Issue 51, case 19: `--search-space backbones` with the default `--model cnn`."""
+    from pipelines.study.search_space import load_search_space
+
+    params = load_search_space("backbones").parameters
+    pools, _, location, blocks, reason = _spec("cnn", params, features_dir="/runs/f")
+    assert blocks == "mobilenet_v3_small:0,2,5 resnet50:0,2"  # resnet50: 5 trains all
+    assert "caching mobilenet_v3_small" in reason and "caching resnet50" in reason
+    assert "cnn declares no frozen backbone blocks" in reason  # the third model, said
+    args = pools[0]["container_spec"]["args"]
+    assert [a for a in args if a.startswith(("--model=", "--trainable_blocks="))] == [
+        "--model=mobilenet_v3_small",
+        "--model=resnet50",
+        "--trainable_blocks=0,2,5",
+        "--trainable_blocks=0,2",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("machine", "gpu", "count", "expected"),
+    [
+        ("n1-standard-8", "NVIDIA_TESLA_T4", 2, ("n1-standard-8", 1)),
+        ("n1-standard-32", "NVIDIA_TESLA_T4", 4, ("n1-standard-4", 1)),  # takes 2 or 4 only
+        ("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2, ("a2-highgpu-1g", 1)),
+        ("a3-ultragpu-8g", "NVIDIA_H200_141GB", 8, ("a3-ultragpu-8g", 8)),  # no 1-GPU H200
+        ("n1-standard-4", "", 2, ("n1-standard-4", 2)),  # local: logical CPU devices
+    ],
+)
+def test_the_features_job_takes_one_gpu_on_a_machine_vertex_accepts(machine, gpu, count, expected):
+    from pipelines.jobs import machines
+
+    assert machines.one_accelerator(machine, gpu or None, count) == expected
+    if gpu:
+        machines.check_machine(*expected[:1], gpu, expected[1], what="features")
 
 
 def test_nothing_to_cache_gives_empty_pools_and_no_folder():

@@ -648,3 +648,51 @@ def test_record_trials_retry_reuses_existing_artifacts(monkeypatch, anonymous):
 def test_record_trials_refuses_a_bad_job_name():
     with pytest.raises(lineage_graph.LineageError, match="hyperparameterTuningJobs"):
         vertex_metadata.record_trials([], job_name="projects/p/locations/l/customJobs/1")
+
+
+def _measured_run(tmp_path: Path) -> Path:
+    """A run whose trials report every metric the trainer does, the objective last."""
+    run = write_run(tmp_path / "out")
+    metrics = {"model_size_mb": 0.3678, "latency_ms": 0.9992, "val_loss": 0.1254}
+    trials = _trials()
+    for trial, accuracy in zip(trials[:2], (0.5, 0.9), strict=True):
+        trial["finalMeasurement"] = trials_lib.measurement(2, {**metrics, "val_accuracy": accuracy})
+    trials_lib.write_trials(str(run / "tune-locally" / "trials"), trials)
+    objective = [{"metric_id": "val_accuracy", "goal": 1.0}]
+    _task(run, "study-metric", {"study_spec_metrics": objective, "goal": "maximize"})
+    return run
+
+
+def test_a_trials_box_on_the_lineage_page_shows_its_objective_first(tmp_path):
+    """Issue 51, case 20: the box held `SUCCEEDED model_size_mb=… latency_ms=…` and cut
+    `val_accuracy` off; the objective leads now, on the box's first line of facts."""
+    graph = local_lineage_lib.local_lineage(_measured_run(tmp_path))
+    drawing = lineage_render.html_page(graph).split('<div id="graph">', 1)[1]
+    best = drawing.split("<title>trial 2\n", 1)[1].split("</g>", 1)[0]
+    lines = re.findall(r"<text [^>]*>([^<]*)</text>", best)
+    assert lines[0] == "trial 2" and lines[1].split()[0] == "val_accuracy=0.9"
+
+
+def _tree_words(graph: lineage_graph.LineageGraph, width: int) -> list[str]:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=width, no_color=True).print(lineage_render.rich_tree(graph))
+    return [w for w in out.getvalue().split() if w.strip("│├└─")]
+
+
+def test_the_80_column_tree_never_folds_a_word_onto_the_next_line(tmp_path):
+    """Issue 51, case 20: `lineage RUN` in an 80-column terminal folded `learning_rate=0.0292`
+    / `6` and `MultiWorkerMirrored` / `Strategy`; a word too wide is cut with `…` instead."""
+    graph = local_lineage_lib.local_lineage(_measured_run(tmp_path))
+    graph.nodes["artifact:train-locally/model"].details["strategy"] = "MultiWorkerMirroredStrategy"
+    whole = set(_tree_words(graph, 1000))  # every word, on one line each
+    assert "strategy=MultiWorkerMirroredStrategy" in whole
+    narrow = _tree_words(graph, 64)  # a real run's tree is 4 levels deeper: 80 columns there
+    folded = [
+        w for w in narrow if w not in whole and not (w.endswith("…") and any(
+            x.startswith(w[:-1]) for x in whole))
+    ]  # fmt: skip
+    assert not folded

@@ -161,6 +161,22 @@ def test_run_refuses_bad_input_before_any_work(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_prepared_dataset_given_to_run_is_refused_saying_what_to_pass(tmp_path):
+    """Issue 51, case 17: `prepare --output data/` then `run --source data/`."""
+    prepared = tmp_path / "data"
+    prepared.mkdir()
+    (prepared / "metadata.json").write_text("{}")  # `hpt-pipeline prepare`'s mark
+    (prepared / "train-00000-of-00001.tfrecord").write_bytes(b"")
+    out = tmp_path / "o"
+    _one_line_error(
+        ["run", "--source", str(prepared), "--output", str(out)],
+        f"source='{prepared}': a prepared dataset (`hpt-pipeline prepare`'s output); a run "
+        "prepares its source itself (at --image-size): pass the image folder, 'sample' or "
+        "tfds:<name> it was prepared from",
+    )
+    assert not out.exists()
+
+
 def test_the_old_replicas_spelling_is_refused_in_one_line_naming_workers(tmp_path, monkeypatch):
     """`replicas` counts the chief elsewhere; the setting is `workers`, whatever the spelling."""
     meaning = "(the final job's workers besides the chief)"
@@ -263,3 +279,25 @@ def test_version_prints_the_installed_packages_version():
     result = CliRunner().invoke(app, ["--version"])
     assert result.exit_code == 0
     assert result.output.strip() == f"hpt-pipeline {version('hpt-pipeline')}"
+
+
+def test_the_run_summary_keeps_every_path_whole_when_piped():
+    """Issue 51, case 20: `hpt-pipeline run | tee run.txt` (not a terminal, 80 columns by
+    default) printed the summary's paths folded mid-word."""
+    from rich.console import Console
+
+    from pipelines.app import run_summary
+
+    deep = "/home/someone/projects/vision-team/experiments/runs/latest/artifacts/" + "x" * 60
+    result = {
+        "tasks": {"select-best-trial": {"parameterValues": {"best_metric": 0.9}}},
+        "run_dir": deep,
+        "log": f"{deep}/pipeline.log",
+        "seconds": 12.0,
+        "trial_report": f"{deep}/trial-report/index.html",
+    }
+    out = io.StringIO()
+    run_summary.show(Console(file=out), result)
+    lines = out.getvalue().splitlines()
+    for path in (f"{deep}/pipeline.log", f"{deep}/trial-report/index.html"):
+        assert any(path in line for line in lines), path

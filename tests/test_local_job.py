@@ -68,7 +68,9 @@ def test_every_replica_gets_vertex_env_and_its_own_log(tmp_path):
         assert "CLOUD_ML_TRIAL_ID" not in env
         log = Path(result.log_paths[name]).read_text()
         assert f"fake_trainer: {record['task']}" in log
-    assert any(line.startswith("[worker-1] fake_trainer: worker") for line in echoed)
+    # Issue 51, case 20: each epoch once on the screen, the chief's; the workers' in their logs.
+    assert any(line.startswith("[chief-0] fake_trainer: chief") for line in echoed)
+    assert not [line for line in echoed if not line.startswith("[chief-0] ")]
 
 
 def test_one_accelerator_sets_no_logical_devices_and_trial_env_lands_under_trial_dir(tmp_path):

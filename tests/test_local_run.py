@@ -154,8 +154,8 @@ def test_evaluation_matches_an_independent_recomputation(two_runs):
     assert total == metadata["splits"]["test"]["count"]
     assert first["test_metrics"]["test_accuracy"] == pytest.approx(correct / total)
     assert first["test_metrics"]["test_examples"] == total
-    assert first["report"] == f"{first['figures']}/index.html"  # opens in a browser as a page
-    report = Path(first["report"]).read_text()
+    assert first["evaluation"] == f"{first['figures']}/index.html"  # opens as a page
+    report = Path(first["evaluation"]).read_text()
     assert "<html>" in report and f"{correct / total:.4f}" in report
     from PIL import Image
 
@@ -415,3 +415,25 @@ def test_trials_and_models_as_json_from_the_command_line(two_runs):
     )
     assert result.exit_code == 0, result.output
     assert [card["version"] for card in json.loads(result.stdout)] == [1, 2]
+
+
+def test_a_fresh_study_leaves_every_path_the_first_version_recorded_true(two_runs, tmp_path):
+    """Issue 51, case 2: other settings into the output keep the old study, and version 1's
+    card, `models` and `lineage` still lead to that study's own trials (last: it moves the
+    output's study on)."""
+    from pipelines.lineage import local as local_lineage_lib
+
+    settings, first, _ = two_runs
+    card = registry.list_models(settings.local.registry)[0]
+    own = trials.read_trials(first["trials"])
+    other = settings.replace(epochs=1, max_trials=2, registry=str(tmp_path / "registry"))
+    run_local(other, echo=lambda line: None, fresh_when_different=True)
+
+    study = Path(card["lineage"]["study"])
+    assert trials.read_trials(str(study / trials.TRIALS_FILE)) == own  # not the new study's
+    for trial in own:
+        assert Path(trial["local"]["logPath"]).is_file()
+    graph = local_lineage_lib.local_lineage(Path(first["run_dir"]))
+    models = [n.uri for n in graph.nodes.values() if n.kind == "trial"]
+    assert len(models) == len(own) and all(Path(uri).is_relative_to(study) for uri in models)
+    assert Path(graph.nodes[f"trial:{first['best_trial_id']}"].uri).is_dir()

@@ -110,21 +110,40 @@ def test_the_default_output_starts_a_fresh_study_when_the_settings_change(tmp_pa
 
     out = tmp_path / "out"
     study_identity.check_and_record(_settings(tmp_path), out)
+    first = (out / "study").resolve()  # what a run records: the study's own folder
     _finished_one(tmp_path)
 
     line = study_identity.check_and_record(
         _settings(tmp_path, epochs=6, max_trials=8), out, fresh_when_different=True
     )
 
-    kept = [p for p in out.iterdir() if p.name.startswith("study-")]
-    assert len(kept) == 1 and (kept[0] / tl.TRIALS_FILE).exists()  # the old study, kept
     assert line == (
         f"note: {out} held a study of other settings (epochs: 10 → 6); "
-        f"kept as {kept[0]}, starting a fresh study"
+        f"kept as {first}, starting a fresh study"
     )
+    assert (first / tl.TRIALS_FILE).exists()  # the old study, kept where it was recorded
+    assert json.loads((first / study_identity.IDENTITY_FILE).read_text())["epochs"] == 10
     assert not (out / "study" / tl.TRIALS_FILE).exists()
     recorded = json.loads((out / "study" / study_identity.IDENTITY_FILE).read_text())
     assert recorded["epochs"] == 6
+
+
+def test_a_study_made_before_studies_had_their_own_folders_is_kept_beside_as_before(tmp_path):
+    from pipelines.app import study_identity
+
+    out = tmp_path / "out"
+    (out / "study").mkdir(parents=True)  # an output of an earlier release: a plain folder
+    recorded = study_identity.identity(_settings(tmp_path))
+    study_identity._write_identity(out / "study", json.loads(json.dumps(recorded, default=str)))
+    _finished_one(tmp_path)
+
+    line = study_identity.check_and_record(
+        _settings(tmp_path, epochs=6), out, fresh_when_different=True
+    )
+
+    kept = [p for p in out.iterdir() if p.name.startswith("study-")]
+    assert len(kept) == 1 and (kept[0] / tl.TRIALS_FILE).exists()
+    assert line is not None and f"kept as {kept[0]}," in line
 
 
 def test_an_output_named_by_the_user_keeps_its_study_and_refuses_other_settings(tmp_path):

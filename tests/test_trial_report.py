@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from pipelines.app import report_commands as report_cli
 from pipelines.reports import trial_plots, trial_report
 from pipelines.study import search_space
 from pipelines.study import trials as trials_lib
+from pipelines.study.continuation import ORIGIN_SEP
 from pipelines.study.search_space import Metric
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -545,3 +547,76 @@ def test_the_report_stars_the_trial_the_selection_picks_on_a_tie():
         list(zip(params, values, strict=True)), Metric("val_accuracy", "maximize")
     )
     assert best.trial_id == "2" and starred == ({"num_units": 64}, 0.95)
+
+
+# --------------------------------------------------------------------------- a running study
+
+
+def _running_output(tmp_path: Path, *, done: str) -> Path:
+    """An --output folder mid-study: trial 1 done, trial 2 at its second epoch, no trials
+    artifact of this study yet (`done`: the steps of this run that finished, or an earlier
+    run of other settings, whose study was kept)."""
+    from pipelines.jobs.local_job import job_local_dir
+    from pipelines.study.trial_runner import METRIC_FILE
+
+    out = tmp_path / "out"
+    if done == "an-earlier-run":
+        write_run(out, "hpt-pipeline-2026-01-01-00-00-00-000000", make_trials())
+    done = _trial("1", S.SUCCEEDED, {"num_units": 64}, [(0.5, 1.2), (0.7, 0.9)], seconds=30.0)
+    running = trials_lib.make_trial("2", {"num_units": 128}, state=S.ACTIVE, local={"attempts": 1})
+    study = write_study(out / "study", [done, running])
+    metric_file = Path(job_local_dir(str(study), "2")) / METRIC_FILE
+    metric_file.parent.mkdir(parents=True)
+    metric_file.write_text(
+        "".join(
+            json.dumps({"val_accuracy": acc, "global_step": step, "timestamp": T0}) + "\n"
+            for step, acc in ((1, 0.4), (2, 0.625))
+        )
+    )
+    if done == "data-step":
+        task = out / "artifacts" / "hpt-pipeline-2026-01-03-00-00-00-000000" / "prepare-dataset"
+        task.mkdir(parents=True)
+        (task / "executor_output.json").write_text(json.dumps({"artifacts": {}}))
+    return out
+
+
+@pytest.mark.parametrize("done", ["data-step", "nothing", "an-earlier-run"])
+def test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch(tmp_path, done):
+    """Issue 51, case 16: `trials runs/X` during a study reports it (was: "did tuning finish?",
+    or the earlier run's trials)."""
+    out = _running_output(tmp_path, done=done)
+
+    result = CliRunner().invoke(_app(), ["trials", str(out)], env={"COLUMNS": "200"})
+
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert [r.split("│")[1].strip() for r in rows] == ["1", "2"]
+    assert "running" in rows[1] and "epoch 2 so far: val_accuracy 0.625" in rows[1]
+    assert f"wrote {out / trial_report.REPORT_DIR / trial_report.PAGE}" in result.stdout
+
+
+def test_a_continued_studys_trials_are_plotted_as_they_ran_with_labels_apart(tmp_path, monkeypatch):
+    """Issue 51, case 20: the earlier run's trials first, by number, then this run's; the best
+    so far steps through them in that order; no two trial labels overlap."""
+    figures: list[Any] = []
+    monkeypatch.setattr(trial_plots, "_save", lambda fig, path: figures.append(fig) or path)
+    earlier = [
+        _trial(str(i), S.SUCCEEDED, {"num_units": 64}, [(0.5 + i / 100, 1.0)], seconds=1.0)
+        for i in range(1, 11)
+    ]
+    for trial in earlier:  # as `continuation` renames an earlier run's trials
+        trial["id"] = f"first-study{ORIGIN_SEP}{trial['id']}"
+    ours = [_trial(str(i), S.SUCCEEDED, {"num_units": 128}, [(0.7, 1.0)], seconds=1.0)
+            for i in range(1, 5)]  # fmt: skip
+    trial_plots.plot_metric_per_trial([*earlier, *ours], Metric("val_accuracy", "maximize"),
+                                      tmp_path / "m.png")  # fmt: skip
+    (ax,) = figures[0].axes
+    labels = _tick_labels(ax)
+    assert labels == [f"first-study:{i}" for i in range(1, 11)] + ["1", "2", "3", "4"]
+    best = next(line for line in ax.get_lines() if "best so far" in line.get_label())
+    assert list(best.get_ydata()) == pytest.approx(
+        [0.5 + i / 100 for i in range(1, 11)] + [0.7] * 4
+    )
+    renderer = figures[0].canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()]
+    assert not [(a, b) for a, b in itertools.pairwise(boxes) if a.overlaps(b)]

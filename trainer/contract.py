@@ -233,6 +233,7 @@ class PreparationDefaults:
 
 
 PREPARATION = PreparationDefaults()
+PREPARED_METADATA = "metadata.json"  # what marks a prepared dataset (`hpt-pipeline prepare`)
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
 # Parameters of the pretrained backbones without their top (Keras's applications table), for
 # the local run's disk estimate; the head and the CNN are counted from their sizes.

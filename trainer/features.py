@@ -3,7 +3,10 @@
     python -m trainer.features --data DATA_DIR --output FEATURES_DIR --model M
         --weights W --precision P --trainable_blocks 0,2 [--batch_size N] [--max_bytes N]
 
-For each listed trainable_blocks value whose frozen depth (`blocks - trainable_blocks`)
+`--model` and `--trainable_blocks` may repeat, paired in order (a study that chooses the
+model: `--model A --model B --trainable_blocks 0,2 --trainable_blocks 1`); each model is
+done in turn, `--weights` being each one's (unset: each model's default). For each listed
+trainable_blocks value whose frozen depth (`blocks - trainable_blocks`)
 is worth caching (`trainer.feature_keys`), writes the frozen prefix's outputs for the
 train and validation splits as an entry under FEATURES_DIR (the test split is not
 needed: evaluation runs the whole exported model on images). An entry whose keys all
@@ -43,10 +46,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=f"python -m {feature_keys.ENTRYPOINT}", description=__doc__)
     p.add_argument("--data", required=True, help="prepared dataset directory")
     p.add_argument("--output", required=True, help="the features folder (one entry per depth)")
-    p.add_argument("--model", required=True, help="a built-in pretrained backbone model")
+    p.add_argument(
+        "--model", required=True, action="append", help="a built-in pretrained backbone model"
+    )
     p.add_argument("--weights", default=None, help="imagenet, none or a weights file")
     p.add_argument("--precision", default=DEFAULT_PRECISION, help=f"one of {', '.join(PRECISIONS)}")
-    p.add_argument("--trainable_blocks", required=True, help="comma-separated values, e.g. 0,2")
+    p.add_argument(
+        "--trainable_blocks",
+        required=True,
+        action="append",
+        help="comma-separated values, e.g. 0,2 (one per --model, in order)",
+    )
     p.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help="the run's seed (a random backbone's)"
     )
@@ -83,7 +93,7 @@ def check_size(estimate: int, output: str, max_bytes: int) -> None:
         )
 
 
-def _depths(args: argparse.Namespace, blocks: int) -> dict[int, list[int]]:
+def _depths(args: argparse.Namespace, blocks: int, values: str) -> dict[int, list[int]]:
     """Frozen depth → the trainable_blocks values asking for it (the cacheable ones)."""
     if args.batch_size < 1:
         raise ContractError(f"--batch_size={args.batch_size}: expected an integer >= 1")
@@ -94,7 +104,7 @@ def _depths(args: argparse.Namespace, blocks: int) -> dict[int, list[int]]:
             f"--precision={args.precision}: expected one of {', '.join(PRECISIONS)}"
         )
     depths: dict[int, list[int]] = {}
-    for value in feature_keys.parse_values(args.trainable_blocks, blocks):
+    for value in feature_keys.parse_values(values, blocks):
         if feature_keys.is_cacheable(blocks, value):
             depths.setdefault(feature_keys.frozen_depth(blocks, value), []).append(value)
         else:
@@ -264,20 +274,36 @@ def _todo(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the exit code."""
+    """Entry point; returns the exit code (the first model's that is not 0)."""
     args = build_parser().parse_args(argv)
+    if len(args.model) != len(args.trainable_blocks):
+        print(
+            f"{PROG}: error: {len(args.model)} --model for {len(args.trainable_blocks)} "
+            "--trainable_blocks: expected one --trainable_blocks per --model",
+            file=sys.stderr,
+        )
+        return 2
+    for model, values in zip(args.model, args.trainable_blocks, strict=True):
+        code = _one_model(args, model, values)
+        if code:
+            return code
+    return 0
+
+
+def _one_model(args: argparse.Namespace, model: str, values: str) -> int:
+    """Cache `model`'s frozen prefixes for the trainable_blocks `values`; the exit code."""
     try:
-        spec = model_spec(args.model)
+        spec = model_spec(model)
         weights = check_weights(spec, args.weights)
         if not spec.blocks:
             _log(f"nothing to cache: model {spec.name} declares no frozen backbone blocks")
             return 0
-        depths = _depths(args, spec.blocks)
+        depths = _depths(args, spec.blocks, values)
     except ContractError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return 2
     if not depths:
-        _log("nothing to cache")
+        _log(f"nothing to cache for {spec.name}")
         return 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras

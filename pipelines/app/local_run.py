@@ -234,11 +234,27 @@ def _owned_run(
     run_dir = latest_run_dir(artifacts, before)
     compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
     return {
+        "trial_report": write_trial_report(run_dir),
         "run_dir": str(run_dir),
         "log": str(output / LOG_FILE),
         "seconds": time.perf_counter() - started,
         "tasks": task_outputs(run_dir),
     }
+
+
+def write_trial_report(run_dir: Path) -> str | None:
+    """The run's trial report, as `hpt-pipeline trials RUN` writes it; its page (None: none)."""
+    from pipelines.reports import trial_report
+
+    try:
+        study = trial_report.load_trials(str(run_dir))
+    except trial_report.ReportError:  # the run stopped before its study
+        return None
+    if not study.trials:
+        return None
+    metric = trial_report.resolve_metric(study, None, None)
+    folder = trial_report.default_report_dir(study)
+    return str(trial_report.write_report(study, folder, metric).page)
 
 
 def _run(
@@ -266,7 +282,7 @@ def _run(
             raise_on_error=True,
         )
         pipeline(
-            study_dir=str(output / "study"),
+            study_dir=str(study_identity.study_home(output)),  # never moves: lineage stays true
             registry_dir=str(registry),
             features_dir=str(output / "features"),  # keyed entries: a rerun reuses them
         )

@@ -14,6 +14,7 @@ import typer
 
 from pipelines.app.errors import fail
 from pipelines.settings import Settings, SettingsError, load_settings
+from trainer.contract import PREPARED_METADATA
 
 
 def check_source(source: str) -> None:
@@ -28,6 +29,12 @@ def check_source(source: str) -> None:
         raise SettingsError(
             f"source={source!r}: expected 'sample', 'tfds:<name>', gs://… "
             "or an existing image folder"
+        )
+    if os.path.isfile(os.path.join(source, PREPARED_METADATA)):
+        raise SettingsError(
+            f"source={source!r}: a prepared dataset (`hpt-pipeline prepare`'s output); a run "
+            "prepares its source itself (at --image-size): pass the image folder, 'sample' "
+            "or tfds:<name> it was prepared from"
         )
 
 

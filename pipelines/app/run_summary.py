@@ -43,9 +43,10 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
             k: v for k, v in metrics.get("metadata", {}).items() if isinstance(v, int | float)
         },
         "passed": _parameter(tasks, "evaluate-model", "Output"),
+        "report": result.get("trial_report"),  # the study's page, as `trials RUN` writes it
         # The figures folder's index.html is the same page as the `report` artifact, whose
         # file has no extension (kfp names it), so a browser would show it as text.
-        "report": _page(_artifact(tasks, "evaluate-model", "figures").get("uri")),
+        "evaluation": _page(_artifact(tasks, "evaluate-model", "figures").get("uri")),
         "figures": _artifact(tasks, "evaluate-model", "figures").get("uri"),
         "registered": registered.get("uri"),
         "version": registered.get("metadata", {}).get("version"),
@@ -97,7 +98,9 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
         headline.add_row("registered", f"v{s['version']} at {s['registered']}")
     else:
         headline.add_row("registered", "[red]no: the model missed the evaluation threshold[/]")
-    for name in ("model", "trials", "study", "report", "figures", "run_dir", "log"):
+    for name in ("model", "trials", "study", "report", "evaluation", "figures", "run_dir", "log"):
         headline.add_row(name.replace("_", " "), str(s[name]))
-    console.print(headline)
+    from pipelines.app import formats
+
+    formats.print_table(headline, console.file)  # piped: whole, a path never broken mid-word
     return s

@@ -6,8 +6,10 @@ A later run into the same folder resumes the study only when those are the same;
 it is refused in one line listing what differs (before anything runs), since its trials
 would be mixed with trials of another meaning, unless the output is the default one or the
 study never finished a trial: then the old study is kept beside it and a fresh one starts.
-Settings not listed (max_trials, parallel_trials, max_failed_trials, thresholds, final-job
-workers) may change on resume.
+A study's folder never moves once made (`<output>/studies/<UTC time>`; `<output>/study`
+is a link to the current one), so every path a run records in it (trials, model cards,
+lineage) stays true after a fresh study takes the link. Settings not listed (max_trials,
+parallel_trials, max_failed_trials, thresholds, final-job workers) may change on resume.
 """
 
 from __future__ import annotations
@@ -19,13 +21,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipelines.lineage import local as local_layout
 from pipelines.settings import SECTION_OF, STUDY_SETTINGS, Settings, SettingsError
 from pipelines.settings_space import study_space
 from pipelines.study import trials as trials_lib
 from pipelines.study.model_choice import models_of
 
 IDENTITY_FILE = "identity.json"
-STUDY_DIR = "study"
+STUDY_DIR = local_layout.STUDY_DIR  # a link into STUDIES_DIR (a folder before issue 51)
+STUDIES_DIR = "studies"  # every study's own folder, by the UTC time it was made; never moved
 _DIGEST_CHARS = 12
 
 
@@ -96,16 +100,52 @@ def _default(name: str) -> Any:
     return Settings.default(name) if name in SECTION_OF else ...
 
 
-def set_aside(study: Path) -> Path:
-    """Move a study folder to `study-<UTC time>` beside it (kept, never resumed); the new path."""
+def _stamped(folder: Path, prefix: str) -> Path:
+    """`folder/<prefix><UTC time>`, with `-2`, `-3`… when that name is taken."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    kept = study.with_name(f"{study.name}-{stamp}")
+    path = folder / f"{prefix}{stamp}"
     n = 1
-    while kept.exists():
+    while path.exists() or path.is_symlink():
         n += 1
-        kept = study.with_name(f"{study.name}-{stamp}-{n}")
+        path = folder / f"{prefix}{stamp}-{n}"
+    return path
+
+
+def set_aside(study: Path) -> Path:
+    """Keep the current study (never resumed again) and free `study` for a fresh one.
+
+    A link (`STUDIES_DIR`) is removed; the folder it named stays where it is, so what was
+    recorded in it stays true. A folder of an output made before studies had their own
+    folders is renamed `study-<UTC time>` beside it, as it always was.
+
+    Returns:
+        Where the kept study is.
+    """
+    if study.is_symlink():
+        kept = study.resolve()
+        study.unlink()
+        return kept
+    kept = _stamped(study.parent, f"{study.name}-")
     study.rename(kept)
     return kept
+
+
+def study_home(output: Path) -> Path:
+    """The current study's own folder (made, and linked from `<output>/study`, if none yet).
+
+    Runs record this path, never the link: a later fresh study takes the link, not the folder.
+    """
+    study = output / STUDY_DIR
+    if study.is_symlink() and not study.exists():  # its folder was deleted by hand
+        study.unlink()
+    if not study.exists():
+        home = _stamped(output / STUDIES_DIR, "")
+        home.mkdir(parents=True)
+        link = output / f".{STUDY_DIR}.link"
+        link.unlink(missing_ok=True)
+        link.symlink_to(home.relative_to(output))
+        os.replace(link, study)
+    return study.resolve()
 
 
 def check_and_record(
@@ -150,8 +190,7 @@ def check_and_record(
 
 
 def _write_identity(study: Path, current: dict[str, Any]) -> None:
-    path = study / IDENTITY_FILE
-    study.mkdir(parents=True, exist_ok=True)
+    path = study_home(study.parent) / IDENTITY_FILE
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)

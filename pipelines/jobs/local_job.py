@@ -319,16 +319,17 @@ class LocalCustomJob:
             replica.reader.start()
 
     def _pump(self, replica: Replica) -> None:
-        """Copy a replica's output to its log file and the echo, line by line."""
+        """Copy a replica's output to its log; the chief's alone to the echo (docs/local-run.md)."""
         assert replica.process is not None and replica.process.stdout is not None
+        echo = self.echo if (replica.pool_index, replica.replica_index) == (0, 0) else None
         with open(replica.log_path, "ab") as log:
             for raw in replica.process.stdout:
                 if replica.first_output_at is None:
                     replica.first_output_at = time.monotonic()
                 log.write(raw)
                 log.flush()
-                if self.echo:
-                    self.echo(f"[{replica.name}] {raw.decode('utf-8', 'replace').rstrip()}")
+                if echo:
+                    echo(f"[{replica.name}] {raw.decode('utf-8', 'replace').rstrip()}")
 
     def _signal(self, replica: Replica, sig: int) -> None:
         if replica.process is not None and replica.process.poll() is None:

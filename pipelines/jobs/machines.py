@@ -113,6 +113,29 @@ def expected_gpus(accelerator_type: str | None, accelerator_count: int) -> int:
     return int(accelerator_count) if is_gpu(accelerator_type) else 0
 
 
+def one_accelerator(
+    machine_type: str, accelerator_type: str | None, accelerator_count: int
+) -> tuple[str, int]:
+    """The machine spec closest to this one that Vertex accepts with a single GPU.
+
+    For a job that uses one device (the features step) on the trial machine: the same
+    type with one GPU when it takes one, else the same family's (then any) type that
+    comes with one of this GPU, else the fewest this type takes. No GPU: unchanged.
+    """
+    count = int(accelerator_count)
+    if count <= 1 or not is_gpu(accelerator_type):
+        return machine_type, count
+    allowed = GPU_MACHINES.get(machine_type, {}).get(str(accelerator_type), ())
+    if 1 in allowed:
+        return machine_type, 1
+    family = machine_type.rsplit("-", 1)[0]
+    ones = [m for m, gpus in GPU_MACHINES.items() if 1 in gpus.get(str(accelerator_type), ())]
+    same = [m for m in ones if m.startswith(family)]
+    if same or ones:
+        return (same or ones)[0], 1
+    return machine_type, min(allowed, default=count)
+
+
 def check_machine(
     machine_type: str, accelerator_type: str | None, accelerator_count: int, *, what: str
 ) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainer.contract import FIXED_TRAINER_SETTINGS, flag
@@ -92,25 +92,26 @@ def features_args(
     data: str,
     output: str,
     *,
-    model: str,
+    models: Sequence[tuple[str, str]],
     weights: str,
     precision: str,
     batch_size: int,
     seed: int,
-    trainable_blocks: str,
 ) -> list[str]:
-    """The features entrypoint's flags: the frozen prefixes of `trainable_blocks` (`0,2`).
+    """The features entrypoint's flags: each `(model, trainable_blocks)` of `models` cached.
 
-    Model, weights, precision, batch size and seed (a random backbone's: `--weights none`)
-    are the trials' own, so the cache's keys are the ones a trial looks for.
+    `--model` and `--trainable_blocks` (`0,2`) pair in order.
+
+    Weights, precision, batch size and seed (a random backbone's: `--weights none`) are the
+    trials' own, so the cache's keys are the ones a trial looks for.
     """
     return [
         flag("data", data),
         flag("output", output),
-        flag("model", model),
+        *(flag("model", model) for model, _ in models),
         flag("weights", weights),
         flag("precision", precision),
-        flag("trainable_blocks", trainable_blocks),
+        *(flag("trainable_blocks", blocks) for _, blocks in models),
         flag("batch_size", int(batch_size)),
         flag("seed", int(seed)),
     ]

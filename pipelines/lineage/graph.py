@@ -15,6 +15,7 @@ draws the graph.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ from pipelines.study import trials as trials_lib
 
 TRIALS_OUTPUT = "trials"
 BEST_TRIAL_KEYS = ("best_trial_id", "output:best_trial_id")  # local / Vertex execution metadata
+# The study-metric step's output (local / Vertex execution metadata): the objectives, primary first.
+SPEC_METRICS_KEYS = ("study_spec_metrics", "output:study_spec_metrics")
 TRIAL_SCHEMA = "system.Artifact"
 RECORD_SCHEMA = "system.ContainerExecution"
 
@@ -138,3 +141,23 @@ def link_best_trials(graph: LineageGraph) -> None:
         if trial is not None:
             trial.details["best"] = True
             graph.link(trial.id, node.id, "best trial")
+
+
+def objectives_first(graph: LineageGraph) -> None:
+    """Each trial's metrics with the study's objectives first, as every view then shows them.
+
+    The objectives are the study-metric step's output; a graph without it keeps the order
+    the trials reported.
+    """
+    found: Any = next(
+        (n.details[k] for n in graph.nodes.values() for k in SPEC_METRICS_KEYS if n.details.get(k)),
+        [],
+    )
+    if isinstance(found, str):  # Vertex keeps a list output as JSON text
+        found = json.loads(found)
+    ids = [m.get("metric_id") or m.get("metricId") for m in found if isinstance(m, Mapping)]
+    for node in graph.nodes.values():
+        metrics = node.details.get("metrics")
+        if node.kind == "trial" and isinstance(metrics, Mapping):
+            first = {k: metrics[k] for k in ids if k in metrics}
+            node.details["metrics"] = {**first, **metrics}

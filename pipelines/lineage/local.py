@@ -22,6 +22,7 @@ from pipelines.lineage.graph import (
     LineageGraph,
     Node,
     link_best_trials,
+    objectives_first,
     trial_record,
     trial_uri,
 )
@@ -29,6 +30,7 @@ from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 
 SPEC_FILE = "pipeline.yaml"  # the compiled spec a local run saves beside its task folders
+STUDY_DIR = "study"  # an output's current study (a link to its own folder: study_identity)
 # kfp.local names a run folder <pipeline name>-%Y-%m-%d-%H-%M-%S-%f.
 _RUN_STAMP = re.compile(r"(\d{4}(?:-\d{2}){5}-\d{6})$")
 
@@ -200,6 +202,7 @@ def local_lineage(path: str | Path) -> LineageGraph:
             )
             _link_earlier_runs(graph, node)
     link_best_trials(graph)
+    objectives_first(graph)
     return graph
 
 

@@ -55,9 +55,15 @@ def _short(value: Any, width: int = 80) -> str:
 
 
 def headline(node: Node) -> str:
-    """The node's key facts on one line (`HEADLINE_KEYS` that it has)."""
+    """The node's key facts on one line (`HEADLINE_KEYS` that it has).
+
+    A trial's metrics come first, the objective leading (`graph.objectives_first`).
+    """
     parts = []
-    for key in HEADLINE_KEYS:
+    keys: tuple[str, ...] = HEADLINE_KEYS
+    if node.kind == "trial":
+        keys = ("metrics", *(k for k in HEADLINE_KEYS if k != "metrics"))
+    for key in keys:
         value = node.details.get(key)
         if value in (None, "", {}, []):
             continue
@@ -132,8 +138,13 @@ def _item_text(item: TreeItem) -> tuple[str, str, str]:
 
 
 def rich_tree(graph: LineageGraph) -> Tree:
-    """The spanning tree as a Rich `Tree`."""
+    """The spanning tree as a Rich `Tree`.
+
+    Labels wrap between words; a word wider than what is left of the line is cut with `…`
+    (at 80 columns a deep node has ~25), never folded onto the next line mid-word.
+    """
     from rich.markup import escape
+    from rich.text import Text
     from rich.tree import Tree
 
     root = Tree(f"[bold]{escape(graph.title)}[/]")
@@ -144,7 +155,7 @@ def rich_tree(graph: LineageGraph) -> Tree:
         label = f"[bold {style}]{escape(name)}[/] {escape(facts)}"
         if also:
             label += f" [dim]{escape(also)}[/]"
-        branch = parent.add(label)
+        branch = parent.add(Text.from_markup(label, overflow="ellipsis"))
         for child in item.children:
             add(branch, child)
 

@@ -3,7 +3,8 @@
 Layers top to bottom (a node one layer below its deepest parent), nodes left to right
 in each layer; executions are rounded boxes, artifacts plain boxes, trials hexagon-ended
 boxes; the best trial has a red border. Each box holds the node's name and its headline,
-cut at a word with `…` when too long (the box's tooltip has it whole). An edge between
+wrapped between words and cut at a word with `…` when too long (the box's tooltip has it
+whole). An edge between
 adjacent layers is a curve; one that skips layers runs in a lane of its own left of the
 boxes, so it never crosses a box.
 """
@@ -47,7 +48,7 @@ def _clip(text: str, more: bool = False) -> str:
     room = text[: CHARS - 1]
     cut = max(room.rfind(c) for c in BREAKS)
     kept = room[: cut + 1].rstrip() if cut > CHARS // 2 and len(text) > CHARS - 1 else room
-    return kept.rstrip() + "…"
+    return kept.rstrip().rstrip("…") + "…"
 
 
 def _box(node: Node, x: int, y: int, headline: str) -> str:
@@ -55,7 +56,7 @@ def _box(node: Node, x: int, y: int, headline: str) -> str:
     stroke = ' stroke="#c62828" stroke-width="3"' if node.details.get("best") else ""
     stroke = stroke or ' stroke="#607d8b" stroke-width="1"'
     title = html.escape(f"{node.name}\n{headline}".strip())
-    wrapped = textwrap.wrap(headline, CHARS)
+    wrapped = textwrap.wrap(headline, CHARS, break_long_words=False, break_on_hyphens=False)
     lines = [_clip(node.name)] + [
         _clip(line, more=i == 1 and len(wrapped) > 2) for i, line in enumerate(wrapped[:2])
     ]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.reports import plotting
+from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
 from pipelines.study.search_space import Metric
 from pipelines.study.selection import rank_key
@@ -64,7 +65,18 @@ def _save(fig: Any, path: Path) -> Path:
 
 
 def _in_order(trials: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    return sorted(trials, key=lambda t: id_key(str(t["id"])))
+    """Trials as they ran: a continued study's earlier runs first (as listed), then this run's.
+
+    By number within each run (`first:10` after `first:9`).
+    """
+    origins = list(dict.fromkeys(o for t in trials if (o := continuation.origin(t))))
+
+    def key(trial: Mapping[str, Any]) -> tuple[int, tuple[float, str]]:
+        run = continuation.origin(trial)
+        number = str(trial["id"]).rsplit(continuation.ORIGIN_SEP, 1)[-1]
+        return (origins.index(run) if run else len(origins), id_key(number))
+
+    return sorted(trials, key=key)
 
 
 def plot_metric_per_trial(trials: Sequence[Mapping[str, Any]], metric: Metric, path: Path) -> Path:
@@ -103,7 +115,14 @@ def plot_metric_per_trial(trials: Sequence[Mapping[str, Any]], metric: Metric, p
             label="no metric (failed or running)",
         )
     if len(ordered) <= MAX_TICKS:
-        ax.set_xticks(range(1, len(ordered) + 1), [str(t["id"]) for t in ordered])
+        labels = [str(t["id"]) for t in ordered]
+        slanted = max(map(len, labels)) > 3  # a continued study's `run:id`: upright, apart
+        ax.set_xticks(
+            range(1, len(ordered) + 1),
+            labels,
+            rotation=90 if slanted else 0,
+            fontsize=8 if slanted else None,
+        )
     ax.set_xlabel("trial")
     ax.set_ylabel(metric.metric_id)
     ax.set_title(f"{metric.metric_id} per trial")

@@ -18,7 +18,7 @@ from typing import Any
 
 from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
-from pipelines.reports import pareto_plot, trial_plots
+from pipelines.reports import pareto_plot, running_study, trial_plots
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
@@ -160,7 +160,9 @@ def title_of(source: str) -> str:
 def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
     """(trials file, folder a report goes under, study folder) of a local path.
 
-    A report about a study folder goes next to it, never into it.
+    A report about a study folder goes next to it, never into it. An output whose study
+    changed after its newest run's trials artifact (tuning is running) is reported from
+    the study's trials, the report going under the output.
     """
     if path.is_dir() and (path / trials_lib.TRIALS_FILE).is_file():
         path = path / trials_lib.TRIALS_FILE
@@ -171,8 +173,16 @@ def _local_trials(path: Path) -> tuple[Path, Path, Path | None]:
     try:
         run_dir = local_lineage_lib.resolve_run_dir(path)
     except lineage_graph.LineageError as err:
-        raise ReportError(str(err)) from None
+        running = running_study.trials_of(path)
+        if running is None:
+            raise ReportError(str(err)) from None
+        return running
     artifact = local_lineage_lib.find_output(run_dir, lineage_graph.TRIALS_OUTPUT)
+    output = run_dir.parent.parent
+    newest = local_lineage_lib.run_dirs(output)[-1:] == [run_dir]
+    running = running_study.trials_of(output) if newest else None
+    if running is not None and running_study.is_newer(running[0], artifact):
+        return running  # the output's study has moved on since its newest run's trials
     if artifact is None:
         raise ReportError(f"{run_dir}: this run has no trials artifact (did tuning finish?)")
     study = artifact.get("metadata", {}).get("study")
@@ -222,14 +232,15 @@ def load_trials(
         return _vertex_trials(where, credentials)
     trials_file, home, study = _local_trials(where)
     spec = _study_spec(study) if study else {}
+    objectives = _objectives(spec.get("metrics", []))
     return StudyTrials(
-        trials_lib.read_trials(str(trials_file)),
+        running_study.with_progress(trials_lib.read_trials(str(trials_file)), study, objectives),
         str(trials_file),
         _objective(spec.get("metrics", [])),
         home,
         parameter_types(spec.get("parameters", [])),
         parameter_types(spec.get("parameters", []), "scale"),
-        _objectives(spec.get("metrics", [])),
+        objectives,
         _run_constraints(where) if not where.is_file() else (),
     )
 
@@ -330,6 +341,11 @@ def _note(trial: Mapping[str, Any]) -> str:
     local = trial.get(trials_lib.LOCAL_KEY) or {}
     notes = [trial.get("infeasibleReason", "")]
     notes.append("early stopped" if local.get("earlyStopped") else "")
+    if trials_lib.trial_outcome(trial) == trials_lib.RUNNING and trial.get("measurements"):
+        last = trial["measurements"][-1]
+        values = trials_lib.measurement_metrics(last)
+        shown = ", ".join(f"{k} {format_value(v)}" for k, v in values.items())
+        notes.append(f"epoch {last.get('stepCount')} so far: {shown}")
     return "; ".join(n for n in notes if n)
 
 

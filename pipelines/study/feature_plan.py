@@ -8,7 +8,9 @@ that declares no block boundaries (`ModelSpec.blocks == 0`: the CNN, a team's bu
 — and everything under `feature_cache=off`. At most
 `MAX_CACHED_DEPTHS` values are cached: the smallest `t` (the deepest frozen prefixes, whose
 trials skip the most arithmetic and whose features are the smallest); the rest train from
-images, as every trial does with the cache off.
+images, as every trial does with the cache off. A study whose search space chooses the model
+(`model_choice`) gets a plan for each model a trial can pick, from that model's own
+parameters (`plans_for_study`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 
-from pipelines.study.search_space import Parameter
+from pipelines.study.model_choice import MODEL_PARAMETER
+from pipelines.study.search_space import Parameter, Value
 from trainer.feature_keys import is_cacheable
 from trainer.models import MODELS, ModelSpec
 
@@ -102,3 +105,31 @@ def plan_features(
 def plan_for_model(model: str, parameters: Sequence[Parameter], feature_cache: str) -> FeaturePlan:
     """`plan_features` for the `model` setting (a registered name or a team's reference)."""
     return plan_features(MODELS.get(model), parameters, feature_cache)
+
+
+def plans_for_study(
+    model: str, parameters: Sequence[Parameter], feature_cache: str
+) -> tuple[tuple[str, FeaturePlan], ...]:
+    """`(model, plan)` for each model a trial of the study can be.
+
+    The `model` setting's alone, or, when the space chooses the model, each model of the
+    choice with the parameters a trial of it gets (its conditional children only).
+    """
+    choice = next((p for p in parameters if p.parameter_id == MODEL_PARAMETER), None)
+    if choice is None:
+        return ((model, plan_for_model(model, parameters, feature_cache)),)
+    shared = [p for p in parameters if p is not choice]
+
+    def own(m: Value) -> list[Parameter]:  # what a trial of model `m` gets
+        children = (dataclasses.replace(c, parent_values=()) for c in choice.active_children(m))
+        return [*shared, *children]
+
+    return tuple((str(m), plan_for_model(str(m), own(m), feature_cache)) for m in choice.values)
+
+
+def blocks_text(plans: Sequence[tuple[str, FeaturePlan]]) -> str:
+    """What the step caches, for its record: `0,2` (one model), `resnet50:0,2 …` (a choice)."""
+    cached = [(m, p) for m, p in plans if p.trainable_blocks]
+    if len(plans) == 1:
+        return cached[0][1].flag_value if cached else ""
+    return " ".join(f"{m}:{p.flag_value}" for m, p in cached)

@@ -124,7 +124,9 @@ def _local_trials(path: Path) -> tuple[Path, Path | None]:
         found = find_output(run, TRIALS_OUTPUT)
         if found and Path(found.get("uri", "")).is_file():
             output = run.parent.parent if run.parent.name == "artifacts" else path
-            return Path(found["uri"]), output / "study" / _STUDY_FILE
+            recorded = found.get("metadata", {}).get("study")  # the run's own, never moved
+            study = Path(recorded) if recorded else output / "study"
+            return Path(found["uri"]), study / _STUDY_FILE
     study = path / "study"
     if (study / trials_lib.TRIALS_FILE).is_file():
         return study / trials_lib.TRIALS_FILE, study / _STUDY_FILE

@@ -17,6 +17,7 @@ from pipelines.lineage.graph import (
     LineageGraph,
     Node,
     link_best_trials,
+    objectives_first,
     trial_record,
     trial_uri,
 )
@@ -113,6 +114,7 @@ def graph_from_subgraph(subgraph: Any, title: str) -> LineageGraph:
         elif event.type_.name == "OUTPUT":
             graph.link(event.execution, event.artifact, "output")
     link_best_trials(graph)
+    objectives_first(graph)
     return graph
 
 
