@@ -78,6 +78,10 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("study_dir", str),
     ("registry_dir", str),
     ("shared_root", str),
+    # Successive halving: last, since only the local target reads them (the others hide them).
+    ("scheduler", str),
+    ("min_epochs", int),
+    ("reduction_factor", int),
 )
 
 

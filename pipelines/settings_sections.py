@@ -16,6 +16,7 @@ from typing import Any
 
 from pipelines import images
 from pipelines.study import objectives as objective_rules
+from pipelines.study.halving import SCHEDULERS
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
     DEFAULT_FEATURE_CACHE,
@@ -86,7 +87,11 @@ class StudySettings:
     max_trials: int = 12
     parallel_trials: int = 3
     max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
-    early_stopping: bool = False
+    early_stopping: bool = False  # the median rule: true means scheduler=median
+    # none | median | asha | hyperband (successive halving: pipelines/study/halving.py)
+    scheduler: str = "none"
+    min_epochs: int = 1  # successive halving's first rung (the top rung is epochs)
+    reduction_factor: int = 3  # η: one trial in η is promoted at each rung
     trial_threshold: float | None = None  # the best trial must reach it, else stop
     # An earlier run whose trials this study continues from (pipelines/targets/earlier_runs.py)
     continue_from: str | None = None
@@ -101,6 +106,15 @@ class StudySettings:
             objective_rules.check_settings(*study)
         except (ContractError, objective_rules.ObjectiveError) as err:
             raise SettingsError(str(err)) from None
+        need(self, self.scheduler in SCHEDULERS, "scheduler", f"one of {', '.join(SCHEDULERS)}")
+        need(
+            self,
+            not self.early_stopping or self.scheduler == "median",
+            "early_stopping",
+            f"false with scheduler={self.scheduler} (early_stopping=true means scheduler=median)",
+        )
+        need(self, self.min_epochs >= 1, "min_epochs", "an integer >= 1 (the first rung)")
+        need(self, self.reduction_factor >= 2, "reduction_factor", "an integer >= 2")
         need(self, self.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
         need(
             self,

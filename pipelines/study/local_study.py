@@ -31,6 +31,15 @@ from pipelines.study import (
     trial_runner,
 )
 from pipelines.study import trials as trials_lib
+from pipelines.study.halving import (
+    HALVING,
+    SCHEDULERS,
+    Halving,
+    Rungs,
+    halving_line,
+    pruned_at,
+    trial_epochs,
+)
 from pipelines.study.measurements import best_trial
 from pipelines.study.optuna_study import EarlyStopping
 from pipelines.study.progress_lines import StudyProgress
@@ -77,6 +86,8 @@ class _LocalStudy:
         self.earlier = [dict(t) for t in plan.earlier]
         if plan.early_stopping and len(space.metrics) > 1:
             raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
+        if plan.early_stopping and plan.halving:
+            raise StudyError(f"early_stopping (median) and {plan.halving.kind}: choose one")
         self.optuna = optuna_study.make_optuna_study(
             space,
             [*self.earlier, *self._ordered()],
@@ -85,6 +96,7 @@ class _LocalStudy:
             max_trial_count=plan.max_trial_count,
             early_stopping=plan.early_stopping,
         )
+        self.rungs = Rungs(plan.halving, self._ordered()) if plan.halving else None
         self.view = progress_lines.ProgressView(
             enabled=plan.show_progress, metric=space.metrics[0].metric_id
         )
@@ -117,7 +129,7 @@ class _LocalStudy:
     def _save(self, state: str = "ACTIVE", reason: str = "") -> None:
         trials = self._ordered()
         trials_lib.write_trials(self.trials_path, trials)
-        best = best_trial(trials, self.plan.space.metrics[0])
+        best = self._best()
         summary = {
             "studySpec": self.plan.spec_payload,
             "maxTrialCount": self.plan.max_trial_count,
@@ -137,6 +149,11 @@ class _LocalStudy:
 
     def _ordered(self) -> list[dict[str, Any]]:
         return [self.trials[k] for k in sorted(self.trials, key=int)]
+
+    def _best(self) -> dict[str, Any] | None:
+        """The best trial selection may pick (none stopped at a rung below the top)."""
+        eligible = [t for t in self._ordered() if pruned_at(t) is None]
+        return best_trial(eligible, self.plan.space.metrics[0])
 
     def _counts(self) -> dict[str, int]:
         return progress_lines.counts(self._ordered())
@@ -216,6 +233,12 @@ class _LocalStudy:
             return self._interrupted(outcome.trial_id, frozen, why)
         if outcome.state != TrialState.SUCCEEDED and self.watch.stopped_by_run(outcome.exit_code):
             return self._interrupted(outcome.trial_id, frozen)
+        if self.rungs is not None and outcome.rung is None:  # its rung values count for others
+            primary = self.metric_ids[0]
+            self.rungs.judge(
+                outcome.trial_id,
+                {m.step: m.metrics[primary] for m in outcome.measurements if primary in m.metrics},
+            )
         with self.lock:
             trial = self._record(outcome)
             self.trials[outcome.trial_id] = trial
@@ -265,6 +288,8 @@ class _LocalStudy:
         ]
         interrupted = sorted(active, key=int)
         self.view.start(self._snapshot(None))
+        if self.plan.halving is not None:
+            self.view.print(halving_line(self.plan.halving, len(self.metric_ids)))
         running: dict[concurrent.futures.Future[trial_runner.Outcome], Any] = {}
         try:
             with (
@@ -343,18 +368,47 @@ class _LocalStudy:
             early_stopped=counts["earlyStopped"],
             running=counts["running"],
             interrupted=counts["interrupted"],
-            best=best_trial(self._ordered(), self.plan.space.metrics[0]),
+            best=self._best(),
             last=last,
         )
 
     def _summary(self, why: str) -> str:
-        return progress_lines.summary(self._snapshot(None), why)
+        line = progress_lines.summary(self._snapshot(None), why)
+        halving = self.plan.halving
+        if halving is None:
+            return line
+        finished = [t for t in self._ordered() if trials_lib.trial_state(t) != TrialState.ACTIVE]
+        trained, full = trial_epochs(finished), len(finished) * halving.epochs
+        return (
+            f"{line}; {halving.kind} trained {trained} of {full} trial-epochs "
+            f"(saved {full - trained}); only trials measured at the top rung "
+            f"(epoch {halving.epochs}) may be picked"
+        )
 
     def _report(self, trial: dict[str, Any] | None) -> None:
         snap = self._snapshot(trial)
         self.view.update(snap, trial)
         if self.plan.on_progress is not None:
             self.plan.on_progress(snap)
+
+
+def _halving(scheduler: str, rungs: tuple[int, int, int], primary: Any) -> Halving | None:
+    """The successive-halving schedule `scheduler` asks for (None: not asha or hyperband).
+
+    Raises:
+        StudyError: An unknown scheduler, or rungs that leave nothing to halve (one line).
+    """
+    if scheduler not in SCHEDULERS:
+        raise StudyError(f"scheduler={scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    if scheduler not in HALVING:
+        return None
+    min_epochs, factor, epochs = (int(x) for x in rungs)
+    if not (1 <= min_epochs < epochs and factor >= 2):
+        raise StudyError(
+            f"scheduler={scheduler} with min_epochs={min_epochs}, reduction_factor={factor}, "
+            f"epochs={epochs}: expected 1 <= min_epochs < epochs and reduction_factor >= 2"
+        )
+    return Halving(scheduler, min_epochs, factor, epochs, primary.metric_id, primary.goal)
 
 
 def run_study(
@@ -369,6 +423,8 @@ def run_study(
     study_spec_algorithm: str = "ALGORITHM_UNSPECIFIED",
     study_spec_measurement_selection_type: str = "BEST_MEASUREMENT",
     early_stopping: bool | EarlyStopping = False,
+    scheduler: str = "none",
+    rungs: tuple[int, int, int] = (1, 3, 0),
     seed: int | None = None,
     trial_timeout: float | None = None,
     on_progress: Callable[[StudyProgress], None] | None = None,
@@ -393,6 +449,10 @@ def run_study(
         study_spec_algorithm: `ALGORITHM_UNSPECIFIED` (TPE), `GRID_SEARCH`, `RANDOM_SEARCH`.
         study_spec_measurement_selection_type: `BEST_MEASUREMENT` or `LAST_MEASUREMENT`.
         early_stopping: True (defaults) or an `EarlyStopping` to apply the median rule.
+        scheduler: none, median (= `early_stopping`), asha or hyperband: successive halving
+            over the running trials (`pipelines.study.halving`).
+        rungs: Successive halving's (min_epochs, reduction_factor, epochs): the first rung,
+            η, and the top rung (the trial job's epochs).
         seed: Sampler seed, for reproducible suggestions.
         trial_timeout: Seconds a trial may run before it is failed.
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
@@ -421,11 +481,14 @@ def run_study(
         (max_trial_count, parallel_trial_count, max_failed_trial_count),
     )
     if isinstance(early_stopping, bool):
-        early_stopping = EarlyStopping() if early_stopping else None  # type: ignore[assignment]
+        median = early_stopping or scheduler == "median"
+        early_stopping = EarlyStopping() if median else None  # type: ignore[assignment]
+    halving = _halving(scheduler, rungs, payload["space"].metrics[0])
     plan = StudyPlan(
         **payload,
         base=os.path.abspath(base_output_directory),
         early_stopping=early_stopping or None,  # type: ignore[arg-type]
+        halving=halving,
         seed=seed,
         trial_timeout=trial_timeout,
         on_progress=on_progress,

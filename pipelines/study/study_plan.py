@@ -12,6 +12,7 @@ from typing import Any
 
 from pipelines.payloads import payload_items
 from pipelines.study import spec_reader
+from pipelines.study.halving import Halving
 from pipelines.study.optuna_study import EarlyStopping
 from pipelines.study.progress_lines import StudyProgress
 from pipelines.study.search_space import SearchSpace
@@ -36,6 +37,7 @@ class StudyPlan:
         algorithm: The study spec's algorithm.
         selection: The measurement selection applied (`applied_selection`).
         early_stopping: The median rule, or None.
+        halving: Successive halving (`asha`, `hyperband`), or None.
         seed: Sampler seed.
         trial_timeout: Seconds a trial may run.
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
@@ -54,6 +56,7 @@ class StudyPlan:
     algorithm: str
     selection: str
     early_stopping: EarlyStopping | None = None
+    halving: Halving | None = None
     seed: int | None = None
     trial_timeout: float | None = None
     on_progress: Callable[[StudyProgress], None] | None = None

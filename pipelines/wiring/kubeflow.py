@@ -23,7 +23,7 @@ from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
-from pipelines.wiring.base import Binding, study_inputs
+from pipelines.wiring.base import HALVING_PARAMETERS, Binding, refuse_halving, study_inputs
 
 
 def check_settings(settings: Settings) -> None:
@@ -101,6 +101,11 @@ def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> A
 
 
 def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
+    refuse_halving(
+        settings,
+        "the Katib Experiment takes median stopping (scheduler=median); its hyperband restarts "
+        "every promoted trial from scratch and is not mapped",
+    )
     task = op(tune_on_katib)(
         **study_inputs(p, spec),
         display_name=p.study_display_name,
@@ -203,4 +208,5 @@ BINDING = Binding(
     mount_data=_mount_data,
     check_space=_katib_space,
     features=_kubeflow_features,
+    hidden_parameters=HALVING_PARAMETERS,  # refused by the tune binding
 )
