@@ -22,6 +22,8 @@ def tune_locally(
     min_epochs: int,
     reduction_factor: int,
     epochs: int,
+    max_study_hours: float,
+    max_trials_no_progress: int,
     seed: int,
     continued_trials: list,
     trials: dsl.Output[dsl.Artifact],
@@ -47,6 +49,8 @@ def tune_locally(
         early_stopping=bool(early_stopping),
         scheduler=scheduler,
         rungs=(int(min_epochs), int(reduction_factor), int(epochs)),  # the top rung: epochs
+        max_study_hours=float(max_study_hours),
+        max_trials_no_progress=int(max_trials_no_progress),
         seed=int(seed),
         earlier_trials=continuation.combine(continued_trials, []),
     )

@@ -30,6 +30,8 @@ def tune_on_vertex(
     network: str,
     encryption_spec_key_name: str,
     early_stopping: bool,
+    max_study_hours: float,
+    max_trials_no_progress: int,
     labels: dict,
     gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
 ):
@@ -54,6 +56,8 @@ def tune_on_vertex(
         network=network,
         encryption_spec_key_name=encryption_spec_key_name,
         early_stopping=early_stopping,
+        max_study_hours=float(max_study_hours),
+        max_trials_no_progress=int(max_trials_no_progress),
         labels=labels,
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse

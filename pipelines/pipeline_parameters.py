@@ -46,6 +46,8 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("algorithm", str),
     ("measurement_selection", str),
     ("early_stopping", bool),
+    ("max_study_hours", float),  # 0: no limit (a pipeline parameter has no null)
+    ("max_trials_no_progress", int),
     ("trial_threshold", float),
     ("use_trial_threshold", bool),
     ("model", str),

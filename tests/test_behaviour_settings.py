@@ -59,6 +59,8 @@ REFUSED = [
     ),
     ({"min_epochs": 0}, "min_epochs=0: expected an integer >= 1 (the first rung)"),
     ({"reduction_factor": 1}, "reduction_factor=1: expected an integer >= 2"),
+    ({"max_study_hours": 0}, "max_study_hours=0: expected a number > 0 or null"),
+    ({"max_trials_no_progress": 0}, "max_trials_no_progress=0: expected an integer >= 1 or null"),
     (
         {"scheduler": "hyperband", "min_epochs": 10},
         "min_epochs=10: expected an integer below epochs=10 (scheduler=hyperband",
@@ -116,6 +118,7 @@ ACCEPTED = [
     {"epochs": 1, "batch_size": 1},
     {"scheduler": "asha", "min_epochs": 9, "reduction_factor": 2},
     {"scheduler": "median", "early_stopping": True},
+    {"max_study_hours": 0.01, "max_trials_no_progress": 1},
     {"workers": 0, "trial_accelerator_count": 0, "final_accelerator_count": 0},
     {"trial_threshold": 0.9, "eval_threshold": 1},
     {"kubeflow_timeout_s": 60},

@@ -139,3 +139,13 @@ def halving_line(halving: Halving, objectives: int) -> str:
             f"; {objectives} objectives: successive halving ranks the primary, {halving.metric_id}"
         )
     return line
+
+
+def saving_line(halving: Halving, finished: Iterable[Mapping[str, Any]]) -> str:
+    """What the scheduler saved, counted from the finished trials' measurements."""
+    finished = list(finished)
+    trained, full = trial_epochs(finished), len(finished) * halving.epochs
+    return (
+        f"{halving.kind} trained {trained} of {full} trial-epochs (saved {full - trained}); "
+        f"only trials measured at the top rung (epoch {halving.epochs}) may be picked"
+    )

@@ -16,6 +16,7 @@ import concurrent.futures
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,20 +32,13 @@ from pipelines.study import (
     trial_runner,
 )
 from pipelines.study import trials as trials_lib
-from pipelines.study.halving import (
-    HALVING,
-    SCHEDULERS,
-    Halving,
-    Rungs,
-    halving_line,
-    pruned_at,
-    trial_epochs,
-)
+from pipelines.study.budgets import Budgets
+from pipelines.study.halving import Rungs, halving_line, pruned_at, saving_line
 from pipelines.study.measurements import best_trial
 from pipelines.study.optuna_study import EarlyStopping
 from pipelines.study.progress_lines import StudyProgress
 from pipelines.study.sampler import grid_points, suggest
-from pipelines.study.study_plan import StudyError, StudyPlan, checked_payload
+from pipelines.study.study_plan import StudyError, StudyPlan, checked_payload, halving_plan
 from pipelines.study.trials import TrialState
 
 STUDY_FILE = "study.json"
@@ -77,6 +71,8 @@ class _LocalStudy:
         self.grid = grid_points(space.parameters) if plan.algorithm == "GRID_SEARCH" else None
         self.exhausted = False  # every configuration the sampler could draw is taken
         self.halt: str | None = None  # our side stopped the study (a full disk…)
+        self.budget: str | None = None  # the budget that ended the study (`budgets`)
+        self.started = time.monotonic()
         self.trials_path = os.path.join(plan.base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(plan.base, STUDY_FILE)
         self._load()
@@ -228,7 +224,9 @@ class _LocalStudy:
             if outcome.ours and self.halt is None:
                 self.halt = f"trial {outcome.trial_id}: {outcome.ours}"
             why = outcome.ours or (
-                self.watch.why if self.watch.interrupted.is_set() else "the study stopped it"
+                self.watch.why
+                if self.watch.interrupted.is_set()
+                else self.budget or "the study stopped it"
             )
             return self._interrupted(outcome.trial_id, frozen, why)
         if outcome.state != TrialState.SUCCEEDED and self.watch.stopped_by_run(outcome.exit_code):
@@ -306,6 +304,7 @@ class _LocalStudy:
                     while True:
                         while (
                             reason is None
+                            and self.budget is None
                             and not self.cancel.is_set()
                             and len(running) < self.plan.parallel
                         ):
@@ -317,7 +316,9 @@ class _LocalStudy:
                         if not running:
                             break
                         done, _ = concurrent.futures.wait(
-                            running, return_when=concurrent.futures.FIRST_COMPLETED
+                            running,
+                            timeout=self.plan.budgets.time_left(self._elapsed()),
+                            return_when=concurrent.futures.FIRST_COMPLETED,
                         )
                         for future in done:
                             frozen = running.pop(future)
@@ -326,12 +327,25 @@ class _LocalStudy:
                                 reason = self.halt or self.stop_reason()
                                 if reason is not None:
                                     self.cancel.set()
+                        self._check_budgets()
                 except BaseException:
                     self.cancel.set()  # running trials stop; they stay ACTIVE for a resume
                     raise
         finally:
             self.view.stop()
         return self._conclude(reason)
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _check_budgets(self) -> None:
+        """Note a budget spent; the wall clock's also stops the running trials (not failed)."""
+        if self.budget is not None:
+            return
+        metric = self.plan.space.metrics[0]
+        self.budget = self.plan.budgets.spent(self._ordered(), metric, self._elapsed())
+        if self.budget is not None and self.budget.startswith("max_study_hours"):
+            self.cancel.set()
 
     def _conclude(self, reason: str | None) -> list[dict[str, Any]]:
         """Save how the loop ended (`reason`: what stopped it); the trials, or raise why not."""
@@ -343,7 +357,7 @@ class _LocalStudy:
             self._save("FAILED", reason)
             self.view.print(f"study stopped: {reason}")
             raise StudyError(f"study stopped: {reason}")
-        done_reason = self._done_reason(len(trials))
+        done_reason = self.budget or self._done_reason(len(trials))
         self._save("SUCCEEDED", done_reason)
         self.view.print(self._summary(done_reason))
         return [dict(t) for t in trials]
@@ -374,41 +388,16 @@ class _LocalStudy:
 
     def _summary(self, why: str) -> str:
         line = progress_lines.summary(self._snapshot(None), why)
-        halving = self.plan.halving
-        if halving is None:
+        if self.plan.halving is None:
             return line
         finished = [t for t in self._ordered() if trials_lib.trial_state(t) != TrialState.ACTIVE]
-        trained, full = trial_epochs(finished), len(finished) * halving.epochs
-        return (
-            f"{line}; {halving.kind} trained {trained} of {full} trial-epochs "
-            f"(saved {full - trained}); only trials measured at the top rung "
-            f"(epoch {halving.epochs}) may be picked"
-        )
+        return f"{line}; {saving_line(self.plan.halving, finished)}"
 
     def _report(self, trial: dict[str, Any] | None) -> None:
         snap = self._snapshot(trial)
         self.view.update(snap, trial)
         if self.plan.on_progress is not None:
             self.plan.on_progress(snap)
-
-
-def _halving(scheduler: str, rungs: tuple[int, int, int], primary: Any) -> Halving | None:
-    """The successive-halving schedule `scheduler` asks for (None: not asha or hyperband).
-
-    Raises:
-        StudyError: An unknown scheduler, or rungs that leave nothing to halve (one line).
-    """
-    if scheduler not in SCHEDULERS:
-        raise StudyError(f"scheduler={scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
-    if scheduler not in HALVING:
-        return None
-    min_epochs, factor, epochs = (int(x) for x in rungs)
-    if not (1 <= min_epochs < epochs and factor >= 2):
-        raise StudyError(
-            f"scheduler={scheduler} with min_epochs={min_epochs}, reduction_factor={factor}, "
-            f"epochs={epochs}: expected 1 <= min_epochs < epochs and reduction_factor >= 2"
-        )
-    return Halving(scheduler, min_epochs, factor, epochs, primary.metric_id, primary.goal)
 
 
 def run_study(
@@ -425,6 +414,8 @@ def run_study(
     early_stopping: bool | EarlyStopping = False,
     scheduler: str = "none",
     rungs: tuple[int, int, int] = (1, 3, 0),
+    max_study_hours: float = 0.0,
+    max_trials_no_progress: int = 0,
     seed: int | None = None,
     trial_timeout: float | None = None,
     on_progress: Callable[[StudyProgress], None] | None = None,
@@ -453,6 +444,8 @@ def run_study(
             over the running trials (`pipelines.study.halving`).
         rungs: Successive halving's (min_epochs, reduction_factor, epochs): the first rung,
             η, and the top rung (the trial job's epochs).
+        max_study_hours: Wall-clock hours of the study (0: no limit; `budgets`).
+        max_trials_no_progress: Finished trials in a row without a better best (0: no limit).
         seed: Sampler seed, for reproducible suggestions.
         trial_timeout: Seconds a trial may run before it is failed.
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
@@ -483,12 +476,13 @@ def run_study(
     if isinstance(early_stopping, bool):
         median = early_stopping or scheduler == "median"
         early_stopping = EarlyStopping() if median else None  # type: ignore[assignment]
-    halving = _halving(scheduler, rungs, payload["space"].metrics[0])
+    halving = halving_plan(scheduler, rungs, payload["space"].metrics[0])
     plan = StudyPlan(
         **payload,
         base=os.path.abspath(base_output_directory),
         early_stopping=early_stopping or None,  # type: ignore[arg-type]
         halving=halving,
+        budgets=Budgets(float(max_study_hours or 0), int(max_trials_no_progress or 0)),
         seed=seed,
         trial_timeout=trial_timeout,
         on_progress=on_progress,

@@ -106,6 +106,13 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         "the Katib Experiment takes median stopping (scheduler=median); its hyperband restarts "
         "every promoted trial from scratch and is not mapped",
     )
+    from pipelines.targets.kubeflow.katib_tune import refuse_budgets
+
+    study = settings.study
+    try:
+        refuse_budgets(study.max_study_hours or 0.0, study.max_trials_no_progress or 0)
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
     task = op(tune_on_katib)(
         **study_inputs(p, spec),
         display_name=p.study_display_name,
@@ -115,6 +122,8 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         job_api=_job_api(settings),  # the final job's API, checked before the study
         pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
         trial_nodes=settings.kubeflow.kubeflow_trial_nodes,  # > 1: TrainJob trials
+        max_study_hours=p.max_study_hours,  # refused: Katib has no study budget
+        max_trials_no_progress=p.max_trials_no_progress,
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects

@@ -63,6 +63,8 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
         early_stopping=p.early_stopping,
+        max_study_hours=p.max_study_hours,  # study_spec.study_stopping_config
+        max_trials_no_progress=p.max_trials_no_progress,
         labels=p.labels,  # the most expensive job of the run: cost reports need them
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
