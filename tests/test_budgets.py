@@ -1,4 +1,4 @@
-"""Study budgets (`max_study_hours`, `max_trials_no_progress`): the local study and Vertex's spec."""
+"""Study budgets (max_study_hours, max_trials_no_progress): the local study, Vertex's spec."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import optuna
 import pytest
 
 from pipelines.compiler import compile_pipeline
+from pipelines.reports import trial_report
 from pipelines.settings import Settings, SettingsError
 from pipelines.study import halving, progress_lines, selection
 from pipelines.study import trials as tl
@@ -86,6 +87,8 @@ def test_a_trial_stopped_at_a_rung_is_never_picked():
         trial("2", 0.80, {"earlyStopped": False}),
     ]
     assert progress_lines.trial_line(trials[0]).startswith("trial 1 stopped at rung 3")
+    rows = trial_report.trial_rows(trials, Metric("val_accuracy", "maximize"))
+    assert {r.trial_id: r.note for r in rows}["1"] == "stopped at rung 3 (not picked)"
     assert selection.select_best_trial(trials, metric_id="val_accuracy").trial_id == "2"
 
 
