@@ -30,10 +30,10 @@ def tune_on_vertex(
     network: str,
     encryption_spec_key_name: str,
     early_stopping: bool,
-    max_study_hours: float,
-    max_trials_no_progress: int,
     labels: dict,
     gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
+    max_study_hours: float = 0.0,  # study_spec.study_stopping_config; 0: none
+    max_trials_no_progress: int = 0,
 ):
     """Create the HPT job (with the run's labels), write `gcp_resources`, wait for it.
 

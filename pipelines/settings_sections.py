@@ -92,8 +92,8 @@ class StudySettings:
     scheduler: str = "none"
     min_epochs: int = 1  # successive halving's first rung (the top rung is epochs)
     reduction_factor: int = 3  # η: one trial in η is promoted at each rung
-    max_study_hours: float | None = None  # the tune step's wall clock (pipelines/study/budgets.py)
-    max_trials_no_progress: int | None = None  # finished trials in a row without a better best
+    max_study_hours: float = 0.0  # the tune step's wall clock, 0: none (pipelines/study/budgets.py)
+    max_trials_no_progress: int = 0  # finished trials in a row without a better best, 0: none
     trial_threshold: float | None = None  # the best trial must reach it, else stop
     # An earlier run whose trials this study continues from (pipelines/targets/earlier_runs.py)
     continue_from: str | None = None
@@ -117,10 +117,13 @@ class StudySettings:
         )
         need(self, self.min_epochs >= 1, "min_epochs", "an integer >= 1 (the first rung)")
         need(self, self.reduction_factor >= 2, "reduction_factor", "an integer >= 2")
-        hours = self.max_study_hours
-        need(self, hours is None or hours > 0, "max_study_hours", "a number > 0 or null")
-        stale = self.max_trials_no_progress
-        need(self, stale is None or stale >= 1, "max_trials_no_progress", "an integer >= 1 or null")
+        need(self, self.max_study_hours >= 0, "max_study_hours", "a number >= 0 (0: no limit)")
+        need(
+            self,
+            self.max_trials_no_progress >= 0,
+            "max_trials_no_progress",
+            "an integer >= 0 (0: no limit)",
+        )
         need(self, self.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
         need(
             self,

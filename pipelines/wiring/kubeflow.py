@@ -110,7 +110,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
 
     study = settings.study
     try:
-        refuse_budgets(study.max_study_hours or 0.0, study.max_trials_no_progress or 0)
+        refuse_budgets(study.max_study_hours, study.max_trials_no_progress)
     except ValueError as err:
         raise SettingsError(str(err)) from None
     task = op(tune_on_katib)(
