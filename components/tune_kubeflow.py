@@ -37,6 +37,8 @@ def tune_on_katib(
     job_api: str = "tfjob",
     pending_grace_s: int = 600,
     trial_nodes: int = 1,
+    max_study_hours: float = 0.0,
+    max_trials_no_progress: int = 0,
 ):
     """Run the study on Katib and write its trials (source `katib`).
 
@@ -47,6 +49,7 @@ def tune_on_katib(
     from pipelines.study import trials_artifact
     from pipelines.targets.kubeflow import katib_tune
 
+    katib_tune.refuse_budgets(float(max_study_hours), int(max_trials_no_progress))
     request = katib_tune.StudyRequest(
         study_spec_parameters=study_spec_parameters,
         study_spec_metrics=study_spec_metrics,

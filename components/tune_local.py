@@ -18,6 +18,12 @@ def tune_locally(
     study_spec_measurement_selection_type: str,
     base_output_directory: str,
     early_stopping: bool,
+    scheduler: str,
+    min_epochs: int,
+    reduction_factor: int,
+    epochs: int,
+    max_study_hours: float,
+    max_trials_no_progress: int,
     seed: int,
     continued_trials: list,
     trials: dsl.Output[dsl.Artifact],
@@ -41,6 +47,10 @@ def tune_locally(
         study_spec_measurement_selection_type=study_spec_measurement_selection_type,
         base_output_directory=base_output_directory,
         early_stopping=bool(early_stopping),
+        scheduler=scheduler,
+        rungs=(int(min_epochs), int(reduction_factor), int(epochs)),  # the top rung: epochs
+        max_study_hours=float(max_study_hours),
+        max_trials_no_progress=int(max_trials_no_progress),
         seed=int(seed),
         earlier_trials=continuation.combine(continued_trials, []),
     )

@@ -32,6 +32,8 @@ def tune_on_vertex(
     early_stopping: bool,
     labels: dict,
     gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
+    max_study_hours: float = 0.0,  # study_spec.study_stopping_config; 0: none
+    max_trials_no_progress: int = 0,
 ):
     """Create the HPT job (with the run's labels), write `gcp_resources`, wait for it.
 
@@ -54,6 +56,8 @@ def tune_on_vertex(
         network=network,
         encryption_spec_key_name=encryption_spec_key_name,
         early_stopping=early_stopping,
+        max_study_hours=float(max_study_hours),
+        max_trials_no_progress=int(max_trials_no_progress),
         labels=labels,
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse

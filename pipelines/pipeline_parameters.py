@@ -46,6 +46,8 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("algorithm", str),
     ("measurement_selection", str),
     ("early_stopping", bool),
+    ("max_study_hours", float),  # 0: no limit (a pipeline parameter has no null)
+    ("max_trials_no_progress", int),
     ("trial_threshold", float),
     ("use_trial_threshold", bool),
     ("model", str),
@@ -78,6 +80,10 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("study_dir", str),
     ("registry_dir", str),
     ("shared_root", str),
+    # Successive halving: last, since only the local target reads them (the others hide them).
+    ("scheduler", str),
+    ("min_epochs", int),
+    ("reduction_factor", int),
 )
 
 

@@ -40,6 +40,7 @@ from pipelines.settings_sections import (
     TrainingSettings,
 )
 from pipelines.study import objectives as objective_rules
+from pipelines.study.halving import HALVING
 from trainer.contract import DEFAULT_METRIC_TAG, METRIC_GOALS, MIN_IMAGE_SIZE
 from trainer.models import MODELS
 
@@ -128,6 +129,10 @@ def _derive(values: dict[str, Any]) -> None:
         values["measurement_selection"] = objective_rules.measurement_selection(
             "", len(values["objectives"])
         )
+    if values["scheduler"] in ("none", "median") and values["early_stopping"]:
+        values["scheduler"] = "median"  # early_stopping: true keeps meaning the median rule
+    if values["scheduler"] == "median":
+        values["early_stopping"] = True
     if not values["goal"]:
         values["goal"] = METRIC_GOALS.get(values["metric_tag"], "maximize")
     if not values["model_display_name"]:
@@ -179,6 +184,9 @@ STUDY_SETTINGS = (
     "algorithm",
     "measurement_selection",
     "early_stopping",
+    "scheduler",
+    "min_epochs",
+    "reduction_factor",
     "continue_from",  # the trials the study starts from
     "epochs",
     "batch_size",
@@ -208,6 +216,12 @@ def _check(s: Settings) -> None:
         )
     for section in SECTIONS:
         getattr(s, section).check()
+    halving = s.study.scheduler in HALVING
+    if halving and not s.study.min_epochs < s.training.epochs:
+        raise SettingsError(
+            f"min_epochs={s.study.min_epochs}: expected an integer below epochs="
+            f"{s.training.epochs} (scheduler={s.study.scheduler}: the first rung is below the top)"
+        )
 
 
 # Settings renamed so that a name means one thing: old → new. The old one is refused in one

@@ -16,6 +16,7 @@ from typing import Any
 
 from pipelines import images
 from pipelines.study import objectives as objective_rules
+from pipelines.study.halving import SCHEDULERS
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
 from trainer.contract import (
     DEFAULT_FEATURE_CACHE,
@@ -87,7 +88,13 @@ class StudySettings:
     max_trials: int = 12
     parallel_trials: int = 3
     max_failed_trials: int = 3  # failures that fail the study (Vertex: reaching the count)
-    early_stopping: bool = False
+    early_stopping: bool = False  # the median rule: true means scheduler=median
+    # none | median | asha | hyperband (successive halving: pipelines/study/halving.py)
+    scheduler: str = "none"
+    min_epochs: int = 1  # successive halving's first rung (the top rung is epochs)
+    reduction_factor: int = 3  # η: one trial in η is promoted at each rung
+    max_study_hours: float = 0.0  # the tune step's wall clock, 0: none (pipelines/study/budgets.py)
+    max_trials_no_progress: int = 0  # finished trials in a row without a better best, 0: none
     trial_threshold: float | None = None  # the best trial must reach it, else stop
     # An earlier run whose trials this study continues from (pipelines/targets/earlier_runs.py)
     continue_from: str | None = None
@@ -102,6 +109,22 @@ class StudySettings:
             objective_rules.check_settings(*study)
         except (ContractError, objective_rules.ObjectiveError) as err:
             raise SettingsError(str(err)) from None
+        need(self, self.scheduler in SCHEDULERS, "scheduler", f"one of {', '.join(SCHEDULERS)}")
+        need(
+            self,
+            not self.early_stopping or self.scheduler == "median",
+            "early_stopping",
+            f"false with scheduler={self.scheduler} (early_stopping=true means scheduler=median)",
+        )
+        need(self, self.min_epochs >= 1, "min_epochs", "an integer >= 1 (the first rung)")
+        need(self, self.reduction_factor >= 2, "reduction_factor", "an integer >= 2")
+        need(self, self.max_study_hours >= 0, "max_study_hours", "a number >= 0 (0: no limit)")
+        need(
+            self,
+            self.max_trials_no_progress >= 0,
+            "max_trials_no_progress",
+            "an integer >= 0 (0: no limit)",
+        )
         need(self, self.algorithm in ALGORITHMS, "algorithm", f"one of {', '.join(ALGORITHMS)}")
         need(
             self,

@@ -363,7 +363,8 @@ def test_local_only_parameters_are_not_in_the_vertex_spec(vertex_template, tmp_p
     vertex = set(_spec(vertex_template)["root"]["inputDefinitions"]["parameters"])
     local = _spec(Path(compile_pipeline("local", Settings(), str(tmp_path / "local.yaml"))))
     local_params = set(local["root"]["inputDefinitions"]["parameters"])
-    hidden = {"registry_dir", "study_dir", "shared_root"}
+    hidden = {"registry_dir", "study_dir", "shared_root", "scheduler", "min_epochs"}
+    hidden |= {"reduction_factor"}  # successive halving: refused on Vertex
     assert hidden <= local_params and not hidden & vertex
     assert local_params - vertex == hidden
     # The steps that take them get the defaults as constants.

@@ -100,6 +100,17 @@ EarlyStoppingOption = Annotated[
         "--early-stopping",
     ),
 ]
+SchedulerOption = Annotated[
+    str | None,
+    _option(
+        "none (default) | median (= --early-stopping) | asha | hyperband: successive halving "
+        "stops trials at rungs min_epochs·η^k and promotes one in η; the top rung is --epochs."
+    ),
+]
+MinEpochsOption = Annotated[int | None, _option("Successive halving's first rung (default 1).")]
+ReductionFactorOption = Annotated[
+    int | None, _option("Successive halving's η: one trial in η promoted per rung (default 3).")
+]
 TrialThresholdOption = Annotated[float | None, _option("Stop before final training below it.")]
 EvalThresholdOption = Annotated[
     float | None, _option("Register only at or above this test_accuracy.")
@@ -140,6 +151,9 @@ def run(
     objectives: ObjectivesOption = None,
     constraint: ConstraintOption = None,
     early_stopping: EarlyStoppingOption = False,
+    scheduler: SchedulerOption = None,
+    min_epochs: MinEpochsOption = None,
+    reduction_factor: ReductionFactorOption = None,
     trial_threshold: TrialThresholdOption = None,
     eval_threshold: EvalThresholdOption = None,
     seed: SeedOption = None,

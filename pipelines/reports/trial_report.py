@@ -22,6 +22,7 @@ from pipelines.reports import pareto_plot, running_study, trial_plots
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
+from pipelines.study.halving import pruned_at
 from pipelines.study.objectives import parse_constraints
 from pipelines.study.search_space import GOALS, Metric
 from pipelines.study.selection import rank_key
@@ -340,7 +341,9 @@ def format_value(value: Any) -> str:
 def _note(trial: Mapping[str, Any]) -> str:
     local = trial.get(trials_lib.LOCAL_KEY) or {}
     notes = [trial.get("infeasibleReason", "")]
-    notes.append("early stopped" if local.get("earlyStopped") else "")
+    rung = pruned_at(trial)
+    stopped = "early stopped" if rung is None else f"stopped at rung {rung} (not picked)"
+    notes.append(stopped if local.get("earlyStopped") else "")
     if trials_lib.trial_outcome(trial) == trials_lib.RUNNING and trial.get("measurements"):
         last = trial["measurements"][-1]
         values = trials_lib.measurement_metrics(last)

@@ -321,7 +321,7 @@ def _relabel(
     out["parameters"] = [{"parameterId": k, "value": v} for k, v in params.items()]
     local = trial.get(trials_lib.LOCAL_KEY) or {}
     extras: dict[str, Any] = {CONTINUED_KEY: local.get(CONTINUED_KEY) or earlier.source}
-    for key in ("earlyStopped", "precision"):  # replayed as pruned; shown in the report
+    for key in ("earlyStopped", "precision", "rung"):  # replayed as pruned; shown in the report
         if local.get(key):
             extras[key] = local[key]
     out[trials_lib.LOCAL_KEY] = extras

@@ -16,6 +16,7 @@ import concurrent.futures
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -31,11 +32,13 @@ from pipelines.study import (
     trial_runner,
 )
 from pipelines.study import trials as trials_lib
+from pipelines.study.budgets import Budgets
+from pipelines.study.halving import Rungs, halving_line, pruned_at, saving_line
 from pipelines.study.measurements import best_trial
 from pipelines.study.optuna_study import EarlyStopping
 from pipelines.study.progress_lines import StudyProgress
 from pipelines.study.sampler import grid_points, suggest
-from pipelines.study.study_plan import StudyError, StudyPlan, checked_payload
+from pipelines.study.study_plan import StudyError, StudyPlan, checked_payload, halving_plan
 from pipelines.study.trials import TrialState
 
 STUDY_FILE = "study.json"
@@ -68,6 +71,8 @@ class _LocalStudy:
         self.grid = grid_points(space.parameters) if plan.algorithm == "GRID_SEARCH" else None
         self.exhausted = False  # every configuration the sampler could draw is taken
         self.halt: str | None = None  # our side stopped the study (a full disk…)
+        self.budget: str | None = None  # the budget that ended the study (`budgets`)
+        self.started = time.monotonic()
         self.trials_path = os.path.join(plan.base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(plan.base, STUDY_FILE)
         self._load()
@@ -77,6 +82,8 @@ class _LocalStudy:
         self.earlier = [dict(t) for t in plan.earlier]
         if plan.early_stopping and len(space.metrics) > 1:
             raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
+        if plan.early_stopping and plan.halving:
+            raise StudyError(f"early_stopping (median) and {plan.halving.kind}: choose one")
         self.optuna = optuna_study.make_optuna_study(
             space,
             [*self.earlier, *self._ordered()],
@@ -85,6 +92,7 @@ class _LocalStudy:
             max_trial_count=plan.max_trial_count,
             early_stopping=plan.early_stopping,
         )
+        self.rungs = Rungs(plan.halving, self._ordered()) if plan.halving else None
         self.view = progress_lines.ProgressView(
             enabled=plan.show_progress, metric=space.metrics[0].metric_id
         )
@@ -117,7 +125,7 @@ class _LocalStudy:
     def _save(self, state: str = "ACTIVE", reason: str = "") -> None:
         trials = self._ordered()
         trials_lib.write_trials(self.trials_path, trials)
-        best = best_trial(trials, self.plan.space.metrics[0])
+        best = self._best()
         summary = {
             "studySpec": self.plan.spec_payload,
             "maxTrialCount": self.plan.max_trial_count,
@@ -137,6 +145,15 @@ class _LocalStudy:
 
     def _ordered(self) -> list[dict[str, Any]]:
         return [self.trials[k] for k in sorted(self.trials, key=int)]
+
+    def _best(self) -> dict[str, Any] | None:
+        """The best trial selection may pick (none stopped at a rung below the top, none diverged)."""
+        eligible = [
+            t
+            for t in self._ordered()
+            if pruned_at(t) is None and not trials_lib.is_diverged(t)
+        ]
+        return best_trial(eligible, self.plan.space.metrics[0])
 
     def _counts(self) -> dict[str, int]:
         return progress_lines.counts(self._ordered())
@@ -211,11 +228,19 @@ class _LocalStudy:
             if outcome.ours and self.halt is None:
                 self.halt = f"trial {outcome.trial_id}: {outcome.ours}"
             why = outcome.ours or (
-                self.watch.why if self.watch.interrupted.is_set() else "the study stopped it"
+                self.watch.why
+                if self.watch.interrupted.is_set()
+                else self.budget or "the study stopped it"
             )
             return self._interrupted(outcome.trial_id, frozen, why)
         if outcome.state != TrialState.SUCCEEDED and self.watch.stopped_by_run(outcome.exit_code):
             return self._interrupted(outcome.trial_id, frozen)
+        if self.rungs is not None and outcome.rung is None:  # its rung values count for others
+            primary = self.metric_ids[0]
+            self.rungs.judge(
+                outcome.trial_id,
+                {m.step: m.metrics[primary] for m in outcome.measurements if primary in m.metrics},
+            )
         with self.lock:
             trial = self._record(outcome)
             self.trials[outcome.trial_id] = trial
@@ -265,6 +290,8 @@ class _LocalStudy:
         ]
         interrupted = sorted(active, key=int)
         self.view.start(self._snapshot(None))
+        if self.plan.halving is not None:
+            self.view.print(halving_line(self.plan.halving, len(self.metric_ids)))
         running: dict[concurrent.futures.Future[trial_runner.Outcome], Any] = {}
         try:
             with (
@@ -281,6 +308,7 @@ class _LocalStudy:
                     while True:
                         while (
                             reason is None
+                            and self.budget is None
                             and not self.cancel.is_set()
                             and len(running) < self.plan.parallel
                         ):
@@ -292,7 +320,9 @@ class _LocalStudy:
                         if not running:
                             break
                         done, _ = concurrent.futures.wait(
-                            running, return_when=concurrent.futures.FIRST_COMPLETED
+                            running,
+                            timeout=self.plan.budgets.time_left(self._elapsed()),
+                            return_when=concurrent.futures.FIRST_COMPLETED,
                         )
                         for future in done:
                             frozen = running.pop(future)
@@ -301,12 +331,25 @@ class _LocalStudy:
                                 reason = self.halt or self.stop_reason()
                                 if reason is not None:
                                     self.cancel.set()
+                        self._check_budgets()
                 except BaseException:
                     self.cancel.set()  # running trials stop; they stay ACTIVE for a resume
                     raise
         finally:
             self.view.stop()
         return self._conclude(reason)
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _check_budgets(self) -> None:
+        """Note a budget spent; the wall clock's also stops the running trials (not failed)."""
+        if self.budget is not None:
+            return
+        metric = self.plan.space.metrics[0]
+        self.budget = self.plan.budgets.spent(self._ordered(), metric, self._elapsed())
+        if self.budget is not None and self.budget.startswith("max_study_hours"):
+            self.cancel.set()
 
     def _conclude(self, reason: str | None) -> list[dict[str, Any]]:
         """Save how the loop ended (`reason`: what stopped it); the trials, or raise why not."""
@@ -318,7 +361,7 @@ class _LocalStudy:
             self._save("FAILED", reason)
             self.view.print(f"study stopped: {reason}")
             raise StudyError(f"study stopped: {reason}")
-        done_reason = self._done_reason(len(trials))
+        done_reason = self.budget or self._done_reason(len(trials))
         self._save("SUCCEEDED", done_reason)
         self.view.print(self._summary(done_reason))
         return [dict(t) for t in trials]
@@ -344,12 +387,16 @@ class _LocalStudy:
             running=counts["running"],
             interrupted=counts["interrupted"],
             diverged=counts["diverged"],
-            best=best_trial(self._ordered(), self.plan.space.metrics[0]),
+            best=self._best(),
             last=last,
         )
 
     def _summary(self, why: str) -> str:
-        return progress_lines.summary(self._snapshot(None), why)
+        line = progress_lines.summary(self._snapshot(None), why)
+        if self.plan.halving is None:
+            return line
+        finished = [t for t in self._ordered() if trials_lib.trial_state(t) != TrialState.ACTIVE]
+        return f"{line}; {saving_line(self.plan.halving, finished)}"
 
     def _report(self, trial: dict[str, Any] | None) -> None:
         snap = self._snapshot(trial)
@@ -370,6 +417,10 @@ def run_study(
     study_spec_algorithm: str = "ALGORITHM_UNSPECIFIED",
     study_spec_measurement_selection_type: str = "BEST_MEASUREMENT",
     early_stopping: bool | EarlyStopping = False,
+    scheduler: str = "none",
+    rungs: tuple[int, int, int] = (1, 3, 0),
+    max_study_hours: float = 0.0,
+    max_trials_no_progress: int = 0,
     seed: int | None = None,
     trial_timeout: float | None = None,
     on_progress: Callable[[StudyProgress], None] | None = None,
@@ -394,6 +445,12 @@ def run_study(
         study_spec_algorithm: `ALGORITHM_UNSPECIFIED` (TPE), `GRID_SEARCH`, `RANDOM_SEARCH`.
         study_spec_measurement_selection_type: `BEST_MEASUREMENT` or `LAST_MEASUREMENT`.
         early_stopping: True (defaults) or an `EarlyStopping` to apply the median rule.
+        scheduler: none, median (= `early_stopping`), asha or hyperband: successive halving
+            over the running trials (`pipelines.study.halving`).
+        rungs: Successive halving's (min_epochs, reduction_factor, epochs): the first rung,
+            η, and the top rung (the trial job's epochs).
+        max_study_hours: Wall-clock hours of the study (0: no limit; `budgets`).
+        max_trials_no_progress: Finished trials in a row without a better best (0: no limit).
         seed: Sampler seed, for reproducible suggestions.
         trial_timeout: Seconds a trial may run before it is failed.
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
@@ -422,11 +479,15 @@ def run_study(
         (max_trial_count, parallel_trial_count, max_failed_trial_count),
     )
     if isinstance(early_stopping, bool):
-        early_stopping = EarlyStopping() if early_stopping else None  # type: ignore[assignment]
+        median = early_stopping or scheduler == "median"
+        early_stopping = EarlyStopping() if median else None  # type: ignore[assignment]
+    halving = halving_plan(scheduler, rungs, payload["space"].metrics[0])
     plan = StudyPlan(
         **payload,
         base=os.path.abspath(base_output_directory),
         early_stopping=early_stopping or None,  # type: ignore[arg-type]
+        halving=halving,
+        budgets=Budgets(float(max_study_hours or 0), int(max_trials_no_progress or 0)),
         seed=seed,
         trial_timeout=trial_timeout,
         on_progress=on_progress,

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipelines.study import failure_rules
 from pipelines.study import trials as trials_lib
+from pipelines.study.halving import pruned_at
 from pipelines.study.trials import TrialState
 from trainer.contract import format_value
 
@@ -69,6 +70,8 @@ def trial_line(trial: Mapping[str, Any]) -> str:
         final = trial.get("finalMeasurement", {})
         metrics = " ".join(f"{k}={v:.4g}" for k, v in trials_lib.measurement_metrics(final).items())
         status = "early-stopped" if local.get("earlyStopped") else "succeeded"
+        if (rung := pruned_at(trial)) is not None:
+            status = f"stopped at rung {rung}"
         return f"trial {trial['id']} {status}: {metrics} (step {final.get('stepCount')}) {params}"
     if trials_lib.trial_outcome(trial) == trials_lib.DIVERGED:
         why = str(trial.get("infeasibleReason", "")).removeprefix(f"{trials_lib.DIVERGED}: ")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pipelines.study import trials as trials_lib
+from pipelines.study.halving import pruned_at
 from pipelines.study.objectives import Constraint
 from pipelines.study.search_space import Metric
 from trainer.contract import DIVERGED_FIX
@@ -185,6 +186,7 @@ def _scored(trials: Iterable[Mapping[str, Any]], names: Sequence[str]) -> _Score
             continue
         metrics = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
         succeeded = trials_lib.trial_state(trial) == trials_lib.TrialState.SUCCEEDED
+        succeeded = succeeded and pruned_at(trial) is None  # measured at the top rung only
         if succeeded and all(n in metrics for n in names):
             values = {n: metrics[n] for n in names}
             scored[str(trial["id"])] = (trial, trials_lib.trial_parameters(trial), values)

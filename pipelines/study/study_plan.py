@@ -12,6 +12,8 @@ from typing import Any
 
 from pipelines.payloads import payload_items
 from pipelines.study import spec_reader
+from pipelines.study.budgets import Budgets
+from pipelines.study.halving import HALVING, SCHEDULERS, Halving
 from pipelines.study.optuna_study import EarlyStopping
 from pipelines.study.progress_lines import StudyProgress
 from pipelines.study.search_space import SearchSpace
@@ -36,6 +38,8 @@ class StudyPlan:
         algorithm: The study spec's algorithm.
         selection: The measurement selection applied (`applied_selection`).
         early_stopping: The median rule, or None.
+        halving: Successive halving (`asha`, `hyperband`), or None.
+        budgets: The study's wall clock and trials without progress.
         seed: Sampler seed.
         trial_timeout: Seconds a trial may run.
         on_progress: Called with a `StudyProgress` whenever a trial starts or ends.
@@ -54,12 +58,33 @@ class StudyPlan:
     algorithm: str
     selection: str
     early_stopping: EarlyStopping | None = None
+    halving: Halving | None = None
+    budgets: Budgets = Budgets()
     seed: int | None = None
     trial_timeout: float | None = None
     on_progress: Callable[[StudyProgress], None] | None = None
     show_progress: bool = True
     cwd: str | None = None
     earlier: Sequence[Mapping[str, Any]] = ()
+
+
+def halving_plan(scheduler: str, rungs: tuple[int, int, int], primary: Any) -> Halving | None:
+    """The successive-halving schedule `scheduler` asks for (None: not asha or hyperband).
+
+    Raises:
+        StudyError: An unknown scheduler, or rungs that leave nothing to halve (one line).
+    """
+    if scheduler not in SCHEDULERS:
+        raise StudyError(f"scheduler={scheduler!r}: expected one of {', '.join(SCHEDULERS)}")
+    if scheduler not in HALVING:
+        return None
+    min_epochs, factor, epochs = (int(x) for x in rungs)
+    if not (1 <= min_epochs < epochs and factor >= 2):
+        raise StudyError(
+            f"scheduler={scheduler} with min_epochs={min_epochs}, reduction_factor={factor}, "
+            f"epochs={epochs}: expected 1 <= min_epochs < epochs and reduction_factor >= 2"
+        )
+    return Halving(scheduler, min_epochs, factor, epochs, primary.metric_id, primary.goal)
 
 
 def checked_payload(

@@ -53,6 +53,7 @@ class Outcome:
     ours: str = ""  # stopped by our side (a full disk…): rerun on resume, and stop the study
     diverged: bool = False  # ran to its end, its loss not finite or exploded (`trials.DIVERGED`)
     precision: str | None = None  # the policy the trainer resolved (its log's precision line)
+    rung: int | None = None  # successive halving stopped it at this rung (epoch)
 
 
 def trial_specs(
@@ -136,6 +137,7 @@ def record(
             "cancelled": outcome.cancelled,
             "precision": outcome.precision,
             "logTail": outcome.log_tail,
+            **({"rung": outcome.rung} if outcome.rung is not None else {}),
             **({"recovered": True} if recovered else {}),
         },
     )
@@ -181,7 +183,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     local_dir = _fresh_trial_dir(study.plan.base, trial_id)
     metric_file = os.path.join(local_dir, METRIC_FILE)
     earlier_file = _keep_earlier_measurements(local_dir, metric_file)
-    watch = _Watch(study, frozen, metric_file)
+    watch = _Watch(study, frozen, metric_file, trial_id, earlier_file)
     error, stopped = _run_job(study, trial, local_dir, watch)
     measurements = _measurements(study.metric_ids, earlier_file, metric_file)
     final = with_measured_once(
@@ -200,7 +202,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
         outcome.log_tail = error.log_tail
         outcome.exit_code = error.exit_code
         outcome.ours = failure_rules.out_of_disk(f"{error.log_tail}\n{error.summary}") or ""
-    elif final is None or any(m not in final.metrics for m in study.metric_ids):
+    elif final is None or _lacks_objectives(final, study.metric_ids, watch.rung is not None):
         seen = reported_tags(metric_file)
         outcome.reason = (
             f"reported no {'/'.join(study.metric_ids)} metric to {metric_file} "
@@ -219,6 +221,7 @@ def run_trial(study: Any, trial: Mapping[str, Any], frozen: Any) -> Outcome:
     else:
         outcome.state = TrialState.SUCCEEDED
         outcome.early_stopped = watch.early_stopped
+        outcome.rung = watch.rung
         outcome.exit_code = None if watch.early_stopped else 0
     with contextlib.suppress(OSError):  # a full disk: the study hears it from the outcome
         save_outcome(local_dir, outcome)
@@ -235,6 +238,11 @@ def _diverged_line(log_tail: str) -> str:
         ),
         "",
     )
+
+
+def _lacks_objectives(final: Measurement, metric_ids: Sequence[str], at_rung: bool) -> bool:
+    """Whether `final` misses an objective (stopped at a rung: the primary, ranked there)."""
+    return any(m not in final.metrics for m in (metric_ids[:1] if at_rung else metric_ids))
 
 
 def _fresh_trial_dir(base: str, trial_id: str) -> str:
@@ -273,18 +281,24 @@ def _run_job(
 
 
 class _Watch:
-    """What a running trial is polled for: the study's cancellation, and the median rule."""
+    """What a running trial is polled for: the study's cancellation, its scheduler's rule."""
 
-    def __init__(self, study: Any, frozen: Any, metric_file: str):
+    def __init__(
+        self, study: Any, frozen: Any, metric_file: str, trial_id: str = "", earlier: str = ""
+    ):
         self.study, self.frozen, self.metric_file = study, frozen, metric_file
+        self.trial_id, self.earlier = trial_id, earlier
         self.reported: set[int] = set()
         self.early_stopped = False
+        self.rung: int | None = None
 
     def on_tick(self) -> bool:
         """Whether to stop the trial now (each new primary measurement goes to the pruner)."""
         study, primary = self.study, self.study.metric_ids[0]
         if study.cancel.is_set():
             return True
+        if study.rungs is not None:
+            return self._halving(primary)
         if not study.plan.early_stopping:
             return False
         for m in read_measurements(self.metric_file, study.metric_ids):
@@ -295,6 +309,17 @@ class _Watch:
                     self.early_stopped = True
                     return True
         return False
+
+    def _halving(self, primary: str) -> bool:
+        """Successive halving: stop at the first rung the trial is not promoted from."""
+        reported = {
+            m.step: m.metrics[primary]
+            for m in _measurements([primary], self.earlier, self.metric_file)
+            if primary in m.metrics
+        }
+        self.rung = self.study.rungs.judge(self.trial_id, reported)
+        self.early_stopped = self.rung is not None
+        return self.early_stopped
 
 
 def _measurements(metric_ids: Sequence[str], earlier_file: str, metric_file: str) -> list[Any]:

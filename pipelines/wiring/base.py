@@ -45,6 +45,28 @@ class Binding:
     features: Callable[..., Any] | None = None
 
 
+# The successive-halving parameters: only a target whose tuner runs it reads them.
+HALVING_PARAMETERS = frozenset({"scheduler", "min_epochs", "reduction_factor"})
+
+
+def refuse_halving(settings: Any, offers: str) -> None:
+    """Refuse `scheduler` asha or hyperband where the target's tuner cannot run it, in one line.
+
+    `offers`: what the target's service offers instead, in a few words.
+
+    Raises:
+        SettingsError: The scheduler and what the target offers.
+    """
+    from pipelines.settings import SettingsError
+    from pipelines.study.halving import HALVING
+
+    scheduler = settings.study.scheduler
+    if scheduler in HALVING:
+        raise SettingsError(
+            f"scheduler={scheduler}: {offers}; successive halving runs on the local target"
+        )
+
+
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
     """The study payload every tune binding passes on, in GCPC's HPT argument names."""
     return dict(

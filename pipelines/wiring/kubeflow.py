@@ -23,7 +23,7 @@ from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
-from pipelines.wiring.base import Binding, study_inputs
+from pipelines.wiring.base import HALVING_PARAMETERS, Binding, refuse_halving, study_inputs
 
 
 def check_settings(settings: Settings) -> None:
@@ -101,6 +101,18 @@ def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> A
 
 
 def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
+    refuse_halving(
+        settings,
+        "the Katib Experiment takes median stopping (scheduler=median); its hyperband restarts "
+        "every promoted trial from scratch and is not mapped",
+    )
+    from pipelines.targets.kubeflow.katib_tune import refuse_budgets
+
+    study = settings.study
+    try:
+        refuse_budgets(study.max_study_hours, study.max_trials_no_progress)
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
     task = op(tune_on_katib)(
         **study_inputs(p, spec),
         display_name=p.study_display_name,
@@ -110,6 +122,8 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         job_api=_job_api(settings),  # the final job's API, checked before the study
         pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
         trial_nodes=settings.kubeflow.kubeflow_trial_nodes,  # > 1: TrainJob trials
+        max_study_hours=p.max_study_hours,  # refused: Katib has no study budget
+        max_trials_no_progress=p.max_trials_no_progress,
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects
@@ -212,4 +226,5 @@ BINDING = Binding(
     check_space=_katib_space,
     notes=notes,
     features=_kubeflow_features,
+    hidden_parameters=HALVING_PARAMETERS,  # refused by the tune binding
 )

@@ -23,6 +23,12 @@ def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: An
         dataset=dataset,
         **study_inputs(p, spec),
         early_stopping=p.early_stopping,
+        scheduler=p.scheduler,
+        min_epochs=p.min_epochs,
+        reduction_factor=p.reduction_factor,
+        epochs=p.epochs,
+        max_study_hours=p.max_study_hours,
+        max_trials_no_progress=p.max_trials_no_progress,
         seed=p.seed,
         continued_trials=p.continued_trials,  # the study starts from them
     ).set_display_name("Tune (local study)")

@@ -25,7 +25,7 @@ from components.train_final_vertex import model_from_job
 from components.tune_vertex import fetch_trials, tune_on_vertex
 from pipelines.jobs.machines import MachineError, check_machine
 from pipelines.settings import Settings, SettingsError
-from pipelines.wiring.base import Binding, study_inputs
+from pipelines.wiring.base import HALVING_PARAMETERS, Binding, refuse_halving, study_inputs
 
 with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
     warnings.simplefilter("ignore", FutureWarning)
@@ -49,6 +49,11 @@ def _check_machines(settings: Settings) -> None:
 
 def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
     _check_machines(settings)
+    refuse_halving(
+        settings,
+        "a Vertex HPT job takes stopping rules only (median: scheduler=median; decay curve), "
+        "no successive halving",
+    )
     study = op(tune_on_vertex)(
         display_name=p.study_display_name,
         project=PROJECT_ID_PLACEHOLDER,
@@ -58,6 +63,8 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
         early_stopping=p.early_stopping,
+        max_study_hours=p.max_study_hours,  # study_spec.study_stopping_config
+        max_trials_no_progress=p.max_trials_no_progress,
         labels=p.labels,  # the most expensive job of the run: cost reports need them
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
@@ -188,5 +195,6 @@ BINDING = Binding(
     train_final=_vertex_train,
     register=_vertex_register,
     features=_vertex_features,
-    hidden_parameters=frozenset({"study_dir", "registry_dir", "shared_root"}),  # local/Kubeflow
+    # local/Kubeflow's, and successive halving's (refused here)
+    hidden_parameters=frozenset({"study_dir", "registry_dir", "shared_root"}) | HALVING_PARAMETERS,
 )

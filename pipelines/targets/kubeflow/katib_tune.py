@@ -235,6 +235,20 @@ class StudyRequest:
         )
 
 
+def refuse_budgets(max_study_hours: float, max_trials_no_progress: int) -> None:
+    """Refuse a study budget in one line: a Katib Experiment has neither (not modelled here).
+
+    Raises:
+        ValueError: Naming the budgets that are set.
+    """
+    budgets = {"max_study_hours": max_study_hours, "max_trials_no_progress": max_trials_no_progress}
+    if set_ := [f"{k}={v:g}" for k, v in budgets.items() if v]:
+        raise ValueError(
+            f"{', '.join(set_)}: a Katib Experiment has no study budget (only maxTrialCount "
+            "and maxFailedTrialCount); unset it on the kubeflow target"
+        )
+
+
 def run_katib_study(
     request: StudyRequest,
     *,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.payloads import payload_items
+from pipelines.study.budgets import Budgets
 
 JOB_TYPE = "HyperparameterTuningJob"
 # Vertex's median rule on steps (epochs), not on elapsed time: Optuna's MedianPruner locally.
@@ -49,6 +50,8 @@ def hpt_job_payload(
     network: str = "",
     encryption_spec_key_name: str = "",
     early_stopping: bool = False,
+    max_study_hours: float = 0.0,
+    max_trials_no_progress: int = 0,
     labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec and labels.
@@ -66,6 +69,9 @@ def hpt_job_payload(
     }
     if early_stopping:
         study_spec.update(json.loads(json.dumps(MEDIAN_STOPPING)))
+    budgets = Budgets(float(max_study_hours or 0), int(max_trials_no_progress or 0))
+    if stopping := budgets.stopping_config():
+        study_spec["study_stopping_config"] = stopping
     payload = {
         "display_name": display_name,
         "study_spec": study_spec,
@@ -85,8 +91,12 @@ def hpt_job_payload(
 
 
 def restore_stopping(payload: Mapping[str, Any], job_spec: dict[str, Any]) -> dict[str, Any]:
-    """Put back the stopping spec the launcher's empty-field stripping removed."""
-    stopping = {k: v for k, v in payload.get("study_spec", {}).items() if k.endswith("_spec")}
+    """Put back the stopping spec (and budgets) the launcher's empty-field stripping removed."""
+    stopping = {
+        k: v
+        for k, v in payload.get("study_spec", {}).items()
+        if k.endswith("_spec") or k == "study_stopping_config"
+    }
     for key, value in stopping.items():
         job_spec.setdefault("study_spec", {})[key] = value
     return job_spec
