@@ -353,6 +353,11 @@ def test_an_unknown_yaml_key_names_the_setting_it_is_near(tmp_path):
 
 def test_an_objective_the_model_cannot_report_is_refused_up_front(tmp_path):
     """Issue 51 (12): cnn reports no `flops`: every trial would fail on it, then the rerun."""
+    _one_line_error(
+        ["compile", "--output", str(tmp_path / "p.yaml")]
+        + ["--config", str(_config(tmp_path, "objectives: [val_accuracy, flops:min]"))],
+        "model cnn does not report flops",
+    )
     output = tmp_path / "out"
     _one_line_error(
         ["run", "--objectives", "val_accuracy,flops:min", "--output", str(output)],
@@ -361,11 +366,6 @@ def test_an_objective_the_model_cannot_report_is_refused_up_front(tmp_path):
         "hpt_metrics",
     )
     assert not output.exists()
-    _one_line_error(
-        ["compile", "--output", str(tmp_path / "p.yaml")]
-        + ["--config", str(_config(tmp_path, "objectives: [val_accuracy, flops:min]"))],
-        "model cnn does not report flops",
-    )
 
 
 def _config(tmp_path, text):
@@ -401,3 +401,21 @@ def test_a_team_builder_with_hpt_metrics_may_name_its_own_metric(tmp_path, monke
     assert not plain.own_metrics
     with pytest.raises(SettingsError, match="model teamflops:plain does not report flops"):
         study_space(settings.replace(model="teamflops:plain"), KnownModel(plain))
+
+
+def test_the_default_registry_is_in_the_output_not_the_current_folder(tmp_path, monkeypatch):
+    """Issue 51 (18): `runs/registry` was relative to wherever `run` was started."""
+    from pipelines.settings import Settings
+    from pipelines.targets.local import registry
+
+    monkeypatch.chdir(tmp_path)
+    assert Settings(output=str(tmp_path / "o")).local.registry == str(tmp_path / "o" / "registry")
+    assert Settings().local.registry == "runs/latest/registry"
+    assert Settings(output="o", registry="/shared/reg").local.registry == "/shared/reg"  # as given
+    model = tmp_path / "m"
+    model.mkdir()
+    registry.register(model, tmp_path / "o" / "registry", "hpt-cnn", {"lineage": {}})
+    listed = RUNNER.invoke(cli.app, ["models", "--output", str(tmp_path / "o"), "--format", "csv"])
+    assert listed.exit_code == 0 and listed.stdout.splitlines()[1].startswith("hpt-cnn,v1,")
+    default = RUNNER.invoke(cli.app, ["models"])
+    assert "no models registered in runs/latest/registry" in default.output

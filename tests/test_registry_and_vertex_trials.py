@@ -9,12 +9,16 @@ from pipelines.targets.local import registry
 from pipelines.targets.vertex import trials as vertex_trials
 
 
+def _model(folder, content: bytes):
+    folder.mkdir()
+    (folder / "saved_model.pb").write_bytes(content)
+    return folder
+
+
 def test_registry_versions_are_appended_atomically(tmp_path):
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "saved_model.pb").write_bytes(b"x")
+    model, other = _model(tmp_path / "model", b"x"), _model(tmp_path / "other", b"y")
     first = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.9}})
-    second = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.95}})
+    second = registry.register(other, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.95}})
     assert (first["version"], second["version"]) == (1, 2)
     assert registry.versions(tmp_path / "reg", "cnn") == [1, 2]
     assert [c["metrics"]["test_accuracy"] for c in registry.list_models(tmp_path / "reg")] == [
@@ -22,6 +26,31 @@ def test_registry_versions_are_appended_atomically(tmp_path):
         0.95,
     ]
     assert not [p for p in (tmp_path / "reg" / "cnn").iterdir() if p.name.startswith(".staging")]
+
+
+def test_the_same_model_registered_again_is_the_version_already_there(tmp_path):
+    """Issue 51 (18): a rerun that changed nothing registered one more identical version."""
+    model = _model(tmp_path / "model", b"x")
+    first = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.9}})
+    again = registry.register(model, tmp_path / "reg", "cnn", {"metrics": {"test_accuracy": 0.9}})
+    assert (first["reused"], again["reused"]) == (False, True)
+    assert again["version"] == 1 and again["path"] == first["path"]
+    assert registry.versions(tmp_path / "reg", "cnn") == [1]
+    assert [p.name for p in (tmp_path / "reg" / "cnn").iterdir()] == ["v1"]
+    (model / "saved_model.pb").write_bytes(b"z")  # other bytes: a new version
+    assert registry.register(model, tmp_path / "reg", "cnn", {})["version"] == 2
+    assert registry.register(model, tmp_path / "reg", "other-name", {})["version"] == 1
+
+
+def test_a_model_at_or_below_chance_is_said_in_one_line():
+    """Issue 51 (18): 0.0889 on 10 classes (chance 0.1) was registered without a word."""
+    assert registry.chance_line(0.0889, 10) == (
+        "warning: test_accuracy 0.0889 is at or below chance (0.1000 for 10 classes): the model "
+        "learned nothing; --eval-threshold keeps such a model out of the registry"
+    )
+    assert registry.chance_line(0.5, 2) is not None
+    assert registry.chance_line(0.5001, 2) is None
+    assert registry.chance_line(None, 10) is None and registry.chance_line(0.0, 1) is None
 
 
 def test_job_name_from_gcp_resources():

@@ -318,23 +318,7 @@ def models(
         "study",
         "path",
     )
-    rows = []
-    for card in cards:
-        accuracy = card.get("metrics", {}).get("test_accuracy")
-        lineage = card.get("lineage", {})
-        rows.append(
-            (
-                card["name"],
-                f"v{card['version']}",
-                card["registered_at"][:19],
-                f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
-                str(lineage.get("best_trial_id", "-")),
-                str(lineage.get("dataset_source") or "-"),
-                Path(lineage["run"]).name if lineage.get("run") else "-",
-                str(lineage.get("study") or "-"),
-                card["path"],
-            )
-        )
+    rows = [_card_row(card) for card in cards]
     if format == "csv":
         typer.echo(formats.csv_text(columns, rows), nl=False)
         return
@@ -344,3 +328,20 @@ def models(
     for row in rows:
         table.add_row(*row)
     formats.print_table(table)
+
+
+def _card_row(card: dict[str, Any]) -> tuple[str, ...]:
+    """One registered version as `models` lists it."""
+    accuracy = card.get("metrics", {}).get("test_accuracy")
+    lineage = card.get("lineage", {})
+    return (
+        card["name"],
+        f"v{card['version']}",
+        card["registered_at"][:19],
+        f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
+        str(lineage.get("best_trial_id", "-")),
+        str(lineage.get("dataset_source") or "-"),
+        Path(lineage["run"]).name if lineage.get("run") else "-",
+        str(lineage.get("study") or "-"),
+        card["path"],
+    )
