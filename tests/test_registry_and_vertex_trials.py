@@ -151,3 +151,35 @@ def test_a_fetched_vertex_trial_keeps_the_cost_reported_at_another_step(monkeypa
         "model_size_mb": 0.5,
     }
     trials.validate_trial(got)
+
+
+def test_the_register_step_says_chance_and_reuse_in_a_line_each(tmp_path, capsys):
+    """The local register step: what a run's screen shows (its task output is streamed)."""
+    from types import SimpleNamespace
+
+    from components.register_local import register_locally
+
+    model = _model(tmp_path / "model", b"x")
+
+    def step() -> SimpleNamespace:
+        registered = SimpleNamespace(uri="", metadata={})
+        register_locally.python_func(
+            model=SimpleNamespace(
+                path=str(model), uri=str(model), metadata={"class_names": list("abcdefghij")}
+            ),
+            evaluation=SimpleNamespace(uri="/e", metadata={"test_accuracy": 0.0889}),
+            trials=SimpleNamespace(uri="/o/artifacts/run/tune/trials", metadata={}),
+            dataset=SimpleNamespace(uri="/d", metadata={}),
+            best_trial_id="1",
+            registry_dir=str(tmp_path / "reg"),
+            model_name="hpt-cnn",
+            registered=registered,
+        )
+        return registered
+
+    first, second = step(), step()
+    lines = capsys.readouterr().out.splitlines()
+    chance = registry.chance_line(0.0889, 10)
+    assert lines == [chance, chance, "hpt-cnn v1: the same model, already registered"]
+    assert (first.metadata["version"], second.metadata["version"]) == (1, 1)
+    assert (first.metadata["reused"], second.metadata["reused"]) == (False, True)
