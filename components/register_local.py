@@ -16,9 +16,17 @@ def register_locally(
     model_name: str,
     registered: dsl.Output[dsl.Artifact],
 ):
-    """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage."""
+    """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage.
+
+    The same model already registered (a rerun that changed nothing) is reported, not copied
+    again; a model at or below chance accuracy is said in one line.
+    """
     from pipelines.targets.local import registry
 
+    classes = len(model.metadata.get("class_names") or [])
+    warning = registry.chance_line(evaluation.metadata.get("test_accuracy"), classes)
+    if warning:
+        print(warning, flush=True)
     card = registry.register(
         model.path,
         registry_dir,
@@ -40,5 +48,14 @@ def register_locally(
             },
         },
     )
+    if card["reused"]:
+        print(f"{model_name} v{card['version']}: the same model, already registered", flush=True)
     registered.uri = card["path"]
-    registered.metadata.update({"name": model_name, "version": card["version"], **card["lineage"]})
+    registered.metadata.update(
+        {
+            "name": model_name,
+            "version": card["version"],
+            "reused": card["reused"],
+            **card["lineage"],
+        }
+    )

@@ -9,19 +9,21 @@ from components.base import component
 def train_locally(
     worker_pool_specs: list,
     base_output_directory: str,
+    study_dir: str,
     model: dsl.Output[dsl.Model],
 ):
-    """Run the final job's worker pools as local processes (chief + workers on loopback)."""
-    import os
+    """Run the final job's worker pools as local processes (chief + workers on loopback).
 
-    from pipelines.jobs import fork_client, local_job, model_artifact
+    The job runs in a folder kept with the study (`pipelines/jobs/kept_job.py`), not in
+    `base_output_directory` (new each run), when `study_dir` is set: a rerun reuses it
+    finished or resumes it.
+    """
+    from pipelines.jobs import kept_job, model_artifact
 
-    commands = local_job.pool_commands(worker_pool_specs)
-    log = os.path.join(local_job.job_local_dir(base_output_directory), fork_client.LOG_FILE)
-    with fork_client.session(commands, log_path=log) as server:
-        local_job.run_custom_job(
-            worker_pool_specs=worker_pool_specs,
-            base_output_directory=base_output_directory,
-            fork_server=server,
-        )
-    model_artifact.describe(model, base_output_directory)
+    base = kept_job.run(
+        worker_pool_specs,
+        base_output_directory,
+        study_dir,
+        echo=lambda line: print(line, flush=True),
+    )
+    model_artifact.describe(model, base)

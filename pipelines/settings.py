@@ -19,7 +19,9 @@ one line naming the bad value and what is expected.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
+import sys
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 import yaml
 
 from pipelines import images
+from pipelines.jobs import fork_client
 from pipelines.settings_cloud import CloudSettings, KubeflowSettings
 from pipelines.settings_sections import (
     DataSettings,
@@ -41,12 +44,14 @@ from pipelines.settings_sections import (
 )
 from pipelines.study import objectives as objective_rules
 from pipelines.study.halving import HALVING
+from trainer import cluster
 from trainer.contract import DEFAULT_METRIC_TAG, METRIC_GOALS, MIN_IMAGE_SIZE
 from trainer.models import MODELS
 
 __all__ = ["SECTION_OF", "Settings", "SettingsError", "load_settings"]
 
 ENV_PREFIX = "HPT_"
+REGISTRY_DIR = "registry"  # the default registry's folder in the output
 
 
 @dataclasses.dataclass(frozen=True, init=False)
@@ -142,6 +147,8 @@ def _derive(values: dict[str, Any]) -> None:
             function = module.rsplit(".", 1)[-1]
         name = (function or model).replace("_", "-").lower()
         values["model_display_name"] = f"hpt-{name}"
+    if not values["registry"]:  # beside the run's other outputs, wherever it is started
+        values["registry"] = str(Path(values["output"]) / REGISTRY_DIR)
     if not values["serving_image"]:
         values["serving_image"] = images.serving_image_uri(values["region"])
 
@@ -151,7 +158,37 @@ def _refuse_unknown(flat: Mapping[str, Any], where: str) -> None:
     if old := min(set(flat) & set(RENAMED), default=None):
         raise SettingsError(f"{where}{renamed(old)}")
     if unknown := sorted(set(flat) - set(SECTION_OF)):
-        raise SettingsError(f"{where}unknown setting {unknown[0]!r}")
+        raise SettingsError(f"{where}unknown setting {unknown[0]!r}{_near(unknown[0], SECTION_OF)}")
+
+
+def _near(name: str, known: typing.Iterable[str], spell: typing.Callable[[str], str] = repr) -> str:
+    """` (did you mean <the closest known name>?)`, or nothing when none is close."""
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f" (did you mean {spell(close[0])}?)" if close else ""
+
+
+# `HPT_*` variables that are read but are no setting: the trainer's (trainer/cluster.py) and
+# the fork server's (pipelines/jobs/fork_client.py).
+OTHER_ENV = (
+    cluster.CPU_THREADS_ENV,
+    cluster.LOGICAL_DEVICES_ENV,
+    cluster.NUM_NODES_ENV,
+    cluster.NODE_ADDRESS_ENV,
+    fork_client.ENV,
+)
+
+
+def unknown_env(env: Mapping[str, str]) -> list[str]:
+    """A warning line for each `HPT_*` variable that is no setting (ignored), with the near name."""
+    names = {ENV_PREFIX + name.upper() for name in FIELDS}
+    return [
+        f"warning: {var} is not a setting, ignored{_near(var, names, str)}"
+        for var in sorted(env)
+        if var.startswith(ENV_PREFIX)
+        and var not in names
+        and var not in OTHER_ENV
+        and var.removeprefix(ENV_PREFIX).lower() not in RENAMED
+    ]
 
 
 LOCAL_RUN_DEFAULTS = dict(
@@ -321,6 +358,9 @@ def load_settings(
     fit it, and a line saying so is appended to `notes`; explicit values are never changed.
     """
     env = os.environ if environ is None else environ
+    if environ is None:  # the process's own environment: say what it sets that is ignored
+        for line in unknown_env(env):
+            print(line, file=sys.stderr)
     values: dict[str, Any] = dict(defaults or {})
     explicit: set[str] = set()
     for old in RENAMED:

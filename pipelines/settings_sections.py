@@ -31,6 +31,9 @@ from trainer.contract import (
 )
 from trainer.models import MODELS, check_weights, custom
 
+# The largest seed every user of it takes: NumPy's legacy RandomState (Optuna's samplers).
+MAX_SEED = 2**32 - 1
+
 
 class SettingsError(ValueError):
     """A bad setting; the message is one line naming the value and what is expected."""
@@ -60,7 +63,8 @@ class DataSettings:
     max_bad_fraction: float = PREPARATION.max_bad_fraction  # unreadable images skipped, at most
 
     def check(self) -> None:
-        """The split fractions (the image size's minimum is the model's: `Settings` checks it)."""
+        """The seed and split fractions (the image size's minimum is the model's: `Settings`)."""
+        need(self, 0 <= self.seed <= MAX_SEED, "seed", f"an integer in [0, {MAX_SEED}]")
         need(self, 0 <= self.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
         need(self, 0 <= self.test_fraction < 1, "test_fraction", "a number in [0, 1)")
         need(self, 0 <= self.max_bad_fraction < 1, "max_bad_fraction", "a fraction in [0, 1)")
@@ -246,7 +250,8 @@ class LocalSettings:
     """Where the local target writes."""
 
     output: str = "runs/latest"
-    registry: str = "runs/registry"  # the local model registry: trained models' versions
+    # The local model registry (trained models' versions); empty: `<output>/registry`.
+    registry: str = ""
 
     def check(self) -> None:
         """Local paths are free text (created when a run starts)."""

@@ -17,7 +17,8 @@ from pipelines.study.search_space import (
     preset_names,
     study_spec_metrics,
 )
-from trainer.contract import ContractError, metric_goal
+from trainer.contract import METRIC_GOALS, ContractError, metric_goal
+from trainer.cost_metrics import BUILDER_METRICS_ATTRIBUTE
 from trainer.models import check_weights
 
 
@@ -89,6 +90,8 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
         ) from None
     check_algorithm(space, settings.study.algorithm)
     metrics, _ = objective_rules.resolve(settings.study.objectives, (), settings.study.metric_tag)
+    for model in models_of(space) or (settings.architecture.model,):
+        _check_reported(settings, known if model == known.spec.name else None, model)
     return SearchSpace(space.parameters, metrics)
 
 
@@ -115,6 +118,28 @@ def weights_warning(settings: Settings) -> str:
         f"{lowest:g} freeze a randomly initialised {spec.name} backbone (the head learns from "
         "noise); that space is meant for pretrained weights: pass --weights imagenet (or a "
         "weights file), or --search-space optimizer to train the whole network"
+    )
+
+
+def _check_reported(settings: Settings, known: KnownModel | None, model: str) -> None:
+    """Refuse an objective `model` cannot report: a team's own metric needs its `hpt_metrics`.
+
+    A reference not importable here is left to the trainer (its hook is not known).
+
+    Raises:
+        SettingsError: `objectives=<name>: model <m> does not report <metric> ...`, one line.
+    """
+    own = [o for o in settings.study.objectives if o.partition(":")[0] not in METRIC_GOALS]
+    if not own:
+        return
+    known = known or settings_model(settings.replace(model=model))
+    if known.spec.own_metrics or not known.checked:
+        return
+    metric = own[0].partition(":")[0]
+    raise SettingsError(
+        f"objectives={own[0]}: model {model} does not report {metric} (it reports "
+        f"{', '.join(METRIC_GOALS)}); a team's own metric comes from its builder's "
+        f"{BUILDER_METRICS_ATTRIBUTE} (docs/models.md)"
     )
 
 

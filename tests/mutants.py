@@ -797,6 +797,48 @@ MUTANTS = [
         "tests/test_local_job.py",
         "test_every_replica_gets_vertex_env_and_its_own_log",
     ),
+    # --- issue 51: a team's first week (the local run's faults) ---
+    m(
+        "an interrupted final job starts again from epoch 1",
+        "pipelines/jobs/kept_job.py",
+        "_remove_worker_copies(base)",
+        'shutil.rmtree(replica_env.output_dirs(base)["AIP_CHECKPOINT_DIR"])',
+        "tests/test_kept_job.py::test_an_interrupted_final_job_resumes_chief_and_worker_after_the_same_epoch",
+        "test_an_interrupted_final_job_resumes_chief_and_worker_after_the_same_epoch",
+        timeout=600.0,
+    ),
+    m(
+        "a finished final job runs again",
+        "pipelines/jobs/kept_job.py",
+        "if finished(base):",
+        "if False:",
+        "tests/test_kept_job.py",
+        "test_a_finished_job_is_reused_without_starting_a_process",
+    ),
+    m(
+        "the same model is registered as a new version",
+        "pipelines/targets/local/registry.py",
+        "if found := registered_as(registry, name, digest):",
+        "if found := None:",
+        "tests/test_registry_and_vertex_trials.py",
+        "test_the_same_model_registered_again_is_the_version_already_there",
+    ),
+    m(
+        "an output that cannot be written is found when the run takes its lock",
+        "pipelines/app/local_commands.py",
+        'local_preflight.check_writable("output", settings.local.output)',
+        "pass",
+        "tests/test_local_cli.py",
+        "test_run_refuses_an_output_or_registry_it_cannot_write_before_any_work",
+    ),
+    m(
+        "an objective the model cannot report is accepted",
+        "pipelines/settings_space.py",
+        "if known.spec.own_metrics or not known.checked:",
+        "if True:",
+        "tests/test_local_cli.py",
+        "test_an_objective_the_model_cannot_report_is_refused_up_front",
+    ),
 ]
 
 

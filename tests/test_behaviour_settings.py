@@ -32,6 +32,8 @@ REFUSED = [
     ({"test_fraction": 1.0}, "test_fraction=1.0: expected a number in [0, 1)"),
     ({"test_fraction": -0.01}, "test_fraction=-0.01: expected a number in [0, 1)"),
     ({"max_bad_fraction": 1.0}, "max_bad_fraction=1.0: expected a fraction in [0, 1)"),
+    ({"seed": -1}, "seed=-1: expected an integer in [0, 4294967295]"),
+    ({"seed": 2**32}, "seed=4294967296: expected an integer in [0, 4294967295]"),
     (
         {"validation_fraction": 0.6, "test_fraction": 0.4},
         "test_fraction=0.4: expected validation_fraction + test_fraction < 1",
@@ -115,6 +117,8 @@ ACCEPTED = [
     {"max_trials": 1, "parallel_trials": 1},
     {"max_trials": 3, "parallel_trials": 3},
     {"max_failed_trials": 0},
+    {"seed": 0},
+    {"seed": 2**32 - 1},
     {"epochs": 1, "batch_size": 1},
     {"scheduler": "asha", "min_epochs": 9, "reduction_factor": 2},
     {"scheduler": "median", "early_stopping": True},

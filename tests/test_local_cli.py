@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from pipelines.app import cli
 from pipelines.app import local_run as run_module
 from pipelines.app.local_run import ProgressFilter, failure_reason
+from pipelines.settings import SettingsError
 
 RUNNER = CliRunner()
 
@@ -301,3 +302,158 @@ def test_the_run_summary_keeps_every_path_whole_when_piped():
     lines = out.getvalue().splitlines()
     for path in (f"{deep}/pipeline.log", f"{deep}/trial-report/index.html"):
         assert any(path in line for line in lines), path
+
+
+# --- issue 51: every failure is one line up front ------------------------------------------------
+
+
+def test_compile_refuses_an_output_kfp_cannot_write_as_yaml(tmp_path):
+    """kfp writes only .yaml/.yml (and .json, without the target mark `submit` reads)."""
+    for name in ("x.yaml.out", "x.json", "x"):
+        _one_line_error(
+            ["compile", "--output", str(tmp_path / name)],
+            f"--output={tmp_path / name}: expected a file name ending in .yaml or .yml",
+        )
+    assert list(tmp_path.iterdir()) == []
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    _one_line_error(
+        ["compile", "--output", str(blocked / "p.yaml")], f"--output={blocked / 'p.yaml'}: cannot"
+    )
+
+
+def _immutable(folder):
+    """`folder` made unwritable: `chattr +i` as root (mode bits do not stop root), else 0o555."""
+    import os
+    import subprocess
+
+    folder.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["chattr", "+i", str(folder)], check=True)
+        return lambda: subprocess.run(["chattr", "-i", str(folder)], check=True)
+    folder.chmod(0o555)
+    return lambda: folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("setting", ["output", "registry"])
+def test_run_refuses_an_output_or_registry_it_cannot_write_before_any_work(tmp_path, setting):
+    """Issue 51 (10, 11): an immutable folder, or a file in the way, is one line, at once."""
+    locked = tmp_path / "locked"
+    undo = _immutable(locked)
+    try:
+        output = tmp_path / "out"
+        args = ["run", "--output", str(output), "--registry", str(tmp_path / "reg")]
+        args[args.index(f"--{setting}") + 1] = str(locked / "x")
+        _one_line_error(
+            args, f"{setting}={locked / 'x'}: cannot write in {locked} (Operation not permitted"
+        )
+    finally:
+        undo()
+    assert list(locked.iterdir()) == [] and not output.exists()
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    args = ["run", "--output", str(output), "--registry", str(tmp_path / "reg")]
+    args[args.index(f"--{setting}") + 1] = str(afile / "x")
+    _one_line_error(args, f"{setting}={afile / 'x'}: {afile} is a file, not a folder")
+    assert not output.exists() and not (tmp_path / "reg").exists()
+
+
+def test_run_refuses_a_negative_seed_when_the_settings_load(tmp_path):
+    """Issue 51 (13): not inside the preparation step, after the run has started."""
+    output = tmp_path / "out"
+    _one_line_error(
+        ["run", "--seed", "-1", "--output", str(output)],
+        "seed=-1: expected an integer in [0, 4294967295]",
+    )
+    assert not output.exists()
+
+
+def test_an_unknown_hpt_variable_is_warned_about_with_the_near_name(tmp_path, monkeypatch):
+    """Issue 51 (13): `HPT_EPOCS=2` was ignored without a word."""
+    monkeypatch.setenv("HPT_EPOCS", "2")
+    monkeypatch.setenv("HPT_NOTHING_LIKE_IT", "1")
+    result = RUNNER.invoke(cli.app, ["compile", "--output", str(tmp_path / "p.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "warning: HPT_EPOCS is not a setting, ignored (did you mean HPT_EPOCHS?)" in (
+        result.output
+    )
+    assert "warning: HPT_NOTHING_LIKE_IT is not a setting, ignored\n" in result.output
+
+
+def test_an_unknown_yaml_key_names_the_setting_it_is_near(tmp_path):
+    config = tmp_path / "settings.yaml"
+    config.write_text("epocs: 2\n")
+    _one_line_error(
+        ["compile", "--config", str(config), "--output", str(tmp_path / "p.yaml")],
+        f"--config={config}: unknown setting 'epocs' (did you mean 'epochs'?)",
+    )
+
+
+def test_an_objective_the_model_cannot_report_is_refused_up_front(tmp_path):
+    """Issue 51 (12): cnn reports no `flops`: every trial would fail on it, then the rerun."""
+    _one_line_error(
+        ["compile", "--output", str(tmp_path / "p.yaml")]
+        + ["--config", str(_config(tmp_path, "objectives: [val_accuracy, flops:min]"))],
+        "model cnn does not report flops",
+    )
+    output = tmp_path / "out"
+    _one_line_error(
+        ["run", "--objectives", "val_accuracy,flops:min", "--output", str(output)],
+        "objectives=flops:min: model cnn does not report flops (it reports val_accuracy, "
+        "val_loss, model_size_mb, latency_ms); a team's own metric comes from its builder's "
+        "hpt_metrics",
+    )
+    assert not output.exists()
+
+
+def _config(tmp_path, text):
+    path = tmp_path / "c.yaml"
+    path.write_text(text + "\n")
+    return path
+
+
+def test_a_team_builder_with_hpt_metrics_may_name_its_own_metric(tmp_path, monkeypatch):
+    """The refusal above is for models that cannot report the metric, not for a team's hook."""
+    from pipelines.models import KnownModel
+    from pipelines.settings import Settings
+    from pipelines.settings_space import study_space
+    from trainer.models import custom
+
+    (tmp_path / "teamflops.py").write_text(
+        "def build(image_shape, num_classes, *, width: int = 8):\n"
+        "    raise NotImplementedError\n\n\n"
+        "def plain(image_shape, num_classes, *, width: int = 8):\n"
+        "    raise NotImplementedError\n\n\n"
+        "build.hpt_metrics = lambda model: {'flops': 1.0}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    objectives = ("val_accuracy", "flops:min")
+    hooked = custom.inspect_builder("teamflops:build")
+    assert hooked.own_metrics
+    settings = Settings(model="teamflops:build", objectives=objectives)
+    assert [m.metric_id for m in study_space(settings, KnownModel(hooked)).metrics] == [
+        "val_accuracy",
+        "flops",
+    ]
+    plain = custom.inspect_builder("teamflops:plain")
+    assert not plain.own_metrics
+    with pytest.raises(SettingsError, match="model teamflops:plain does not report flops"):
+        study_space(settings.replace(model="teamflops:plain"), KnownModel(plain))
+
+
+def test_the_default_registry_is_in_the_output_not_the_current_folder(tmp_path, monkeypatch):
+    """Issue 51 (18): `runs/registry` was relative to wherever `run` was started."""
+    from pipelines.settings import Settings
+    from pipelines.targets.local import registry
+
+    monkeypatch.chdir(tmp_path)
+    assert Settings(output=str(tmp_path / "o")).local.registry == str(tmp_path / "o" / "registry")
+    assert Settings().local.registry == "runs/latest/registry"
+    assert Settings(output="o", registry="/shared/reg").local.registry == "/shared/reg"  # as given
+    model = tmp_path / "m"
+    model.mkdir()
+    registry.register(model, tmp_path / "o" / "registry", "hpt-cnn", {"lineage": {}})
+    listed = RUNNER.invoke(cli.app, ["models", "--output", str(tmp_path / "o"), "--format", "csv"])
+    assert listed.exit_code == 0 and listed.stdout.splitlines()[1].startswith("hpt-cnn,v1,")
+    default = RUNNER.invoke(cli.app, ["models"])
+    assert "no models registered in runs/latest/registry" in default.output

@@ -25,7 +25,8 @@ SECRET_MARKERS = ("private_key", "BEGIN PRIVATE KEY", "access_token", "refresh_t
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    """Two runs into the same output: the second resumes the finished study and retrains."""
+    """Two runs into the same output: the second resumes the finished study and reuses its
+    finished final job (issue 51: it retrained it, and registered one more version)."""
     root = tmp_path_factory.mktemp("e2e")
     settings = load_settings(
         defaults=LOCAL_RUN_DEFAULTS,
@@ -163,10 +164,20 @@ def test_evaluation_matches_an_independent_recomputation(two_runs):
         assert png.format == "PNG" and png.size[0] > 100
 
 
-def test_registry_holds_a_new_version_per_run_with_lineage(two_runs):
+def test_a_rerun_that_changes_nothing_reuses_the_final_job_and_registers_nothing_new(two_runs):
+    """Issue 51 (11, 18): the rerun retrained the final job and registered an identical copy."""
     settings, first, second = two_runs
-    assert (first["version"], second["version"]) == (1, 2)
-    assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1, 2]
+    assert (first["version"], second["version"]) == (1, 1)
+    assert (first["reused"], second["reused"]) == (False, True)
+    assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1]
+    assert second["model"] == first["model"]  # the same export: the job was not run again
+    log = Path(second["log"]).read_text()
+    assert log.count("final job: reused, it finished in an earlier run") == 1
+    assert "the same model, already registered" in log
+
+
+def test_the_registered_version_has_its_lineage(two_runs):
+    settings, first, _ = two_runs
     card = registry.list_models(settings.local.registry)[0]
     dataset_meta = json.loads((Path(card["lineage"]["dataset"]) / "metadata.json").read_bytes())
     assert dataset_meta["source"] == "sample"
@@ -237,7 +248,7 @@ def test_a_model_below_the_evaluation_threshold_is_not_registered(two_runs):
     settings, _, second = two_runs
     gated = summarize(run_local(settings.replace(eval_threshold=1.01), echo=lambda line: None))
     assert gated["passed"] is False and gated["registered"] is None
-    assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1, 2]
+    assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1]
     assert "model NOT registered" in Path(gated["log"]).read_text()
 
 
@@ -414,7 +425,7 @@ def test_trials_and_models_as_json_from_the_command_line(two_runs):
         app, ["models", "--registry", settings.local.registry, "--format", "json"]
     )
     assert result.exit_code == 0, result.output
-    assert [card["version"] for card in json.loads(result.stdout)] == [1, 2]
+    assert [card["version"] for card in json.loads(result.stdout)] == [1]
 
 
 def test_a_fresh_study_leaves_every_path_the_first_version_recorded_true(two_runs, tmp_path):

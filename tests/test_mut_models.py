@@ -167,6 +167,7 @@ def test_a_usable_team_model_prints_its_whole_spec(team, capsys):
         "typed_input": True,  # it takes `input_dtype`
         "description": "A tiny team model.",
         "blocks": 0,
+        "own_metrics": False,  # no `hpt_metrics` hook: it reports the trainer's metrics only
     }
     assert list(hyper) == ["width", "mode", "rate", "name"]  # weights, input_dtype: passed
     assert [(h["kind"], h["default"]) for h in hyper.values()] == [

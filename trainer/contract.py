@@ -209,6 +209,10 @@ def diverged_report(metrics: Mapping[str, float]) -> bool:
     )
 
 
+# A worker's throwaway checkpoints, inside the checkpoint folder (only the chief's are kept):
+# `<checkpoint_dir>/.worker-<task>-<random>`, removed by the worker when it ends.
+WORKER_CHECKPOINT_PREFIX = ".worker-"
+
 DISTRIBUTIONS = ("auto", "mirrored", "multi_worker", "none")
 # Compute precision: mixed_bfloat16 keeps float32 variables and needs no loss scaling
 # (bf16 units: recent CPUs such as AVX512-BF16/AMX, A100/H100 GPUs, TPUs). `auto`, the

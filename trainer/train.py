@@ -21,7 +21,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import distribute, feature_keys, part_cost, precision, records, stages
+from trainer import contract, distribute, feature_keys, part_cost, precision, records, stages
 from trainer.config import HParams, RunConfig
 from trainer.contract import EXPLODED_LOSS_FACTOR, exploded
 from trainer.models import ModelSpec, model_spec
@@ -98,7 +98,8 @@ def _checkpoint_dir_for(run: RunConfig, is_chief: bool, task_id: int) -> str | N
         return None
     if is_chief:
         return run.checkpoint_dir
-    return posixpath.join(run.checkpoint_dir, f".worker-{task_id}-{uuid.uuid4().hex[:8]}")
+    name = f"{contract.WORKER_CHECKPOINT_PREFIX}{task_id}-{uuid.uuid4().hex[:8]}"
+    return posixpath.join(run.checkpoint_dir, name)
 
 
 def check_images(spec: ModelSpec, image_shape: list[int], data_dir: str) -> None:

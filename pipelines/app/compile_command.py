@@ -12,6 +12,8 @@ from pipelines.app.pipeline_settings import checked_settings
 from pipelines.settings import SettingsError
 from pipelines.wiring import TARGETS
 
+SPEC_SUFFIXES = (".yaml", ".yml")  # what kfp's compiler writes as YAML (`submit` reads these)
+
 
 def compile_command(
     target: str = typer.Option("local", help=" | ".join(TARGETS)),
@@ -28,6 +30,8 @@ def compile_command(
 
     if target not in TARGETS:
         fail(f"--target={target}: expected one of {', '.join(TARGETS)}")
+    if output.suffix not in SPEC_SUFFIXES:  # kfp writes only these (.json: without our mark)
+        fail(f"--output={output}: expected a file name ending in {' or '.join(SPEC_SUFFIXES)}")
     chosen = TARGETS[target]
     try:
         refuse_other_flags(chosen, {"namespace": namespace})
@@ -50,4 +54,6 @@ def compile_command(
         path = compile_pipeline(target, settings, output)
     except SettingsError as err:  # a setting the target cannot honour
         fail(str(err))
+    except OSError as err:  # a folder that cannot be created or written
+        fail(f"--output={output}: cannot write it ({err.strerror or err})")
     typer.echo(f"compiled the {target} pipeline to {path}")

@@ -17,7 +17,13 @@ from pipelines import scratch
 from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
 from pipelines.app.pipeline_settings import checked_settings
-from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings, SettingsError, renamed
+from pipelines.settings import (
+    LOCAL_RUN_DEFAULTS,
+    REGISTRY_DIR,
+    Settings,
+    SettingsError,
+    renamed,
+)
 from pipelines.study.search_space import preset_names
 
 PRESETS = ", ".join(preset_names())  # the preset files, for the help text
@@ -123,7 +129,7 @@ MaxBadOption = Annotated[
 VerboseOption = Annotated[bool, _option("Show the steps' tracebacks too.", "--verbose")]
 ContinueFromOption = Annotated[str | None, _option(CONTINUE_HELP)]
 OutputOption = Annotated[str | None, _option("Run directory (default runs/latest).")]
-RegistryOption = Annotated[str | None, _option("Local model registry (default runs/registry).")]
+RegistryOption = Annotated[str | None, _option("Local model registry (default <output>/registry).")]
 ConfigOption = Annotated[Path | None, _option("YAML settings file.")]
 # Flags whose Settings field has another name; `run`'s other flags name their field.
 RUN_FIELDS = {"trial_accelerators": "trial_accelerator_count", "constraint": "constraints"}
@@ -197,13 +203,15 @@ def preflight(settings: Settings) -> list[str]:
     """Refuse, in one line, a run that would fail late on this machine; return its notes.
 
     Raises:
-        SettingsError: Too little memory or disk, TFDS or gs:// unreachable, weights that do
-            not load.
+        SettingsError: Too little memory or disk, TFDS or gs:// unreachable, an output or
+            registry that cannot be written, weights that do not load.
     """
     from pipelines.app import gcs_access, local_preflight
 
     local_preflight.check_memory(settings)
-    gcs_images = gcs_access.check_gcs(settings)
+    gcs_images = gcs_access.check_gcs(settings)  # first: it refuses a gs:// output
+    local_preflight.check_writable("output", settings.local.output)
+    local_preflight.check_writable("registry", settings.local.registry)
     local_preflight.check_tfds_reachable(
         settings.data.source, local_preflight.tfds_data_dir(settings.local.output)
     )
@@ -290,7 +298,12 @@ def interrupted_line(output: Path) -> str:
 
 
 def models(
-    registry: str = typer.Option("runs/registry", help="Local model registry folder."),
+    registry: str = typer.Option(
+        None, help="Local model registry folder (default <output>/registry)."
+    ),
+    output: str = typer.Option(
+        Settings.default("output"), help="The run directory whose registry to list."
+    ),
     format: str = typer.Option(
         "table", "--format", help="table | csv | json (the registry's model cards)."
     ),
@@ -302,6 +315,7 @@ def models(
     from pipelines.targets.local import registry as registry_lib
 
     formats.check_format(format)
+    registry = registry or str(Path(output) / REGISTRY_DIR)
     cards = registry_lib.list_models(registry)
     if format == "json":
         typer.echo(formats.json_text(cards), nl=False)
@@ -320,23 +334,7 @@ def models(
         "study",
         "path",
     )
-    rows = []
-    for card in cards:
-        accuracy = card.get("metrics", {}).get("test_accuracy")
-        lineage = card.get("lineage", {})
-        rows.append(
-            (
-                card["name"],
-                f"v{card['version']}",
-                card["registered_at"][:19],
-                f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
-                str(lineage.get("best_trial_id", "-")),
-                str(lineage.get("dataset_source") or "-"),
-                Path(lineage["run"]).name if lineage.get("run") else "-",
-                str(lineage.get("study") or "-"),
-                card["path"],
-            )
-        )
+    rows = [_card_row(card) for card in cards]
     if format == "csv":
         typer.echo(formats.csv_text(columns, rows), nl=False)
         return
@@ -346,3 +344,20 @@ def models(
     for row in rows:
         table.add_row(*row)
     formats.print_table(table)
+
+
+def _card_row(card: dict[str, Any]) -> tuple[str, ...]:
+    """One registered version as `models` lists it."""
+    accuracy = card.get("metrics", {}).get("test_accuracy")
+    lineage = card.get("lineage", {})
+    return (
+        card["name"],
+        f"v{card['version']}",
+        card["registered_at"][:19],
+        f"{accuracy:.4f}" if isinstance(accuracy, float) else "-",
+        str(lineage.get("best_trial_id", "-")),
+        str(lineage.get("dataset_source") or "-"),
+        Path(lineage["run"]).name if lineage.get("run") else "-",
+        str(lineage.get("study") or "-"),
+        card["path"],
+    )

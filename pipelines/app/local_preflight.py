@@ -12,6 +12,9 @@
   dataset's image count: a local folder's files, the sample's 1,797, a gs:// folder's
   image objects (listed by `gcs_access`), a prepared TFDS dataset's examples; a TFDS
   dataset still to download is not counted, and a note says so.
+* Writable: the output and the registry must be folders this process can write (a
+  read-only mount, an immutable folder, a file in the way), tried by creating and removing
+  a file in the nearest folder that exists: nothing is left behind.
 * Weights: a pretrained model's `--weights` must exist and load into its backbone, and
   `imagenet` be in Keras's cache or downloadable (no cached weights at all and the host
   unreachable: refused at once, without TensorFlow); checked in a subprocess
@@ -27,6 +30,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from pipelines.jobs import replica_env
@@ -341,3 +345,32 @@ def check_disk(
         "space, or "
         "fewer trials or a smaller image size"
     )
+
+
+def check_writable(name: str, path: str) -> None:
+    """Refuse a folder this process cannot write in (`name`: the setting, for the message).
+
+    The folder, or the nearest folder above it that exists (where the run would create
+    it), is tried with a temporary file, removed at once; root's permissions and
+    `chattr +i` are what the kernel says, not what the mode bits suggest.
+
+    Raises:
+        SettingsError: Not a folder, or not writable (the system's reason).
+    """
+    target = Path(path).absolute()
+    where = target
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    if not where.is_dir():
+        raise SettingsError(
+            f"{name}={path}: {where} is a file, not a folder; expected a folder this run can write"
+        )
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".hpt-write-probe-", dir=where)
+    except OSError as err:
+        raise SettingsError(
+            f"{name}={path}: cannot write in {where} ({err.strerror or err}); "
+            "expected a folder this run can write"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)

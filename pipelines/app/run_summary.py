@@ -50,6 +50,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "figures": _artifact(tasks, "evaluate-model", "figures").get("uri"),
         "registered": registered.get("uri"),
         "version": registered.get("metadata", {}).get("version"),
+        "reused": registered.get("metadata", {}).get("reused"),  # the same model, registered
         "run_dir": result["run_dir"],
         "log": result["log"],
         "seconds": result["seconds"],
@@ -95,7 +96,8 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
         if name in s["test_metrics"]:
             headline.add_row(name, f"{s['test_metrics'][name]:.4f}")  # the metrics' own names
     if s["passed"]:
-        headline.add_row("registered", f"v{s['version']} at {s['registered']}")
+        again = " (the same model: already registered, nothing new)" if s["reused"] else ""
+        headline.add_row("registered", f"v{s['version']} at {s['registered']}{again}")
     else:
         headline.add_row("registered", "[red]no: the model missed the evaluation threshold[/]")
     for name in ("model", "trials", "study", "report", "evaluation", "figures", "run_dir", "log"):

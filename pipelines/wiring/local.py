@@ -52,6 +52,7 @@ def _local_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[A
     task = op(train_locally)(
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],
+        study_dir=p.study_dir,  # the job is kept there: a rerun reuses or resumes it
     ).set_display_name("Train final model (local multi-worker)")
     task.set_caching_options(False)  # a training job: never replayed
     return task.outputs["model"], None
@@ -82,6 +83,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/study/optuna_study.py", "Optuna in Vizier's place: suggestions, early stopping"),
     ("pipelines/study/sampler.py", "the Optuna sampler that stands in for each algorithm"),
     ("pipelines/jobs/local_job.py", "the job executor: one process per replica, deadlines"),
+    ("pipelines/jobs/kept_job.py", "the final job kept with the study: reused or resumed"),
     ("pipelines/jobs/replica_env.py", "the environment Vertex sets, per replica"),
     ("pipelines/jobs/replica_process.py", "a replica's process: forked or fresh"),
     ("pipelines/jobs/fork_client.py", "replicas forked from a preloaded trainer: the client"),

@@ -54,6 +54,8 @@ class ModelSpec:
             counts; a trial's frozen depth is `blocks - trainable_blocks`, and its frozen
             prefix can be cached (`trainer.feature_keys`). 0: never cached (the CNN, a
             team's builder: its prefix may not be a pure function of the image).
+        own_metrics: The builder reports metrics of its own (a team's `hpt_metrics` hook,
+            `trainer/cost_metrics.py`); without it a model reports `METRIC_GOALS`' tags only.
     """
 
     name: str
@@ -67,6 +69,7 @@ class ModelSpec:
     typed_input: bool = False
     description: str = ""
     blocks: int = 0
+    own_metrics: bool = False
 
     def all_hyperparameters(self) -> dict[str, Hyperparameter]:
         """The trainer's own tunable flags and this model's, by name."""

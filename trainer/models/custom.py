@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainer.contract import RUN_FLAGS, TRAINER_HYPERPARAMETERS, ContractError, Hyperparameter
+from trainer.cost_metrics import BUILDER_METRICS_ATTRIBUTE
 from trainer.models import ModelSpec
 
 REFERENCE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_]\w*$")
@@ -132,6 +133,7 @@ def inspect_builder(reference: str) -> ModelSpec:
         pretrained="weights" in keywords,
         typed_input="input_dtype" in keywords,
         description=(inspect.getdoc(builder) or reference).splitlines()[0],
+        own_metrics=callable(getattr(builder, BUILDER_METRICS_ATTRIBUTE, None)),
     )
 
 

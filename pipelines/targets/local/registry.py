@@ -5,12 +5,15 @@ Layout::
     <registry>/<model name>/v1/model/            the SavedModel (copied)
     <registry>/<model name>/v1/model_card.json   metrics, parameters, dataset, lineage
 
-A version appears all at once (written to a staging folder, then renamed).
+A version appears all at once (written to a staging folder, then renamed). A model whose
+bytes are those of a version already there (a rerun that changed nothing: it reuses its
+finished final job) is not registered again: that version is reported (`reused`).
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -31,10 +34,37 @@ def versions(registry: str | Path, name: str) -> list[int]:
     return sorted(int(m[1]) for p in folder.iterdir() if (m := _VERSION.match(p.name)))
 
 
+def model_digest(model_dir: str | Path) -> str:
+    """sha256 of a model folder: every file's relative path and bytes, in path order."""
+    root = Path(model_dir)
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def registered_as(registry: str | Path, name: str, digest: str) -> dict[str, Any] | None:
+    """The card of the version of `name` whose model has `digest`, or None."""
+    for card in list_models(registry):
+        if card["name"] == name and card.get("model_sha256") == digest:
+            return card
+    return None
+
+
 def register(
     model_dir: str | Path, registry: str | Path, name: str, card: dict[str, Any]
 ) -> dict[str, Any]:
-    """Copy a SavedModel into the registry as the next version of `name`; return its card."""
+    """Copy a SavedModel into the registry as the next version of `name`; return its card.
+
+    The same model (bytes) already registered under `name`: that version's card, with
+    `reused` True, and nothing is written.
+    """
+    digest = model_digest(model_dir)
+    if found := registered_as(registry, name, digest):
+        return {**found, "reused": True}
     folder = Path(registry) / name
     folder.mkdir(parents=True, exist_ok=True)
     staging = folder / f".staging-{uuid.uuid4().hex}"
@@ -46,13 +76,14 @@ def register(
                 **card,
                 "name": name,
                 "version": version,
+                "model_sha256": digest,
                 "registered_at": datetime.datetime.now(datetime.UTC).isoformat(),
                 "path": str((folder / f"v{version}").resolve()),
             }
             (staging / CARD).write_text(json.dumps(full_card, indent=2, sort_keys=True))
             try:
                 os.rename(staging, folder / f"v{version}")
-                return full_card
+                return {**full_card, "reused": False}
             except OSError:  # another run took this version number: take the next
                 continue
     finally:
@@ -69,3 +100,17 @@ def list_models(registry: str | Path) -> list[dict[str, Any]]:
         for version in versions(root, folder.name):
             cards.append(json.loads((folder / f"v{version}" / CARD).read_text()))
     return cards
+
+
+def chance_line(test_accuracy: Any, classes: int) -> str | None:
+    """A warning when `test_accuracy` is at or below chance (1 / `classes`), else None."""
+    if not isinstance(test_accuracy, int | float) or classes < 2:
+        return None
+    chance = 1 / classes
+    if test_accuracy > chance:
+        return None
+    return (
+        f"warning: test_accuracy {test_accuracy:.4f} is at or below chance ({chance:.4f} for "
+        f"{classes} classes): the model learned nothing; --eval-threshold keeps such a model "
+        "out of the registry"
+    )
