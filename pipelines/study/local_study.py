@@ -147,11 +147,9 @@ class _LocalStudy:
         return [self.trials[k] for k in sorted(self.trials, key=int)]
 
     def _best(self) -> dict[str, Any] | None:
-        """The best trial selection may pick (none stopped at a rung below the top, none diverged)."""
+        """The best trial selection may pick (none stopped below the top rung, none diverged)."""
         eligible = [
-            t
-            for t in self._ordered()
-            if pruned_at(t) is None and not trials_lib.is_diverged(t)
+            t for t in self._ordered() if pruned_at(t) is None and not trials_lib.is_diverged(t)
         ]
         return best_trial(eligible, self.plan.space.metrics[0])
 
