@@ -16,9 +16,20 @@ def register_locally(
     model_name: str,
     registered: dsl.Output[dsl.Artifact],
 ):
-    """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage."""
-    from pipelines.targets.local import registry
+    """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage.
 
+    When the study was tracked (its trials artifact names the MLflow store and study run), the
+    final job gets a run there first; its id goes into the card and the lineage.
+    """
+    from pipelines.targets.local import registry
+    from pipelines.tracking import runs
+
+    final_run = runs.record_final(
+        trials.metadata,
+        params=model.metadata.get("hyperparameters", {}),
+        metrics={k: v for k, v in evaluation.metadata.items() if isinstance(v, int | float)},
+        tags={"hpt.best_trial_id": best_trial_id, "hpt.model": model.uri},
+    )
     card = registry.register(
         model.path,
         registry_dir,
@@ -37,8 +48,24 @@ def register_locally(
                 "best_trial_id": best_trial_id,
                 "model": model.uri,
                 "evaluation": evaluation.uri,
+                "mlflow_run_id": final_run,
             },
+            "tracking": {
+                "mlflow_run_id": final_run,
+                "tracking_uri": trials.metadata.get("tracking_uri", ""),
+            }
+            if final_run
+            else {},
         },
     )
+    if final_run:
+        runs.set_tags(
+            trials.metadata["tracking_uri"],
+            final_run,
+            {
+                "hpt.registered_model": f"{model_name}/v{card['version']}",
+                "hpt.registry_path": card["path"],
+            },
+        )
     registered.uri = card["path"]
     registered.metadata.update({"name": model_name, "version": card["version"], **card["lineage"]})

@@ -27,6 +27,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pipelines.jobs import replica_env
@@ -341,3 +342,20 @@ def check_disk(
         "space, or "
         "fewer trials or a smaller image size"
     )
+
+
+def tracking_uri(settings: Settings) -> str:
+    """The MLflow store a local run writes to: the setting, else `<output>/mlflow.db`."""
+    from pipelines.tracking import store
+
+    return settings.results.tracking_uri or store.local_default(settings.local.output)
+
+
+def check_tracking(settings: Settings, say: Callable[[str], None]) -> None:
+    """Refuse an unreachable store under `tracking=mlflow`; under auto, `say` it (one line)."""
+    from pipelines.tracking import store
+
+    try:
+        store.open_store(settings.results.tracking, tracking_uri(settings), env={}, say=say)
+    except store.TrackingError as err:
+        raise SettingsError(str(err)) from None

@@ -23,7 +23,7 @@ from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
-from pipelines.wiring.base import Binding, study_inputs
+from pipelines.wiring.base import Binding, study_inputs, tracking_inputs
 
 
 def check_settings(settings: Settings) -> None:
@@ -110,6 +110,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         job_api=_job_api(settings),  # the final job's API, checked before the study
         pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
         trial_nodes=settings.kubeflow.kubeflow_trial_nodes,  # > 1: TrainJob trials
+        **tracking_inputs(p, settings),  # trials nest under KFP's task run when it sets one
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects

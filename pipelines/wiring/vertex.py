@@ -188,5 +188,9 @@ BINDING = Binding(
     train_final=_vertex_train,
     register=_vertex_register,
     features=_vertex_features,
-    hidden_parameters=frozenset({"study_dir", "registry_dir", "shared_root"}),  # local/Kubeflow
+    # Local/Kubeflow only (tracking: the tune steps that write MLflow runs)
+    hidden_parameters=frozenset(
+        {"tracking", "tracking_uri", "study_dir", "registry_dir", "shared_root"}
+    ),
+    tracks=False,
 )
