@@ -50,22 +50,11 @@ def register_locally(
                 "evaluation": evaluation.uri,
                 "mlflow_run_id": final_run,
             },
-            "tracking": {
-                "mlflow_run_id": final_run,
-                "tracking_uri": trials.metadata.get("tracking_uri", ""),
-            }
-            if final_run
-            else {},
+            "tracking": runs.card_entry(trials.metadata, final_run),
         },
     )
-    if final_run:
-        runs.set_tags(
-            trials.metadata["tracking_uri"],
-            final_run,
-            {
-                "hpt.registered_model": f"{model_name}/v{card['version']}",
-                "hpt.registry_path": card["path"],
-            },
-        )
+    runs.tag_registered(
+        trials.metadata, final_run, f"{model_name}/v{card['version']}", card["path"]
+    )
     registered.uri = card["path"]
     registered.metadata.update({"name": model_name, "version": card["version"], **card["lineage"]})

@@ -237,7 +237,13 @@ def test_the_final_jobs_run_joins_the_studys_store(server, tmp_path):
     assert run.data.params == {"learning_rate": "0.01"} and run.data.metrics == {
         "test_accuracy": 0.8
     }
+    runs.tag_registered(tracked, final, "hpt-cnn/v3", "/runs/registry/hpt-cnn/v3")
+    tags = c.get_run(final).data.tags
+    assert tags["hpt.registered_model"] == "hpt-cnn/v3"
+    assert tags["hpt.registry_path"] == "/runs/registry/hpt-cnn/v3"
+    assert runs.card_entry(tracked, final) == {"mlflow_run_id": final, "tracking_uri": server}
     assert runs.record_final({}, params={}, metrics={}, tags={}) == ""  # an untracked study
+    assert runs.card_entry({}, "") == {}
 
 
 def test_an_unreachable_server_fails_mlflow_before_anything_and_is_said_under_auto():
@@ -282,3 +288,67 @@ def test_the_local_default_store_is_sqlite_in_the_run_folder(tmp_path):
     opened = store.open_store("auto", uri, env={})
     assert opened is not None and opened.artifact_root == str(tmp_path / "run" / "mlflow-artifacts")
     assert opened.ui_command() == f"mlflow ui --backend-store-uri {uri}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        ({"tracking": "mlflow"}, "tracking=mlflow: the vertex target writes no MLflow runs yet"),
+        (
+            {"tracking_uri": "http://mlflow:5000"},
+            "tracking_uri=http://mlflow:5000: the vertex target writes no MLflow runs yet",
+        ),
+    ],
+)
+def test_a_target_whose_tune_step_writes_no_runs_refuses_tracking(tmp_path, overrides, said):
+    from pipelines.settings import Settings, SettingsError
+    from tests.test_pipeline_spec import compiled
+
+    with pytest.raises(SettingsError) as err:
+        compiled(tmp_path, "vertex", Settings(**overrides))
+    assert str(err.value).startswith(said) and "\n" not in str(err.value)
+    spec = compiled(tmp_path, "vertex", Settings(tracking="off"))  # off asks for nothing
+    assert "tracking" not in spec["root"]["inputDefinitions"]["parameters"]
+
+
+@pytest.mark.parametrize(
+    ("target", "task"), [("kubeflow", "tune-on-katib"), ("local", "tune-locally")]
+)
+def test_the_tune_step_takes_tracking_from_the_pipelines_parameters(tmp_path, target, task):
+    from pipelines.settings import Settings
+    from tests.test_pipeline_spec import compiled
+
+    spec = compiled(
+        tmp_path, target, Settings(tracking="mlflow", tracking_uri="http://mlflow:5000")
+    )
+    parameters = spec["root"]["inputDefinitions"]["parameters"]
+    assert parameters["tracking"]["defaultValue"] == "mlflow"
+    assert parameters["tracking_uri"]["defaultValue"] == "http://mlflow:5000"
+    tune = spec["root"]["dag"]["tasks"][task]["inputs"]["parameters"]
+    assert tune["tracking"] == {"componentInputParameter": "tracking"}
+    assert tune["tracking_uri"] == {"componentInputParameter": "tracking_uri"}
+
+
+def test_run_refuses_an_unreachable_store_under_mlflow_before_any_work(tmp_path):
+    from tests.test_local_cli import _one_line_error
+
+    uri = f"http://127.0.0.1:{_free_port()}"
+    out = tmp_path / "o"
+    args = ["run", "--tracking", "mlflow", "--tracking-uri", uri, "--output", str(out)]
+    _one_line_error(args, f"tracking_uri={uri}: is unreachable")
+    _one_line_error(["run", "--tracking", "vertex"], "tracking='vertex': expected one of auto, ")
+    assert not out.exists()
+
+
+def test_run_under_auto_says_an_unreachable_store_in_one_note_and_goes_on(tmp_path):
+    from pipelines.app.local_commands import preflight
+    from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings
+
+    uri = f"http://127.0.0.1:{_free_port()}"
+    settings = Settings(**LOCAL_RUN_DEFAULTS, output=str(tmp_path / "o"), tracking_uri=uri)
+    notes = [n for n in preflight(settings) if n.startswith("tracking")]
+    assert notes == [
+        f"tracking: {uri} is unreachable ([Errno 111] Connection refused); "
+        "this run goes on untracked (tracking=auto)"
+    ]
+    assert preflight(settings.replace(tracking="off", tracking_uri=None)) == []

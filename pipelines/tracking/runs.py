@@ -235,14 +235,25 @@ def write_final(
     return _write(client, str(tracked["mlflow_experiment_id"]), run)
 
 
-def set_tags(tracked_uri: str, run_id: str, tags: Mapping[str, str], say: Any = print) -> None:
-    """Add `tags` to a run (the registered model version, once it exists); failures said."""
+def card_entry(tracked: Mapping[str, Any], final_run: str) -> dict[str, str]:
+    """What a model card keeps of the final job's run: its id and store ({} when untracked)."""
+    if not final_run:
+        return {}
+    return {"mlflow_run_id": final_run, "tracking_uri": str(tracked["tracking_uri"])}
+
+
+def tag_registered(
+    tracked: Mapping[str, Any], final_run: str, model: str, path: str, say: Any = print
+) -> None:
+    """Tag the final job's run with the version registered from it (`name/vN`) and its path."""
+    if not final_run:
+        return
     try:
-        client = _client(Store(tracked_uri))
-        for key, value in tags.items():
-            client.set_tag(run_id, key, value)
+        client = _client(Store(str(tracked["tracking_uri"])))
+        client.set_tag(final_run, "hpt.registered_model", model)
+        client.set_tag(final_run, "hpt.registry_path", path)
     except Exception as err:  # noqa: BLE001 - the model is registered all the same
-        say(f"tracking: tagging run {run_id} at {tracked_uri} failed ({err})")
+        say(f"tracking: tagging run {final_run} with {model} failed ({err})")
 
 
 def record_final(tracked: Mapping[str, Any], say: Any = print, **final: Any) -> str:
