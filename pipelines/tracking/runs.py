@@ -111,8 +111,12 @@ def study_tags(
 
 
 def _client(store: Store) -> Any:
+    import logging
+
     from mlflow.tracking import MlflowClient  # late: only the steps that write import MLflow
 
+    for name in ("mlflow", "alembic"):  # their INFO lines (a new database's migrations) are noise
+        logging.getLogger(name).setLevel(logging.WARNING)
     return MlflowClient(tracking_uri=store.uri)
 
 
