@@ -54,6 +54,7 @@ def tune_on_katib(
     from pipelines.tracking import runs, store
 
     tracked_in = store.open_store(tracking, tracking_uri)
+    warm = runs.warm_up(tracked_in)  # MLflow's import and store, while the trials run
 
     request = katib_tune.StudyRequest(
         study_spec_parameters=study_spec_parameters,
@@ -89,6 +90,7 @@ def tune_on_katib(
         tracked = runs.record_study(
             tracked_in,
             converted,
+            warm=warm,
             experiment=experiment or display_name,
             pipeline_run=trials.uri.rsplit("/", 2)[0],
             target="kubeflow",

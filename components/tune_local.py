@@ -36,6 +36,7 @@ def tune_locally(
     from pipelines.tracking import runs, store
 
     tracked_in = store.open_store(tracking, tracking_uri)
+    warm = runs.warm_up(tracked_in)  # MLflow's import and store, while the trials run
 
     results = local_study.run_study(
         worker_pool_specs=worker_pool_specs,
@@ -57,6 +58,7 @@ def tune_locally(
         tracked = runs.record_study(
             tracked_in,
             both,
+            warm=warm,
             experiment=experiment,
             pipeline_run=trials.uri.rsplit("/", 2)[0],  # <pipeline root>/<run>/<task>/trials
             target="local",

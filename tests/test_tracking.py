@@ -212,10 +212,16 @@ def test_the_kubeflow_tune_step_nests_its_trials_under_kfps_run(server, tmp_path
     assert study.data.tags["hpt.pipeline_run"] == "gs://root/run-42"
     nested = children(c, kfp_experiment, study.info.run_id)
     assert sorted(r.data.tags["hpt.trial_id"] for r in nested) == [t["id"] for t in written]
-    for run in nested:
+    finals = 0
+    for run in nested:  # Katib keeps a trial's final observation (no per-epoch measurements)
         trial = next(t for t in written if t["id"] == run.data.tags["hpt.trial_id"])
-        for key in {m["metricId"] for x in trial["measurements"] for m in x["metrics"]}:
-            assert histories(c, run.info.run_id, key) == expected(trial, key)
+        final = trial.get("finalMeasurement")
+        for key, value in trials_lib.measurement_metrics(final).items():
+            step = int(final.get("stepCount", 0))
+            assert histories(c, run.info.run_id, f"final_{key}") == [(step, value)]
+            finals += 1
+        assert run.data.params == {k: str(v) for k, v in trials_lib.trial_parameters(trial).items()}
+    assert finals >= 1
 
 
 def test_the_final_jobs_run_joins_the_studys_store(server, tmp_path):
@@ -352,3 +358,35 @@ def test_run_under_auto_says_an_unreachable_store_in_one_note_and_goes_on(tmp_pa
         "this run goes on untracked (tracking=auto)"
     ]
     assert preflight(settings.replace(tracking="off", tracking_uri=None)) == []
+
+
+def test_a_local_sqlite_store_opened_while_the_study_runs_keeps_its_files_beside_it(
+    tmp_path, monkeypatch
+):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # MLflow's db_init_lock file
+    run_folder = tmp_path / "run"
+    opened = store.open_store("auto", store.local_default(str(run_folder)), env={})
+    warm = runs.warm_up(opened)  # the tune step starts it before the trials
+    said: list[str] = []
+    tracked = runs.record_study(
+        opened,
+        make_trials(tmp_path),
+        say=said.append,
+        warm=warm,
+        experiment="e",
+        pipeline_run="runs/latest/artifacts/r1",
+        target="local",
+    )
+    assert warm is not None and not warm.is_alive()
+    assert said == [
+        f"tracking: study run {tracked['mlflow_run_id']}; see it with "
+        f"mlflow ui --backend-store-uri sqlite:///{run_folder / 'mlflow.db'}"
+    ]
+    c = client(opened.uri)
+    assert len(children(c, tracked["mlflow_experiment_id"], tracked["mlflow_run_id"])) == 2
+    logs = list((run_folder / "mlflow-artifacts").rglob("chief-0.log"))  # not ./mlruns
+    assert [p.read_text() for p in logs] == ["epoch 1\nepoch 2\nepoch 3\n"]
+    assert not Path("mlruns").exists()
+    assert runs.warm_up(None) is None

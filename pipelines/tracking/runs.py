@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -120,6 +121,30 @@ def _client(store: Store) -> Any:
     return MlflowClient(tracking_uri=store.uri)
 
 
+def warm_up(store: Store | None) -> threading.Thread | None:
+    """Import MLflow and open the store in a thread while the study runs (`record_study` joins).
+
+    Importing MLflow and creating a new SQLite store take seconds of CPU; a tune step spends
+    its time waiting on trials, so there they cost the run little wall time. A package both
+    threads import is imported once, the other thread waiting on its module lock.
+    """
+    if store is None:
+        return None
+    thread = threading.Thread(
+        target=_quiet_client, args=(store,), name="mlflow-warm-up", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _quiet_client(store: Store) -> None:
+    """`_client`, whose failure `record_study` will meet and say again."""
+    try:
+        _client(store)
+    except Exception:  # noqa: BLE001, S110 - said once, by the write that follows
+        pass
+
+
 def _experiment_id(client: Any, store: Store, name: str) -> str:
     """The parent run's experiment (a nested run must share it), else `name`'s (created)."""
     if store.parent_run_id:
@@ -200,14 +225,21 @@ def write_study(
 
 
 def record_study(
-    store: Store | None, trials: Sequence[Mapping[str, Any]], say: Any = print, **study: Any
+    store: Store | None,
+    trials: Sequence[Mapping[str, Any]],
+    say: Any = print,
+    warm: threading.Thread | None = None,
+    **study: Any,
 ) -> dict[str, str]:
     """`write_study` for a tune step: {} when untracked or when writing fails (said in one line).
 
     Tracking never fails a study: the one refusal is `store.open_store`'s, before any trial.
+    `warm`: `warm_up`'s thread, waited for first.
     """
     if store is None:
         return {}
+    if warm is not None:
+        warm.join()
     try:
         tracked = write_study(store, trials, **study)
     except Exception as err:  # noqa: BLE001 - any store failure: the study's results stand
