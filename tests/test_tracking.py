@@ -390,3 +390,14 @@ def test_a_local_sqlite_store_opened_while_the_study_runs_keeps_its_files_beside
     assert [p.read_text() for p in logs] == ["epoch 1\nepoch 2\nepoch 3\n"]
     assert not Path("mlruns").exists()
     assert runs.warm_up(None) is None
+
+
+def test_a_relative_sqlite_store_is_the_users_folder_not_the_steps(tmp_path, monkeypatch):
+    from pipelines.app.local_preflight import tracking_uri
+    from pipelines.settings import Settings
+
+    monkeypatch.chdir(tmp_path)
+    given = Settings(tracking_uri="sqlite:///team/mlflow.db?timeout=30")
+    assert tracking_uri(given) == f"sqlite:///{tmp_path / 'team' / 'mlflow.db'}?timeout=30"
+    assert store.absolute("http://mlflow:5000") == "http://mlflow:5000"
+    assert store.absolute("sqlite:////abs/m.db") == "sqlite:////abs/m.db"

@@ -345,10 +345,11 @@ def check_disk(
 
 
 def tracking_uri(settings: Settings) -> str:
-    """The MLflow store a local run writes to: the setting, else `<output>/mlflow.db`."""
+    """The MLflow store a local run writes to: the setting (SQLite: absolute), else the default."""
     from pipelines.tracking import store
 
-    return settings.results.tracking_uri or store.local_default(settings.local.output)
+    given = settings.results.tracking_uri
+    return store.absolute(given) if given else store.local_default(settings.local.output)
 
 
 def check_tracking(settings: Settings, say: Callable[[str], None]) -> None:

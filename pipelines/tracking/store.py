@@ -51,6 +51,14 @@ class Store:
         return f"mlflow ui --backend-store-uri {self.uri}"
 
 
+def absolute(uri: str) -> str:
+    """`uri` with a SQLite file's relative path made absolute (a step runs in another folder)."""
+    path = _sqlite_path(uri)
+    if path is None or os.path.isabs(path):
+        return uri
+    return "sqlite:///" + os.path.abspath(path) + uri[len("sqlite:///") + len(path) :]
+
+
 def local_default(run_folder: str) -> str:
     """The local run's default store: `sqlite:///<run folder>/mlflow.db` (absolute)."""
     return f"sqlite:///{os.path.abspath(os.path.join(run_folder, LOCAL_DB))}"
