@@ -19,14 +19,23 @@ def register_locally(
     """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage.
 
     The same model already registered (a rerun that changed nothing) is reported, not copied
-    again; a model at or below chance accuracy is said in one line.
+    again; a model at or below chance accuracy is said in one line. When the study was tracked
+    (its trials artifact names the MLflow store and study run), the final job gets a run there
+    first; its id goes into the card and the lineage.
     """
     from pipelines.targets.local import registry
+    from pipelines.tracking import runs
 
     classes = len(model.metadata.get("class_names") or [])
     warning = registry.chance_line(evaluation.metadata.get("test_accuracy"), classes)
     if warning:
         print(warning, flush=True)
+    final_run = runs.record_final(
+        trials.metadata,
+        params=model.metadata.get("hyperparameters", {}),
+        metrics={k: v for k, v in evaluation.metadata.items() if isinstance(v, int | float)},
+        tags={"hpt.best_trial_id": best_trial_id, "hpt.model": model.uri},
+    )
     card = registry.register(
         model.path,
         registry_dir,
@@ -45,11 +54,16 @@ def register_locally(
                 "best_trial_id": best_trial_id,
                 "model": model.uri,
                 "evaluation": evaluation.uri,
+                "mlflow_run_id": final_run,
             },
+            "tracking": runs.card_entry(trials.metadata, final_run),
         },
     )
     if card["reused"]:
         print(f"{model_name} v{card['version']}: the same model, already registered", flush=True)
+    runs.tag_registered(
+        trials.metadata, final_run, f"{model_name}/v{card['version']}", card["path"]
+    )
     registered.uri = card["path"]
     registered.metadata.update(
         {

@@ -39,15 +39,24 @@ def tune_on_katib(
     trial_nodes: int = 1,
     max_study_hours: float = 0.0,
     max_trials_no_progress: int = 0,
+    tracking: str = "auto",
+    tracking_uri: str = "",
+    experiment: str = "",
 ):
     """Run the study on Katib and write its trials (source `katib`).
 
     With `study_dir` (the user's stable study folder) the Experiment can be resumed by a
     later run; without, it is per run and keeps no PVC. `trial_nodes` > 1 makes each trial a
-    TrainJob of that many nodes (Katib 0.19+).
+    TrainJob of that many nodes (Katib 0.19+). With a tracking store (checked before the
+    Experiment is created) the trials become MLflow runs, nested under KFP's task run when
+    KFP set `MLFLOW_RUN_ID` and `MLFLOW_TRACKING_URI`.
     """
     from pipelines.study import trials_artifact
     from pipelines.targets.kubeflow import katib_tune
+    from pipelines.tracking import runs, store
+
+    tracked_in = store.open_store(tracking, tracking_uri)
+    warm = runs.warm_up(tracked_in)  # MLflow's import and store, while the trials run
 
     katib_tune.refuse_budgets(float(max_study_hours), int(max_trials_no_progress))
     request = katib_tune.StudyRequest(
@@ -80,3 +89,14 @@ def tune_on_katib(
     trials_artifact.write(
         trials, converted, source="katib", study_dir=f"{meta['namespace']}/{meta['name']}"
     )
+    if tracked_in is not None:  # the artifact names the store: the final job's run joins it
+        tracked = runs.record_study(
+            tracked_in,
+            converted,
+            warm=warm,
+            experiment=experiment or display_name,
+            pipeline_run=trials.uri.rsplit("/", 2)[0],
+            target="kubeflow",
+            search_space=study_spec_parameters,
+        )
+        trials.metadata.update(tracked)

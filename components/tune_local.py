@@ -27,14 +27,22 @@ def tune_locally(
     seed: int,
     continued_trials: list,
     trials: dsl.Output[dsl.Artifact],
+    tracking: str = "auto",
+    tracking_uri: str = "",
+    experiment: str = "",
 ):
     """Run the same study `HyperparameterTuningJobRunOp` would submit, with Optuna, locally.
 
     Writes the trials (Vertex `Trial` JSON schema) to the `trials` artifact. With
     `continued_trials` (an earlier run's, `continuation.reconcile`d) the study starts from
-    them, and the artifact holds them first, then this study's.
+    them, and the artifact holds them first, then this study's. With a tracking store
+    (`tracking`, `tracking_uri`: checked before any trial) the trials become MLflow runs.
     """
     from pipelines.study import continuation, local_study, trials_artifact
+    from pipelines.tracking import runs, store
+
+    tracked_in = store.open_store(tracking, tracking_uri)
+    warm = runs.warm_up(tracked_in)  # MLflow's import and store, while the trials run
 
     results = local_study.run_study(
         worker_pool_specs=worker_pool_specs,
@@ -56,3 +64,15 @@ def tune_locally(
     )
     both = continuation.combine(continued_trials, results)
     trials_artifact.write(trials, both, source="local", study_dir=base_output_directory)
+    if tracked_in is not None:  # the artifact names the store: the final job's run joins it
+        tracked = runs.record_study(
+            tracked_in,
+            both,
+            warm=warm,
+            experiment=experiment,
+            pipeline_run=trials.uri.rsplit("/", 2)[0],  # <pipeline root>/<run>/<task>/trials
+            target="local",
+            dataset_fingerprint=str(dataset.metadata.get("metadata_sha256", "")),
+            search_space=study_spec_parameters,
+        )
+        trials.metadata.update(tracked)

@@ -67,6 +67,13 @@ def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
             f"data_pvc={s.kubeflow.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
             f"unset it for {target}"
         )
+    if not binding.tracks and (s.results.tracking == "mlflow" or s.results.tracking_uri):
+        asked = s.results.tracking_uri or s.results.tracking
+        name = "tracking_uri" if s.results.tracking_uri else "tracking"
+        raise SettingsError(
+            f"{name}={asked}: the {target} target writes no MLflow runs yet; "
+            "use tracking=auto or off and no tracking_uri"
+        )
     return {
         "study_spec_parameters": space.to_study_spec_parameters(),
         "objectives": listed_objectives(s),

@@ -77,6 +77,8 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("encryption_spec_key_name", str),
     ("labels", dict),
     ("continued_trials", list),
+    ("tracking", str),
+    ("tracking_uri", str),
     ("study_dir", str),
     ("registry_dir", str),
     ("shared_root", str),

@@ -2,7 +2,7 @@
 
 The grouping rule: a field lives in the section of the concern it configures (`SECTIONS`,
 in this order: data, study, architecture (the model), training, machines, images, cloud,
-kubeflow, local), keeps its exact name there (`settings.study.max_trials`,
+kubeflow, local, results), keeps its exact name there (`settings.study.max_trials`,
 `settings.kubeflow.kubeflow_host`), and each section is a frozen dataclass that checks its
 own fields (`pipelines/settings_sections.py`, `pipelines/settings_cloud.py`). What users
 write stays flat: flags, YAML keys, `HPT_*` variables, `--param` and the pipeline's
@@ -38,6 +38,7 @@ from pipelines.settings_sections import (
     LocalSettings,
     MachineSettings,
     ModelSettings,
+    ResultsSettings,
     SettingsError,
     StudySettings,
     TrainingSettings,
@@ -73,6 +74,7 @@ class Settings:
     cloud: CloudSettings
     kubeflow: KubeflowSettings
     local: LocalSettings
+    results: ResultsSettings
 
     def __init__(self, **flat: Any) -> None:
         """Build every section from flat field names (a user's spelling); refuse unknown ones."""

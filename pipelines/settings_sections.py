@@ -1,6 +1,7 @@
 """The sections of `Settings` that are not about a cloud, each checking its own fields.
 
-Data, study, model (`architecture`), training, machines, images and local paths: each a
+Data, study, model (`architecture`), training, machines, images, local paths and where
+results are tracked: each a
 frozen dataclass whose `check` refuses its first bad field.
 
 `pipelines/settings_cloud.py` holds the cloud and Kubeflow sections, `pipelines/settings.py`
@@ -18,6 +19,7 @@ from pipelines import images
 from pipelines.study import objectives as objective_rules
 from pipelines.study.halving import SCHEDULERS
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
+from pipelines.tracking.store import MODES as TRACKING_MODES
 from trainer.contract import (
     DEFAULT_FEATURE_CACHE,
     DEFAULT_METRIC_TAG,
@@ -255,3 +257,27 @@ class LocalSettings:
 
     def check(self) -> None:
         """Local paths are free text (created when a run starts)."""
+
+
+_TRACKING_URI = re.compile(r"^(https?://\S+|sqlite:///\S+|file:\S+|databricks\S*|/\S*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResultsSettings:
+    """Where trials are compared: MLflow (`pipelines/tracking/store.py` has the rules)."""
+
+    tracking: str = "auto"  # auto | mlflow | off
+    # None: KFP's MLFLOW_TRACKING_URI where it sets one; locally, the run folder's SQLite file
+    tracking_uri: str | None = None
+
+    def check(self) -> None:
+        """A known mode and, if set, a URI MLflow takes."""
+        need(
+            self, self.tracking in TRACKING_MODES, "tracking", f"one of {', '.join(TRACKING_MODES)}"
+        )
+        need_match_if_set(
+            self,
+            "tracking_uri",
+            _TRACKING_URI,
+            "an MLflow tracking URI (http(s)://host:port, sqlite:///path.db, file:path)",
+        )

@@ -839,6 +839,34 @@ MUTANTS = [
         "tests/test_local_cli.py",
         "test_an_objective_the_model_cannot_report_is_refused_up_front",
     ),
+    # --- MLflow tracking (issue 55) ---
+    m(
+        "trial runs are not nested under the study run",
+        "pipelines/tracking/runs.py",
+        "tags = {**run.tags, **({PARENT_TAG: parent} if parent else {})}",
+        "tags = dict(run.tags)",
+        "tests/test_tracking.py::test_a_study_on_a_server_is_one_run_with_a_nested_run_per_trial",
+        "test_a_study_on_a_server_is_one_run_with_a_nested_run_per_trial",
+        timeout=600.0,  # it starts an MLflow server
+    ),
+    m(
+        "a trial's metric history is one step off",
+        "pipelines/tracking/runs.py",
+        '(key, value, base + _elapsed_ms(m), int(m.get("stepCount", 0)))',
+        '(key, value, base + _elapsed_ms(m), int(m.get("stepCount", 0)) - 1)',
+        "tests/test_tracking.py::test_a_study_on_a_server_is_one_run_with_a_nested_run_per_trial",
+        "test_a_study_on_a_server_is_one_run_with_a_nested_run_per_trial",
+        timeout=600.0,  # it starts an MLflow server
+    ),
+    m(
+        "a user's own tracking_uri nests under KFP's task run",
+        "pipelines/tracking/store.py",
+        'parent = env.get(RUN_ENV, "") if uri == kfp_uri else ""',
+        'parent = env.get(RUN_ENV, "")',
+        "tests/test_tracking.py::test_under_kfps_task_run_the_study_nests_there",
+        "test_under_kfps_task_run_the_study_nests_there",
+        timeout=600.0,  # it starts an MLflow server
+    ),
 ]
 
 

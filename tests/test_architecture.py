@@ -121,6 +121,7 @@ ROOMS: list[tuple[str, tuple[str, ...]]] = [
             "pipelines.templates",
         ),
     ),
+    ("tracking", ("pipelines.tracking",)),
     ("study", ("pipelines.study",)),
     ("jobs", ("pipelines.jobs",)),
     ("core", ("pipelines",)),

@@ -101,6 +101,8 @@ REFUSED = [
     ({"parent_model": "hpt-cnn"}, "parent_model='hpt-cnn': expected projects/P/locations/L"),
     ({"labels": {"Team": "ml"}}, "labels=Team=ml: expected lowercase letters"),
     ({"labels": {"team": "ML"}}, "labels=team=ML: expected lowercase letters"),
+    ({"tracking": "vertex"}, "tracking='vertex': expected one of auto, mlflow, off"),
+    ({"tracking_uri": "localhost:5000"}, "tracking_uri='localhost:5000': expected an MLflow"),
 ]
 
 # The edge each check must still accept (the last valid value next to a refused one).
@@ -139,6 +141,8 @@ ACCEPTED = [
     {"network": "projects/123/global/networks/vpc"},
     {"parent_model": "projects/p/locations/l/models/42"},
     {"labels": {"team": "vision", "run_kind": "nightly-1"}},
+    {"tracking": "off", "tracking_uri": "http://127.0.0.1:5000"},
+    {"tracking": "mlflow", "tracking_uri": "sqlite:///runs/latest/mlflow.db"},
 ]
 
 

@@ -107,6 +107,43 @@ def test_trials_artifact_holds_the_study(two_runs):
     }
 
 
+def test_the_runs_mlflow_store_holds_the_study_its_trials_and_the_final_job(two_runs):
+    """`mlflow` on the run folder's SQLite store: 1 study run, a nested run per trial whose
+    val_accuracy history is the trials JSON's, 1 final-job run whose id the registry keeps."""
+    from mlflow.tracking import MlflowClient
+
+    settings, first, _ = two_runs
+    uri = f"sqlite:///{Path(settings.local.output).resolve() / 'mlflow.db'}"
+    assert first["mlflow"].startswith(f"mlflow ui --backend-store-uri {uri}")
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name(settings.cloud.display_name).experiment_id
+    pipeline_run = first["trials"].rsplit("/", 2)[0]  # the first run's, not the resumed one's
+    (study,) = client.search_runs(
+        [experiment], f"tags.`hpt.kind` = 'study' and tags.`hpt.pipeline_run` = '{pipeline_run}'"
+    )
+    study_id = study.info.run_id
+    nested = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{study_id}'")
+    written = {t["id"]: t for t in trials.read_trials(first["trials"])}
+    assert sorted(r.data.tags["hpt.trial_id"] for r in nested) == sorted(written)
+    for run in nested:
+        trial = written[run.data.tags["hpt.trial_id"]]
+        history = sorted(
+            (m.step, m.value) for m in client.get_metric_history(run.info.run_id, "val_accuracy")
+        )
+        assert history == sorted(
+            (int(m["stepCount"]), trials.measurement_metrics(m)["val_accuracy"])
+            for m in trial["measurements"]
+        )
+        assert run.data.params == {k: str(v) for k, v in trials.trial_parameters(trial).items()}
+    (final,) = client.search_runs(
+        [experiment], f"tags.`hpt.kind` = 'final' and tags.`hpt.study_run_id` = '{study_id}'"
+    )
+    card = json.loads((Path(first["registered"]) / registry.CARD).read_text())
+    assert card["tracking"]["mlflow_run_id"] == final.info.run_id
+    assert card["lineage"]["mlflow_run_id"] == final.info.run_id
+    assert final.data.tags["hpt.registered_model"] == f"{card['name']}/v{card['version']}"
+
+
 def test_final_model_was_trained_with_the_best_parameters(two_runs):
     _, first, _ = two_runs
     card = json.loads((Path(first["model"]) / "model.json").read_text())

@@ -131,6 +131,17 @@ ContinueFromOption = Annotated[str | None, _option(CONTINUE_HELP)]
 OutputOption = Annotated[str | None, _option("Run directory (default runs/latest).")]
 RegistryOption = Annotated[str | None, _option("Local model registry (default <output>/registry).")]
 ConfigOption = Annotated[Path | None, _option("YAML settings file.")]
+TrackingOption = Annotated[
+    str | None,
+    _option(
+        "auto (default: MLflow runs in <output>/mlflow.db, or at --tracking-uri; an "
+        "unreachable server is said and the run goes on) | mlflow (the same, refused when "
+        "unreachable) | off."
+    ),
+]
+TrackingUriOption = Annotated[
+    str | None, _option("MLflow tracking URI (default: sqlite:///<output>/mlflow.db).")
+]
 # Flags whose Settings field has another name; `run`'s other flags name their field.
 RUN_FIELDS = {"trial_accelerators": "trial_accelerator_count", "constraint": "constraints"}
 NOT_SETTINGS = ("replicas", "verbose", "config")
@@ -168,6 +179,8 @@ def run(
     continue_from: ContinueFromOption = None,
     output: OutputOption = None,
     registry: RegistryOption = None,
+    tracking: TrackingOption = None,
+    tracking_uri: TrackingUriOption = None,
     config: ConfigOption = None,
 ) -> None:
     """Run the whole pipeline here: prepare → tune → select → train → evaluate → register."""
@@ -204,7 +217,8 @@ def preflight(settings: Settings) -> list[str]:
 
     Raises:
         SettingsError: Too little memory or disk, TFDS or gs:// unreachable, an output or
-            registry that cannot be written, weights that do not load.
+            registry that cannot be written, weights that do not load, an MLflow store that
+            `tracking=mlflow` cannot reach.
     """
     from pipelines.app import gcs_access, local_preflight
 
@@ -217,7 +231,9 @@ def preflight(settings: Settings) -> list[str]:
     )
     disk_note = local_preflight.check_disk(settings, gcs_images=gcs_images)
     local_preflight.check_weights_load(settings)
-    return [disk_note] if disk_note else []
+    notes = [disk_note] if disk_note else []
+    local_preflight.check_tracking(settings, say=notes.append)
+    return notes
 
 
 def _preflight(settings: Settings) -> list[str]:

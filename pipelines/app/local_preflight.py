@@ -31,6 +31,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from pipelines.jobs import replica_env
@@ -374,3 +375,21 @@ def check_writable(name: str, path: str) -> None:
         ) from None
     os.close(fd)
     os.unlink(probe)
+
+
+def tracking_uri(settings: Settings) -> str:
+    """The MLflow store a local run writes to: the setting (SQLite: absolute), else the default."""
+    from pipelines.tracking import store
+
+    given = settings.results.tracking_uri
+    return store.absolute(given) if given else store.local_default(settings.local.output)
+
+
+def check_tracking(settings: Settings, say: Callable[[str], None]) -> None:
+    """Refuse an unreachable store under `tracking=mlflow`; under auto, `say` it (one line)."""
+    from pipelines.tracking import store
+
+    try:
+        store.open_store(settings.results.tracking, tracking_uri(settings), env={}, say=say)
+    except store.TrackingError as err:
+        raise SettingsError(str(err)) from None

@@ -226,7 +226,8 @@ def _owned_run(
         pipeline = build_pipeline("local", settings)
         with interrupts.forwarded(keep) as signalled:
             try:
-                _run(pipeline, artifacts, output, registry, echo, verbose)
+                tracking_uri = local_preflight.tracking_uri(settings)
+                _run(pipeline, artifacts, output, registry, echo, verbose, tracking_uri)
             except KeyboardInterrupt:  # the steps record their trials before the server goes
                 steps = signalled or [p for p in interrupts.children() if p not in keep]
                 interrupts.wait_for(steps)
@@ -264,6 +265,7 @@ def _run(
     registry: Path,
     echo: Callable[[str], None],
     verbose: bool = False,
+    tracking_uri: str = "",
 ) -> None:
     """Run `pipeline` with kfp.local, its output filtered into the log and `echo`."""
     from kfp import local
@@ -285,4 +287,5 @@ def _run(
             study_dir=str(study_identity.study_home(output)),  # never moves: lineage stays true
             registry_dir=str(registry),
             features_dir=str(output / "features"),  # keyed entries: a rerun reuses them
+            tracking_uri=tracking_uri,  # the setting, else the run folder's SQLite store
         )

@@ -38,6 +38,7 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "trial_states": trials.get("metadata", {}).get("states", {}),
         "trial_outcomes": trials.get("metadata", {}).get("outcomes"),  # the taxonomy's words
         "study": trials.get("metadata", {}).get("study"),
+        "mlflow": _mlflow_line(trials.get("metadata", {})),
         "model": model.get("uri"),
         "test_metrics": {
             k: v for k, v in metrics.get("metadata", {}).items() if isinstance(v, int | float)
@@ -55,6 +56,15 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         "log": result["log"],
         "seconds": result["seconds"],
     }
+
+
+def _mlflow_line(meta: dict[str, Any]) -> str | None:
+    """How to see the study's MLflow runs (`pipelines/tracking/`), or None when untracked."""
+    if not meta.get("mlflow_run_id"):
+        return None
+    from pipelines.tracking.store import Store
+
+    return f"{Store(meta['tracking_uri']).ui_command()}  (study run {meta['mlflow_run_id']})"
 
 
 def _features_line(meta: dict[str, Any]) -> str:
@@ -102,6 +112,7 @@ def show(console: Any, result: dict[str, Any]) -> dict[str, Any]:
         headline.add_row("registered", "[red]no: the model missed the evaluation threshold[/]")
     for name in ("model", "trials", "study", "report", "evaluation", "figures", "run_dir", "log"):
         headline.add_row(name.replace("_", " "), str(s[name]))
+    headline.add_row("mlflow", s["mlflow"] or "not tracked")
     from pipelines.app import formats
 
     formats.print_table(headline, console.file)  # piped: whole, a path never broken mid-word

@@ -28,6 +28,8 @@ class Binding:
       told to expect it (`--expected_gpus`); False where the count means logical CPU
       devices (local).
     * `hidden_parameters`: pipeline parameters the target never reads, left out of its spec.
+    * `tracks`: its tune step writes the study's MLflow runs (`pipelines/tracking/`); where
+      False, a run that asks for them (`tracking=mlflow`, a `tracking_uri`) is refused.
     * `check_space(space)`: refuse, with a `SettingsError`, a search space the target's
       tuner cannot run (Katib: conditional parameters), when the pipeline is built.
     * `notes(settings)`: lines a user should read before a run is compiled or sent (Katib:
@@ -42,6 +44,7 @@ class Binding:
     hidden_parameters: frozenset[str] = frozenset()
     check_space: Callable[[Any], None] = lambda space: None
     notes: Callable[[Any], list[str]] = lambda settings: []
+    tracks: bool = True
     features: Callable[..., Any] | None = None
 
 
@@ -79,6 +82,13 @@ def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
         max_failed_trial_count=p.max_failed_trial_count,
         study_spec_algorithm=p.algorithm,
         study_spec_measurement_selection_type=p.study_measurement_selection,
+    )
+
+
+def tracking_inputs(p: Any, settings: Any) -> dict[str, Any]:
+    """What a tune step that writes MLflow runs takes: the mode, the store, the experiment."""
+    return dict(
+        tracking=p.tracking, tracking_uri=p.tracking_uri, experiment=settings.cloud.display_name
     )
 
 

@@ -23,7 +23,13 @@ from components.register_kubeflow import register_on_kubeflow
 from components.train_final_kubeflow import train_with_tfjob
 from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
-from pipelines.wiring.base import HALVING_PARAMETERS, Binding, refuse_halving, study_inputs
+from pipelines.wiring.base import (
+    HALVING_PARAMETERS,
+    Binding,
+    refuse_halving,
+    study_inputs,
+    tracking_inputs,
+)
 
 
 def check_settings(settings: Settings) -> None:
@@ -124,6 +130,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         trial_nodes=settings.kubeflow.kubeflow_trial_nodes,  # > 1: TrainJob trials
         max_study_hours=p.max_study_hours,  # refused: Katib has no study budget
         max_trials_no_progress=p.max_trials_no_progress,
+        **tracking_inputs(p, settings),  # trials nest under KFP's task run when it sets one
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
     task.set_caching_options(False)  # creates and reads cluster objects

@@ -15,7 +15,7 @@ from components.register_local import register_locally
 from components.train_final_local import train_locally
 from components.tune_local import tune_locally
 from pipelines.settings import Settings
-from pipelines.wiring.base import Binding, study_inputs
+from pipelines.wiring.base import Binding, study_inputs, tracking_inputs
 
 
 def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
@@ -31,6 +31,7 @@ def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: An
         max_trials_no_progress=p.max_trials_no_progress,
         seed=p.seed,
         continued_trials=p.continued_trials,  # the study starts from them
+        **tracking_inputs(p, settings),
     ).set_display_name("Tune (local study)")
     task.set_caching_options(False)  # reads and resumes the study folder
     return task.outputs["trials"]

@@ -195,6 +195,11 @@ BINDING = Binding(
     train_final=_vertex_train,
     register=_vertex_register,
     features=_vertex_features,
-    # local/Kubeflow's, and successive halving's (refused here)
-    hidden_parameters=frozenset({"study_dir", "registry_dir", "shared_root"}) | HALVING_PARAMETERS,
+    # local/Kubeflow's (tracking: the tune steps that write MLflow runs), and successive
+    # halving's (refused here)
+    hidden_parameters=frozenset(
+        {"tracking", "tracking_uri", "study_dir", "registry_dir", "shared_root"}
+    )
+    | HALVING_PARAMETERS,
+    tracks=False,
 )

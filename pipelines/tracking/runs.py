@@ -1,0 +1,303 @@
+"""A study as MLflow runs: one study run, a nested run per trial, and the final job's run.
+
+Written from the trials artifact once the study is over, so every trial's run says exactly
+what the trials JSON says (each measurement a metric at its step) and MLflow is imported only
+by the step that writes, never by a trial. `trial_run` is the pure part (a trial → what its
+run holds); `write_study` and `write_final` talk to the store through `MlflowClient`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipelines.study import continuation
+from pipelines.study import trials as trials_lib
+from pipelines.tracking.store import Store
+
+KIND_TAG = "hpt.kind"  # study | trial | final
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
+FINAL_PREFIX = "final_"  # the final measurement's metrics (the one selection used)
+TAG_LIMIT = 8000  # MLflow's longest tag value
+_STATUS = {
+    trials_lib.SUCCEEDED: "FINISHED",
+    trials_lib.FAILED: "FAILED",
+    trials_lib.INTERRUPTED: "KILLED",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunContent:
+    """What one MLflow run holds (metrics: `(key, value, timestamp ms, step)`)."""
+
+    name: str
+    params: dict[str, str]
+    metrics: list[tuple[str, float, int, int]]
+    tags: dict[str, str]
+    status: str = "FINISHED"
+    start_ms: int | None = None
+    end_ms: int | None = None
+    artifacts: tuple[str, ...] = ()
+
+
+def _ms(stamp: str | None) -> int | None:
+    return int(trials_lib.parse_timestamp(stamp) * 1000) if stamp else None
+
+
+def _elapsed_ms(m: Mapping[str, Any]) -> int:
+    raw = str(m.get("elapsedDuration", "0s")).removesuffix("s")
+    return int(float(raw or 0) * 1000)
+
+
+def trial_run(trial: Mapping[str, Any]) -> RunContent:
+    """A trial's run: its parameters, every measurement per step, its outcome, rung, origin, log."""
+    start = _ms(trial.get("startTime"))
+    end = _ms(trial.get("endTime"))
+    base = start if start is not None else int(time.time() * 1000)
+    metrics = [
+        (key, value, base + _elapsed_ms(m), int(m.get("stepCount", 0)))
+        for m in trial.get("measurements", [])
+        for key, value in trials_lib.measurement_metrics(m).items()
+    ]
+    final = trial.get("finalMeasurement")
+    if final:
+        metrics += [
+            (FINAL_PREFIX + key, value, end or base, int(final.get("stepCount", 0)))
+            for key, value in trials_lib.measurement_metrics(final).items()
+        ]
+    local = trial.get(trials_lib.LOCAL_KEY) or {}
+    outcome = trials_lib.trial_outcome(trial)
+    tags = {
+        KIND_TAG: "trial",
+        "hpt.trial_id": str(trial["id"]),
+        "hpt.outcome": outcome,
+        "hpt.state": trials_lib.trial_state(trial).name,
+        "hpt.origin": continuation.origin(trial) or "this run",
+        "hpt.early_stopped": str(bool(local.get("earlyStopped"))).lower(),
+    }
+    if "rung" in local:
+        tags["hpt.rung"] = str(local["rung"])
+    if trial.get("infeasibleReason"):
+        tags["hpt.reason"] = str(trial["infeasibleReason"])[:TAG_LIMIT]
+    log = local.get("logPath")
+    return RunContent(
+        name=f"trial-{trial['id']}",
+        params={k: str(v) for k, v in trials_lib.trial_parameters(trial).items()},
+        metrics=metrics,
+        tags=tags,
+        status=_STATUS.get(outcome, "RUNNING"),
+        start_ms=start,
+        end_ms=end,
+        artifacts=(log,) if isinstance(log, str) and os.path.isfile(log) else (),
+    )
+
+
+def study_tags(
+    *, pipeline_run: str, target: str, dataset_fingerprint: str, search_space: Sequence[Any]
+) -> dict[str, str]:
+    """The study run's tags: the pipeline run, target, dataset fingerprint and search space."""
+    space = json.dumps(list(search_space), sort_keys=True)
+    return {
+        KIND_TAG: "study",
+        "hpt.pipeline_run": pipeline_run,
+        "hpt.target": target,
+        "hpt.dataset_fingerprint": dataset_fingerprint or "unknown",
+        "hpt.search_space": space if len(space) <= TAG_LIMIT else "see search_space.json",
+    }
+
+
+def _client(store: Store) -> Any:
+    import logging
+
+    from mlflow.tracking import MlflowClient  # late: only the steps that write import MLflow
+
+    for name in ("mlflow", "alembic"):  # their INFO lines (a new database's migrations) are noise
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return MlflowClient(tracking_uri=store.uri)
+
+
+def warm_up(store: Store | None) -> threading.Thread | None:
+    """Import MLflow and open the store in a thread while the study runs (`record_study` joins).
+
+    Importing MLflow and creating a new SQLite store take seconds of CPU; a tune step spends
+    its time waiting on trials, so there they cost the run little wall time. A package both
+    threads import is imported once, the other thread waiting on its module lock.
+    """
+    if store is None:
+        return None
+    thread = threading.Thread(
+        target=_quiet_client, args=(store,), name="mlflow-warm-up", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+def _quiet_client(store: Store) -> None:
+    """`_client`, whose failure `record_study` will meet and say again."""
+    try:
+        _client(store)
+    except Exception:  # noqa: BLE001, S110 - said once, by the write that follows
+        pass
+
+
+def _experiment_id(client: Any, store: Store, name: str) -> str:
+    """The parent run's experiment (a nested run must share it), else `name`'s (created)."""
+    if store.parent_run_id:
+        return str(client.get_run(store.parent_run_id).info.experiment_id)
+    found = client.get_experiment_by_name(name)
+    if found is not None:
+        return str(found.experiment_id)
+    return str(client.create_experiment(name, artifact_location=store.artifact_root or None))
+
+
+def _create(client: Any, experiment_id: str, run: RunContent, parent: str = "") -> str:
+    """Create the run for `run` (nested under `parent` when given); its id."""
+    tags = {**run.tags, **({PARENT_TAG: parent} if parent else {})}
+    created = client.create_run(
+        experiment_id, start_time=run.start_ms, tags=tags, run_name=run.name
+    )
+    return str(created.info.run_id)
+
+
+def _write(client: Any, experiment_id: str, run: RunContent, parent: str = "") -> str:
+    """A finished run holding `run`; its id."""
+    from mlflow.entities import Metric, Param
+
+    run_id = _create(client, experiment_id, run, parent)
+    params = [Param(k, v) for k, v in run.params.items()]
+    metrics = [Metric(k, v, ts, step) for k, v, ts, step in run.metrics]
+    for at in range(0, len(params), 100):  # log_batch takes at most 100 params, 1000 metrics
+        client.log_batch(run_id, params=params[at : at + 100])
+    for at in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[at : at + 1000])
+    for path in run.artifacts:
+        client.log_artifact(run_id, path)
+    client.set_terminated(run_id, status=run.status, end_time=run.end_ms)
+    return run_id
+
+
+def write_study(
+    store: Store,
+    trials: Sequence[Mapping[str, Any]],
+    *,
+    experiment: str,
+    pipeline_run: str,
+    target: str,
+    dataset_fingerprint: str = "",
+    search_space: Sequence[Any] = (),
+) -> dict[str, str]:
+    """The study run (nested under KFP's task run when there is one) and a run per trial.
+
+    Returns:
+        `{"tracking_uri", "mlflow_experiment_id", "mlflow_run_id"}` (the study run's), what
+        the tune step adds to the trials artifact's metadata for the final job's run.
+    """
+    import tempfile
+
+    client = _client(store)
+    experiment_id = _experiment_id(client, store, experiment or "hpt-pipeline")
+    tags = study_tags(
+        pipeline_run=pipeline_run,
+        target=target,
+        dataset_fingerprint=dataset_fingerprint,
+        search_space=search_space,
+    )
+    name = "study-" + pipeline_run.rstrip("/").rsplit("/", 1)[-1]
+    study_id = _create(client, experiment_id, RunContent(name, {}, [], tags), store.parent_run_id)
+    with tempfile.TemporaryDirectory() as folder:
+        space_file = os.path.join(folder, "search_space.json")
+        with open(space_file, "w", encoding="utf-8") as f:
+            json.dump(list(search_space), f, indent=2)
+        client.log_artifact(study_id, space_file)
+    for trial in trials:
+        _write(client, experiment_id, trial_run(trial), parent=study_id)
+    client.set_terminated(study_id, status="FINISHED")
+    return {
+        "tracking_uri": store.uri,
+        "mlflow_experiment_id": experiment_id,
+        "mlflow_run_id": study_id,
+    }
+
+
+def record_study(
+    store: Store | None,
+    trials: Sequence[Mapping[str, Any]],
+    say: Any = print,
+    warm: threading.Thread | None = None,
+    **study: Any,
+) -> dict[str, str]:
+    """`write_study` for a tune step: {} when untracked or when writing fails (said in one line).
+
+    Tracking never fails a study: the one refusal is `store.open_store`'s, before any trial.
+    `warm`: `warm_up`'s thread, waited for first.
+    """
+    if store is None:
+        return {}
+    if warm is not None:
+        warm.join()
+    try:
+        tracked = write_study(store, trials, **study)
+    except Exception as err:  # noqa: BLE001 - any store failure: the study's results stand
+        say(f"tracking: writing the study's runs to {store.uri} failed ({err}); not tracked")
+        return {}
+    say(f"tracking: study run {tracked['mlflow_run_id']}; see it with {store.ui_command()}")
+    return tracked
+
+
+def write_final(
+    tracked: Mapping[str, str],
+    *,
+    params: Mapping[str, Any],
+    metrics: Mapping[str, float],
+    tags: Mapping[str, str],
+) -> str:
+    """The final job's run beside the study run `tracked` (`write_study`'s return); its id."""
+    store = Store(str(tracked["tracking_uri"]))
+    client = _client(store)
+    now = int(time.time() * 1000)
+    run = RunContent(
+        name="final",
+        params={k: str(v) for k, v in params.items()},
+        metrics=[(k, float(v), now, 0) for k, v in metrics.items()],
+        tags={KIND_TAG: "final", "hpt.study_run_id": str(tracked["mlflow_run_id"]), **tags},
+        start_ms=now,
+        end_ms=now,
+    )
+    return _write(client, str(tracked["mlflow_experiment_id"]), run)
+
+
+def card_entry(tracked: Mapping[str, Any], final_run: str) -> dict[str, str]:
+    """What a model card keeps of the final job's run: its id and store ({} when untracked)."""
+    if not final_run:
+        return {}
+    return {"mlflow_run_id": final_run, "tracking_uri": str(tracked["tracking_uri"])}
+
+
+def tag_registered(
+    tracked: Mapping[str, Any], final_run: str, model: str, path: str, say: Any = print
+) -> None:
+    """Tag the final job's run with the version registered from it (`name/vN`) and its path."""
+    if not final_run:
+        return
+    try:
+        client = _client(Store(str(tracked["tracking_uri"])))
+        client.set_tag(final_run, "hpt.registered_model", model)
+        client.set_tag(final_run, "hpt.registry_path", path)
+    except Exception as err:  # noqa: BLE001 - the model is registered all the same
+        say(f"tracking: tagging run {final_run} with {model} failed ({err})")
+
+
+def record_final(tracked: Mapping[str, Any], say: Any = print, **final: Any) -> str:
+    """`write_final` for a register step: "" when the study was untracked or writing fails."""
+    if not tracked.get("mlflow_run_id"):
+        return ""
+    try:
+        return write_final(tracked, **final)
+    except Exception as err:  # noqa: BLE001 - the model is registered all the same
+        say(f"tracking: writing the final job's run to {tracked['tracking_uri']} failed ({err})")
+        return ""
