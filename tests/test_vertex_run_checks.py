@@ -365,6 +365,7 @@ def test_local_only_parameters_are_not_in_the_vertex_spec(vertex_template, tmp_p
     local_params = set(local["root"]["inputDefinitions"]["parameters"])
     hidden = {"registry_dir", "study_dir", "shared_root", "scheduler", "min_epochs"}
     hidden |= {"reduction_factor"}  # successive halving: refused on Vertex
+    hidden |= {"tracking", "tracking_uri"}  # MLflow runs: written by the local/Kubeflow tune steps
     assert hidden <= local_params and not hidden & vertex
     assert local_params - vertex == hidden
     # The steps that take them get the defaults as constants.
