@@ -317,6 +317,8 @@ OVER_LIMIT = {
     "pipelines/study/trials.py:make_trial": "the Trial JSON's optional fields (its docstring)",
     "components/features.py:features_job_spec": _COMPONENT,
     "components/tune_kubeflow.py:tune_on_katib": _COMPONENT,
+    "components/tune_local.py:tune_locally": _COMPONENT,  # + halving, budgets, tracking
+    "components/register_local.py:register_locally": _COMPONENT,  # + reuse, chance, tracking
     "components/evaluate.py:evaluate_model": _COMPONENT,
     "components/prepare_dataset.py:prepare_dataset": _COMPONENT,
 }

@@ -8,7 +8,7 @@ measurements only when it ends.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +51,13 @@ def with_progress(
                 trials_lib.measurement(m.step, m.metrics) for m in read_measurements(str(path), ids)
             ]
     return trials
+
+
+def so_far(trial: Mapping[str, Any], shown_as: Callable[[Any], str]) -> str:
+    """`epoch N so far: <metric> <value>, …` for a running trial that reported; else empty."""
+    if trials_lib.trial_outcome(trial) != trials_lib.RUNNING or not trial.get("measurements"):
+        return ""
+    last = trial["measurements"][-1]
+    values = trials_lib.measurement_metrics(last)
+    shown = ", ".join(f"{k} {shown_as(v)}" for k, v in values.items())
+    return f"epoch {last.get('stepCount')} so far: {shown}"

@@ -344,11 +344,7 @@ def _note(trial: Mapping[str, Any]) -> str:
     rung = pruned_at(trial)
     stopped = "early stopped" if rung is None else f"stopped at rung {rung} (not picked)"
     notes.append(stopped if local.get("earlyStopped") else "")
-    if trials_lib.trial_outcome(trial) == trials_lib.RUNNING and trial.get("measurements"):
-        last = trial["measurements"][-1]
-        values = trials_lib.measurement_metrics(last)
-        shown = ", ".join(f"{k} {format_value(v)}" for k, v in values.items())
-        notes.append(f"epoch {last.get('stepCount')} so far: {shown}")
+    notes.append(running_study.so_far(trial, format_value))
     return "; ".join(n for n in notes if n)
 
 
