@@ -32,6 +32,8 @@ REFUSED = [
     ({"test_fraction": 1.0}, "test_fraction=1.0: expected a number in [0, 1)"),
     ({"test_fraction": -0.01}, "test_fraction=-0.01: expected a number in [0, 1)"),
     ({"max_bad_fraction": 1.0}, "max_bad_fraction=1.0: expected a fraction in [0, 1)"),
+    ({"record_format": "png"}, "record_format='png': expected one of auto, raw, encoded"),
+    ({"prepare_workers": 0}, "prepare_workers=0: expected an integer >= 1"),
     (
         {"validation_fraction": 0.6, "test_fraction": 0.4},
         "test_fraction=0.4: expected validation_fraction + test_fraction < 1",

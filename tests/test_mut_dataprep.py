@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from dataprep import prepare, sources, splitting
+from dataprep import prepare, shards, sources, splitting
 from dataprep.prepare import PreparationError, main, prepare_dataset, skipped_lines
 from tests.test_prepare import SIZE, encode_image, invoke_prepare, make_folder, membership
 from trainer import records
@@ -384,7 +384,7 @@ def test_a_split_larger_than_its_shards_target_gets_more_shards(
     """TARGET_SHARD_BYTES (256 MiB) made small: a split of n images of b bytes gets ceil(n·b/T)."""
     source = make_folder(tmp_path / "src", {"cat": 10, "dog": 10})
     image_bytes = SIZE * SIZE * 3
-    monkeypatch.setattr(prepare, "TARGET_SHARD_BYTES", 3 * image_bytes)
+    monkeypatch.setattr(shards, "TARGET_SHARD_BYTES", 3 * image_bytes)
     metadata = prepare_dataset(
         str(source),
         str(tmp_path / "out"),
