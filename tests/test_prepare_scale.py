@@ -196,3 +196,34 @@ def test_bad_workers_or_format_is_refused_before_the_source_is_read(tmp_path: Pa
         prepare_dataset(str(tmp_path / "missing"), str(tmp_path / "o"), record_format="png")
     with pytest.raises(PreparationError, match=r"^--prepare-workers=1.5: expected an integer"):
         prepare_dataset(str(tmp_path / "missing"), str(tmp_path / "o"), prepare_workers=1.5)  # type: ignore[arg-type]
+
+
+def test_the_feature_cache_reads_encoded_records_as_it_reads_raw_ones(tmp_path: Path) -> None:
+    """`trainer.features` feeds its frozen part the same images from either format."""
+    import argparse
+
+    from trainer import feature_store, features
+
+    source = jpeg_folder(tmp_path / "src", per_class=10, size=100)
+    found = {}
+    for stored in ("raw", "encoded"):
+        out = tmp_path / stored
+        metadata = prepare_dataset(str(source), str(out), image_size=96, record_format=stored)
+        stage = tmp_path / f"features-{stored}"
+        stage.mkdir()
+        args = argparse.Namespace(data=str(out), batch_size=4)
+
+        def run(images: tf.Tensor) -> list[tf.Tensor]:
+            return [tf.reduce_mean(images, axis=[1, 2])]  # a "frozen part": mean colour
+
+        split = features._write_split(args, metadata, "train", run, {0: str(stage)})
+        assert split["count"] == metadata["splits"]["train"]["count"]
+        decode = feature_store.decode_fn([3])
+        files = sorted(stage.glob("*.tfrecord"))
+        found[stored] = [
+            (value.numpy(), int(label))
+            for value, label in tf.data.TFRecordDataset([str(f) for f in files]).map(decode)
+        ]
+    assert [label for _, label in found["raw"]] == [label for _, label in found["encoded"]]
+    for (raw, _), (encoded, _) in zip(found["raw"], found["encoded"], strict=True):
+        np.testing.assert_allclose(encoded, raw, atol=0.02)
