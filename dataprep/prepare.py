@@ -306,10 +306,16 @@ def skipped_lines(metadata: dict[str, Any]) -> list[str]:
 
 
 def report_lines(write: Callable[[str], None], every: float = 0.1) -> Progress:
-    """A Progress callback that writes a line each time another `every` of the images is done."""
+    """A Progress callback that writes a line each time another `every` of the images is done.
+
+    Progress comes a batch or a shard at a time: a line when a step of `every` is crossed.
+    """
+    written = [0]  # steps of `every` said so far
 
     def report(done: int, total: int) -> None:
-        if done == total or done % max(int(total * every), 1) == 0:
+        steps = done // max(int(total * every), 1)
+        if done == total or steps > written[0]:
+            written[0] = steps
             write(f"prepared {done}/{total} images")
 
     return report

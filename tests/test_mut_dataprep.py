@@ -409,6 +409,13 @@ def test_progress_is_reported_every_tenth_and_at_the_end() -> None:
     for done in range(1, 4):
         tiny(done, 3)
     assert few == ["prepared 1/3 images", "prepared 2/3 images", "prepared 3/3 images"]
+    # A batch at a time (64 images of 1,797): a line as each tenth is crossed, not only on it.
+    batches: list[str] = []
+    by_batch = prepare.report_lines(batches.append)
+    for done in [*range(64, 1797, 64), 1797]:
+        by_batch(done, 1797)
+    assert len(batches) == 11 and batches[0] == "prepared 192/1797 images"  # ten + the end
+    assert batches[-1] == "prepared 1797/1797 images"
 
 
 # --- the sample and the splits --------------------------------------------------------------
