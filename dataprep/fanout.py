@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 
 from dataprep import shards
 from dataprep.sources import Source
@@ -28,7 +28,7 @@ def run_tasks(
     stored: str,
     workers: int,
     advance: Callable[[int], None],
-) -> Iterator[shards.ShardResult]:
+) -> Generator[shards.ShardResult, None, None]:
     """Write every task's shard into `directory`, `workers` at a time; yield results in order.
 
     `advance` is called with the number of readable images written: per batch in this

@@ -18,6 +18,7 @@ as a process of its own (`step_process`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -123,7 +124,7 @@ def prepare_dataset(
         with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
             shards.write_plan(stage, tasks, stored)
             splits = _Splits(source, opened, counter, skipped)
-            for result in fanout.run_tasks(
+            results = fanout.run_tasks(
                 opened,
                 tasks,
                 stage,
@@ -131,8 +132,10 @@ def prepare_dataset(
                 stored=stored,
                 workers=prepare_workers,
                 advance=counter.advance,
-            ):
-                splits.add(result)
+            )
+            with contextlib.closing(results):  # on a refusal, workers stop before the stage goes
+                for result in results:
+                    splits.add(result)
             metadata = {
                 **_described(opened, image_shape, skipped, splits.summaries(), total),
                 "record_format": stored,

@@ -227,3 +227,18 @@ def test_the_feature_cache_reads_encoded_records_as_it_reads_raw_ones(tmp_path: 
     assert [label for _, label in found["raw"]] == [label for _, label in found["encoded"]]
     for (raw, _), (encoded, _) in zip(found["raw"], found["encoded"], strict=True):
         np.testing.assert_allclose(encoded, raw, atol=0.02)
+
+
+@pytest.mark.slow
+def test_too_many_bad_images_with_two_workers_fail_in_one_line_and_leave_nothing(
+    tmp_path: Path,
+) -> None:
+    source = jpeg_folder(tmp_path / "src", per_class=12, size=32)
+    for i in range(6):
+        (source / "c0" / f"bad{i}.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(PreparationError) as refused:
+        prepare_dataset(str(source), str(tmp_path / "out"), image_size=SMALL, prepare_workers=2)
+    message = str(refused.value)
+    assert "images are unreadable or corrupt, more than --max-bad-fraction=0.01" in message
+    assert "\n" not in message and "c0/bad" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
