@@ -5,15 +5,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pipelines import scratch
 from pipelines.app import formats, native_log
 from pipelines.app.errors import fail, first_line
-from pipelines.app.local_commands import PrepareWorkersOption, RecordFormatOption
+from pipelines.app.local_commands import PREPARE_WORKERS_HELP, RECORD_FORMAT_HELP
 from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
+
+RecordFormat = Annotated[str, typer.Option(help=RECORD_FORMAT_HELP)]
+PrepareWorkers = Annotated[int, typer.Option(help=PREPARE_WORKERS_HELP)]
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -41,8 +44,8 @@ def prepare(
     max_bad_fraction: float = typer.Option(
         PREPARATION.max_bad_fraction, help="Share of unreadable images skipped before failing."
     ),
-    record_format: RecordFormatOption = PREPARATION.record_format,
-    prepare_workers: PrepareWorkersOption = PREPARATION.prepare_workers,
+    record_format: RecordFormat = PREPARATION.record_format,
+    prepare_workers: PrepareWorkers = PREPARATION.prepare_workers,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --output."),
 ) -> None:
     """Prepare a dataset once: decode, resize and shard it for every trial and the final job."""

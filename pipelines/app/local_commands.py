@@ -109,13 +109,12 @@ MaxBadOption = Annotated[
     float | None,
     _option("Share of unreadable images skipped (listed) before the data step fails."),
 ]
-RecordFormatOption = Annotated[
-    str | None,
-    _option("How prepared images are stored: auto (default: by size) | raw | encoded (JPEG)."),
-]
-PrepareWorkersOption = Annotated[
-    int | None, _option("Shard tasks the data step runs at once (default 1: one process).")
-]
+RECORD_FORMAT_HELP = (
+    "How prepared images are stored: auto (default: by size) | raw | encoded (JPEG)."
+)
+PREPARE_WORKERS_HELP = "Shard tasks the data step runs at once (default 1: one process)."
+RecordFormatOption = Annotated[str | None, _option(RECORD_FORMAT_HELP)]
+PrepareWorkersOption = Annotated[int | None, _option(PREPARE_WORKERS_HELP)]
 VerboseOption = Annotated[bool, _option("Show the steps' tracebacks too.", "--verbose")]
 ContinueFromOption = Annotated[str | None, _option(CONTINUE_HELP)]
 OutputOption = Annotated[str | None, _option("Run directory (default runs/latest).")]
