@@ -31,13 +31,13 @@ def run_tasks(
 ) -> Generator[shards.ShardResult, None, None]:
     """Write every task's shard into `directory`, `workers` at a time; yield results in order.
 
-    `advance` is called with the number of readable images written: per batch in this
-    process, per finished task from worker processes.
+    In this process, a split's tasks share reads (`shards.groups`); `advance` is called with
+    the number of readable images written: per batch here, per finished task from workers.
     """
     if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            yield shards.write_shard(
-                source, task, directory, image_shape=image_shape, stored=stored, advance=advance
+        for group in shards.groups(tasks):
+            yield from shards.write_shards(
+                source, group, directory, image_shape=image_shape, stored=stored, advance=advance
             )
         return
     executor = concurrent.futures.ProcessPoolExecutor(
