@@ -238,8 +238,9 @@ def test_hidden_upper_case_and_nested_files_are_read_or_said_never_dropped(
     assert metadata["source_description"] == f"image folder {source}"
     keys = set().union(*membership(out, metadata).values())
     assert "cat/BIG.PNG" in keys and len(keys) == 7
+    # Progress comes a batch at a time: here each split is one batch, a line after each.
     assert [line for line in printed if line.startswith("prepared ")] == [
-        f"prepared {n}/7 images" for n in range(1, 8)
+        f"prepared {n}/7 images" for n in split_ends(metadata)
     ]
     assert metadata["ignored"] == {
         "count": 1,
@@ -335,7 +336,15 @@ def test_the_module_honours_each_flag_and_writes_the_metadata_digest(
     assert prepared_at.utcoffset() == datetime.timedelta(0) and prepared_at.microsecond == 0
     assert metadata["format_version"] == records.FORMAT_VERSION
     assert not (out / "stale.txt").exists()
-    assert printed == [f"prepared {n}/20 images" for n in range(2, 21, 2)]
+    assert (
+        printed
+        == [f"prepared {n}/20 images" for n in split_ends(metadata)]
+        == [
+            "prepared 10/20 images",
+            "prepared 16/20 images",
+            "prepared 20/20 images",
+        ]
+    )
 
     corrupt = add_corrupt(source, 4)  # 4 of 24: under --max_bad_fraction 0.5, over its default
     argv = ["--source", str(source), "--output", str(tmp_path / "again"), "--result", str(result)]
@@ -396,6 +405,12 @@ def test_a_split_larger_than_its_shards_target_gets_more_shards(
     counts = {s: (v["count"], len(v["shards"])) for s, v in metadata["splits"].items()}
     assert counts == {"train": (13, 5), "validation": (2, 2), "test": (5, 2)}
     assert sum(s["count"] for s in metadata["splits"]["train"]["shards"]) == 13
+
+
+def split_ends(metadata: dict) -> list[int]:
+    """Images prepared when each split's last batch is written (splits in order)."""
+    counts = [metadata["splits"][split]["count"] for split in records.SPLITS]
+    return [sum(counts[: i + 1]) for i in range(len(counts))]
 
 
 def test_progress_is_reported_every_tenth_and_at_the_end() -> None:
