@@ -15,6 +15,8 @@ def prepare_dataset(
     shared_root: str,
     dataset: dsl.Output[dsl.Dataset],
     max_bad_fraction: float,
+    record_format: str,
+    prepare_workers: int,
 ):
     """Decode, resize and shard `source` into the `dataset` artifact (see dataprep.prepare).
 
@@ -32,6 +34,8 @@ def prepare_dataset(
         shared_root: A volume every pod mounts (Kubeflow with a PVC): the dataset is
             written there and its `location` recorded; empty: at the artifact itself.
         max_bad_fraction: Share of unreadable images skipped (and listed) before failing.
+        record_format: How images are stored: ``raw``, ``encoded`` (JPEG) or ``auto``.
+        prepare_workers: Shard tasks at once (1: this process; more: processes).
     """
     from pipelines.jobs import step_process
     from pipelines.jobs.trainer_args import shared_location
@@ -51,6 +55,8 @@ def prepare_dataset(
             f"--test_fraction={float(test_fraction)}",
             f"--seed={int(seed)}",
             f"--max_bad_fraction={float(max_bad_fraction)}",
+            f"--record_format={record_format}",
+            f"--prepare_workers={int(prepare_workers)}",
             "--overwrite",  # the artifact location belongs to this task (a retry rewrites it)
         ],
     )
@@ -64,6 +70,7 @@ def prepare_dataset(
             "counts": {split: s["count"] for split, s in metadata["splits"].items()},
             "skipped_images": len(metadata["skipped"]),
             "seed": metadata["seed"],
+            "record_format": metadata["record_format"],
             "format_version": metadata["format_version"],
             "metadata_sha256": result["metadata_sha256"],
         }

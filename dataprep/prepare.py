@@ -1,12 +1,14 @@
 """Prepare a dataset once for every trial and the final training.
 
 Images are decoded and resized once (with the serving signature's own
-`trainer.preprocess.decode_and_resize`), stored as raw uint8 TFRecord shards
-in the `trainer.records` format, with `metadata.json` written last, all or
-nothing. The same source and seed give byte-identical shards.
+`trainer.preprocess.decode_and_resize`), stored as raw uint8 pixels or JPEG bytes
+(`record_format`) in TFRecord shards of the `trainer.records` format, with
+`metadata.json` written last, all or nothing. The same source, options and seed give
+byte-identical shards, whatever `prepare_workers` is.
 
-Decoding runs in parallel with tf.data; one split's decoded images are held in
-memory before they are written (e.g. cassava's train split at 150×150: ~380 MB).
+The work is a set of independent shard tasks planned once from the listing
+(`dataprep.shards`), written as streams: memory depends on the batch and the number of
+workers, not on the number of images. `plan.json` beside the shards records the plan.
 
 `python -m dataprep.prepare --source S --output O … --result R` prepares and writes
 the metadata and `metadata.json`'s sha256 as JSON to R: the preparation step runs it
@@ -16,10 +18,9 @@ as a process of its own (`step_process`).
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import datetime
 import json
-import math
 import os
 import posixpath
 import re
@@ -32,10 +33,10 @@ with collector_paused():  # a fresh step process: TensorFlow's import 0.3-0.4 s 
     import numpy as np
     import tensorflow as tf
 
-    from dataprep import splitting
-    from dataprep.sources import IMAGE_EXTENSIONS, PreparationError, Source, open_source, plain
+    from dataprep import fanout, shards, splitting
+    from dataprep.sources import IMAGE_EXTENSIONS, PreparationError, Source, open_source
     from trainer import preprocess, records, staging
-    from trainer.contract import PREPARATION
+    from trainer.contract import PREPARATION, RECORD_FORMATS, record_format_for
 
 __all__ = ["IO_ERRORS", "PreparationError", "prepare_dataset", "report_lines"]
 
@@ -44,16 +45,11 @@ IO_ERRORS = (OSError, tf.errors.OpError)
 
 DEFAULT_NUM_SHARDS = 8
 CHANNELS = (1, 3)
-# Splits larger than num_shards × this get more shards.
-TARGET_SHARD_BYTES = 256 << 20
-# Decoded images handed from tf.data to Python at a time.
-DECODE_BATCH = 64
 # How many bad files a failure message names.
 NAMED_BAD_FILES = 3
 
 # Called with (images processed, images in total).
 Progress = Callable[[int, int], None]
-Example = tuple[np.ndarray, int, str]
 
 
 def prepare_dataset(
@@ -66,6 +62,8 @@ def prepare_dataset(
     seed: int = PREPARATION.seed,
     channels: int = PREPARATION.channels,
     max_bad_fraction: float = PREPARATION.max_bad_fraction,
+    record_format: str = PREPARATION.record_format,
+    prepare_workers: int = PREPARATION.prepare_workers,
     num_shards: int = DEFAULT_NUM_SHARDS,
     overwrite: bool = False,
     progress: Progress | None = None,
@@ -73,7 +71,8 @@ def prepare_dataset(
     """Decode, resize and shard `source` into a prepared dataset at `output`.
 
     Long only by its keyword options, the preparation's interface (the CLI, the step and the
-    benchmarks pass them by name); the work is in `plan`, `_SplitWriter` and `_described`.
+    benchmarks pass them by name); the work is in `plan`, `dataprep.shards`, `_Splits` and
+    `_described`.
 
     Args:
         source: ``sample``, ``tfds:<name>``, or an image folder (local or gs://)
@@ -87,6 +86,9 @@ def prepare_dataset(
         channels: 1 (greyscale) or 3 (RGB); images are converted.
         max_bad_fraction: Share of unreadable images that are skipped (and listed in
             the metadata) before the preparation fails.
+        record_format: ``raw`` (uint8 pixels), ``encoded`` (JPEG) or ``auto`` (by image
+            size: `trainer.contract.record_format_for`).
+        prepare_workers: Shard tasks run at once: 1 in this process, more in processes.
         num_shards: Minimum number of files per split.
         overwrite: Replace a non-empty `output` instead of failing.
         progress: Called as images are decoded with (done, total).
@@ -107,20 +109,36 @@ def prepare_dataset(
         max_bad_fraction=max_bad_fraction,
         num_shards=num_shards,
     )
+    check_storage(record_format=record_format, prepare_workers=prepare_workers)
     check_output(output, source=source, overwrite=overwrite)
     image_shape = (image_size, image_size, channels)
+    stored = record_format_for(record_format, image_size)
     with open_source(source) as opened:
         plans = plan(
             opened, validation_fraction=validation_fraction, test_fraction=test_fraction, seed=seed
         )
+        tasks = shards.plan_shards(plans, image_shape, num_shards)
         total = sum(len(p.items) for p in plans.values())
         skipped = _SkippedImages(source, total, max_bad_fraction, image_shape)
         counter = _Counter(total, progress)
-        writer = _SplitWriter(source, opened, image_shape, num_shards, counter, skipped)
         with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
-            splits = {split: writer.write(stage, split, plans[split]) for split in records.SPLITS}
+            shards.write_plan(stage, tasks, stored)
+            splits = _Splits(source, opened, counter, skipped)
+            results = fanout.run_tasks(
+                opened,
+                tasks,
+                stage,
+                image_shape=image_shape,
+                stored=stored,
+                workers=prepare_workers,
+                advance=counter.advance,
+            )
+            with contextlib.closing(results):  # on a refusal, workers stop before the stage goes
+                for result in results:
+                    splits.add(result)
             metadata = {
-                **_described(writer, splits, total),
+                **_described(opened, image_shape, skipped, splits.summaries(), total),
+                "record_format": stored,
                 "seed": seed,
                 "validation_fraction": validation_fraction,
                 "test_fraction": test_fraction,
@@ -130,52 +148,62 @@ def prepare_dataset(
     return {"format_version": records.FORMAT_VERSION, **metadata}
 
 
-def _described(writer: _SplitWriter, splits: dict[str, Any], total: int) -> dict[str, Any]:
+def _described(
+    opened: Source,
+    image_shape: Sequence[int],
+    skipped: _SkippedImages,
+    splits: dict[str, Any],
+    total: int,
+) -> dict[str, Any]:
     """What the metadata says of the source and its written `splits` (`total` images planned)."""
-    opened = writer.opened
     return {
         "class_names": list(opened.class_names),
-        "image_shape": list(writer.image_shape),
+        "image_shape": list(image_shape),
         "splits": splits,
         "source": opened.spec,
         "source_description": opened.description,
         "source_images": total,
-        "skipped": writer.skipped.files,
+        "skipped": skipped.files,
         "ignored": ignored_summary(getattr(opened, "ignored", [])),
         "nested": dict(getattr(opened, "nested", {})),
         "thin_classes": thin_classes(splits, opened.class_names),
     }
 
 
-@dataclasses.dataclass
-class _SplitWriter:
-    """Decodes one split's planned images and writes its shards (bad ones skipped, counted)."""
+class _Splits:
+    """Each split's shards and labels as tasks finish; bad items counted against the cap."""
 
-    source: str
-    opened: Source
-    image_shape: tuple[int, int, int]
-    num_shards: int
-    counter: _Counter
-    skipped: _SkippedImages
+    def __init__(
+        self, source: str, opened: Source, counter: _Counter, skipped: _SkippedImages
+    ) -> None:
+        self._source = source
+        self._opened = opened
+        self._counter = counter
+        self._skipped = skipped
+        self._results: dict[str, list[shards.ShardResult]] = {s: [] for s in records.SPLITS}
 
-    def write(self, stage: str, split: str, planned: splitting.SplitPlan) -> dict[str, Any]:
-        """The split's summary for the metadata, its shards written under `stage`."""
-        opened, image_shape = self.opened, self.image_shape
-        examples, bad = decode_split(opened, planned, image_shape, self.counter.advance)
-        self.counter.advance(len(bad))
-        self.skipped.add(opened, planned, bad)
-        if not examples:
-            raise PreparationError(
-                f"--source={self.source}: split '{split}' has no readable images"
-            )
-        labels = [label for _, label, _ in examples]
-        return {
-            **records.split_summary(labels, opened.class_names),
-            "source_split": planned.origin,
-            "shards": records.write_shards(
-                stage, split, examples, shard_count(len(examples), image_shape, self.num_shards)
-            ),
-        }
+    def add(self, result: shards.ShardResult) -> None:
+        """Record one finished task (its unreadable items named, or past the cap, refused)."""
+        self._counter.advance(len(result.bad))
+        self._skipped.add(self._opened, result.origin, result.bad)
+        self._results[result.split].append(result)
+
+    def summaries(self) -> dict[str, Any]:
+        """Every split's summary for the metadata, shards in file order."""
+        summaries = {}
+        for split, results in self._results.items():
+            results = sorted(results, key=lambda r: r.shard["file"])
+            labels = [label for r in results for label in r.labels]
+            if not labels:
+                raise PreparationError(
+                    f"--source={self._source}: split '{split}' has no readable images"
+                )
+            summaries[split] = {
+                **records.split_summary(labels, self._opened.class_names),
+                "source_split": results[0].origin,
+                "shards": [r.shard for r in results],
+            }
+        return summaries
 
 
 class _Counter:
@@ -204,14 +232,12 @@ class _SkippedImages:
         self._max_bad_fraction = max_bad_fraction
         self._image_shape = image_shape
 
-    def add(
-        self, source: Source, plan: splitting.SplitPlan, bad: Sequence[splitting.LabelledItem]
-    ) -> None:
+    def add(self, source: Source, origin: str, bad: Sequence[splitting.LabelledItem]) -> None:
         count = len(self.files) + len(bad)
         if count <= self._max_bad_fraction * self._total:
-            self.files += explain_bad(source, plan, bad, self._image_shape)
+            self.files += explain_bad(source, origin, bad, self._image_shape)
             return
-        newly_named = explain_bad(source, plan, bad[:NAMED_BAD_FILES], self._image_shape)
+        newly_named = explain_bad(source, origin, bad[:NAMED_BAD_FILES], self._image_shape)
         named = (self.files + newly_named)[:NAMED_BAD_FILES]
         first = ", ".join(f"{s['file']} ({s['reason']})" for s in named)
         raise PreparationError(
@@ -283,10 +309,16 @@ def skipped_lines(metadata: dict[str, Any]) -> list[str]:
 
 
 def report_lines(write: Callable[[str], None], every: float = 0.1) -> Progress:
-    """A Progress callback that writes a line each time another `every` of the images is done."""
+    """A Progress callback that writes a line each time another `every` of the images is done.
+
+    Progress comes a batch or a shard at a time: a line when a step of `every` is crossed.
+    """
+    written = [0]  # steps of `every` said so far
 
     def report(done: int, total: int) -> None:
-        if done == total or done % max(int(total * every), 1) == 0:
+        steps = done // max(int(total * every), 1)
+        if done == total or steps > written[0]:
+            written[0] = steps
             write(f"prepared {done}/{total} images")
 
     return report
@@ -331,6 +363,16 @@ def check_options(
             f"--validation-fraction={validation_fraction} + --test-fraction={test_fraction}"
             f" = {validation_fraction + test_fraction:g}: expected a sum < 1 (train keeps the rest)"
         )
+
+
+def check_storage(*, record_format: str, prepare_workers: int) -> None:
+    """Raise PreparationError naming a bad record format or worker count."""
+    if record_format not in RECORD_FORMATS:
+        raise PreparationError(
+            f"--record-format={record_format}: expected one of {', '.join(RECORD_FORMATS)}"
+        )
+    if not (_is_int(prepare_workers) and prepare_workers >= 1):
+        raise PreparationError(f"--prepare-workers={prepare_workers}: expected an integer >= 1")
 
 
 def _is_int(value: Any) -> bool:
@@ -381,47 +423,16 @@ def plan(
     return plans
 
 
-def decode_split(
-    source: Source,
-    plan: splitting.SplitPlan,
-    image_shape: Sequence[int],
-    advance: Callable[[], None],
-) -> tuple[list[Example], list[splitting.LabelledItem]]:
-    """Decode and resize a split's images in parallel, in plan order.
-
-    Returns:
-        The (image, label, key) examples, and the items that could not be read or decoded.
-    """
-    dataset = source.read(plan.origin, plan.items).map(
-        plain(
-            lambda encoded, label, key: (preprocess.decode_and_resize(encoded, image_shape), key)
-        ),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=False,  # the plan's order is restored below
-    )
-    # In batches: each element handed to Python costs ~0.35 ms here (0.6 s of the sample's
-    # 0.8 s preparation when taken one by one); the images all have one shape by now.
-    batches = dataset.ignore_errors().batch(DECODE_BATCH).prefetch(tf.data.AUTOTUNE)
-    decoded: dict[str, np.ndarray] = {}
-    for images, keys in batches.as_numpy_iterator():
-        for image, key in zip(images, keys, strict=True):
-            decoded[key.decode()] = image
-            advance()
-    examples = [(decoded[key], label, key) for key, label in plan.items if key in decoded]
-    bad = [item for item in plan.items if item[0] not in decoded]
-    return examples, bad
-
-
 def explain_bad(
     source: Source,
-    plan: splitting.SplitPlan,
+    origin: str,
     bad: Sequence[splitting.LabelledItem],
     image_shape: Sequence[int],
 ) -> list[dict[str, str]]:
     """Why each bad item failed: unreadable, or the decoder's first error line."""
     reasons = dict.fromkeys((key for key, _ in bad), "unreadable file")
     if bad:
-        for encoded, _, key in source.read(plan.origin, bad).ignore_errors().as_numpy_iterator():
+        for encoded, _, key in source.read(origin, bad).ignore_errors().as_numpy_iterator():
             try:
                 preprocess.decode_and_resize(tf.constant(encoded), image_shape)
                 reasons[key.decode()] = "failed once, decoded on retry (transient read error?)"
@@ -434,12 +445,6 @@ def _first_line(message: str) -> str:
     """A TF error message without its ``{{function_node ...}}`` prefix and ``[Op:...]`` suffix."""
     message = (re.sub(r"^\{\{.*?\}\}\s*", "", message.strip()).splitlines() or [""])[0]
     return re.sub(r"\s*\[Op:\w+\].*$", "", message)
-
-
-def shard_count(count: int, image_shape: Sequence[int], num_shards: int) -> int:
-    """Files for a split: `num_shards`, more when shards would exceed TARGET_SHARD_BYTES."""
-    size = count * math.prod(int(d) for d in image_shape)
-    return max(num_shards, math.ceil(size / TARGET_SHARD_BYTES))
 
 
 def preload() -> None:
@@ -459,6 +464,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--test_fraction", type=float, default=PREPARATION.test_fraction)
     parser.add_argument("--seed", type=int, default=PREPARATION.seed)
     parser.add_argument("--max_bad_fraction", type=float, default=PREPARATION.max_bad_fraction)
+    parser.add_argument("--record_format", default=PREPARATION.record_format)
+    parser.add_argument("--prepare_workers", type=int, default=PREPARATION.prepare_workers)
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
     parser.add_argument("--result", required=True, help="local file for the result (JSON)")
     args = parser.parse_args(argv)
@@ -470,6 +477,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         test_fraction=args.test_fraction,
         seed=args.seed,
         max_bad_fraction=args.max_bad_fraction,
+        record_format=args.record_format,
+        prepare_workers=args.prepare_workers,
         overwrite=args.overwrite,
         progress=report_lines(lambda line: print(line, flush=True)),
     )

@@ -66,7 +66,14 @@ class Source(abc.ABC):
 
     @abc.abstractmethod
     def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
-        """(encoded image bytes, label, key) of `items` (key, label) of `split`, in any order."""
+        """(encoded image bytes, label, key) of `items` (key, label) of `split`.
+
+        Folder and in-memory sources keep the items' order; a TFDS source its stored order.
+        """
+
+    def for_tasks(self) -> Source:
+        """What a shard task in another process needs: this source without its listing."""
+        return dataclasses.replace(self, splits={})
 
 
 @dataclasses.dataclass
@@ -80,6 +87,10 @@ class FolderSource(Source):
     root: str = ""
     ignored: list[str] = dataclasses.field(default_factory=list)
     nested: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    def for_tasks(self) -> Source:
+        """The folder's root only."""
+        return dataclasses.replace(self, splits={}, ignored=[], nested={})
 
     def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
         """Read the items' files (local or gs://)."""
@@ -114,8 +125,14 @@ class TfdsSource(Source):
 
     builder: Any = None
 
+    def for_tasks(self) -> Source:
+        """Without the builder: a task's process opens the (already prepared) one again."""
+        return dataclasses.replace(self, builder=None)
+
     def read(self, split: str, items: Sequence[tuple[str, int]]) -> tf.data.Dataset:
         """Stream `split` in its stored order and keep the items (keys are ``split/index``)."""
+        if self.builder is None:
+            self.builder = _builder(self.spec)
         wanted = np.zeros(len(self.splits[split]), dtype=bool)
         wanted[[int(key.rsplit("/", 1)[1]) for key, _ in items]] = True
         dataset = _tfds_split(self.builder, split).enumerate()
@@ -349,10 +366,8 @@ def tfds_source(spec: str) -> TfdsSource:
     """Prepare (download if needed) a TFDS dataset and list its labels per split."""
     import tensorflow_datasets as tfds
 
-    name = spec.removeprefix(TFDS_PREFIX)
     try:
-        # TFDS_DATA_DIR: `hpt-pipeline run` sets it inside its output (never $HOME).
-        builder = tfds.builder(name, data_dir=os.environ.get("TFDS_DATA_DIR") or None)
+        builder = _builder(spec)
     except (ValueError, AssertionError) as error:  # DatasetNotFoundError is a ValueError
         reason = str(error).strip().splitlines()[0][:200]
         raise PreparationError(
@@ -386,6 +401,16 @@ def tfds_source(spec: str) -> TfdsSource:
         list(features[label_key].names),
         splits,
         builder=builder,
+    )
+
+
+def _builder(spec: str) -> Any:
+    """The TFDS builder of a ``tfds:<name>`` spec."""
+    import tensorflow_datasets as tfds
+
+    # TFDS_DATA_DIR: `hpt-pipeline run` sets it inside its output (never $HOME).
+    return tfds.builder(
+        spec.removeprefix(TFDS_PREFIX), data_dir=os.environ.get("TFDS_DATA_DIR") or None
     )
 
 

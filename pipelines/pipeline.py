@@ -146,6 +146,8 @@ def _prepared_dataset(binding: Any, s: Settings, p: _Params, op: Any) -> Any:
         seed=p.seed,
         shared_root=p.shared_root,
         max_bad_fraction=p.max_bad_fraction,
+        record_format=p.record_format,
+        prepare_workers=p.prepare_workers,
     ).set_display_name("Prepare dataset")
     data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
     binding.mount_data(data, s)

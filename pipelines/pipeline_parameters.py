@@ -36,6 +36,8 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("test_fraction", float),
     ("seed", int),
     ("max_bad_fraction", float),
+    ("record_format", str),
+    ("prepare_workers", int),
     ("study_spec_parameters", list),
     ("metric_tag", str),
     ("objectives", list),

@@ -216,6 +216,7 @@ STUDY_SETTINGS = (
     "test_fraction",
     "seed",
     "max_bad_fraction",
+    "record_format",  # encoded images are JPEG: what a trial trains on
     "search_space",  # with its content's digest, recorded beside it
     "metric_tag",
     "goal",

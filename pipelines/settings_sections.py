@@ -28,6 +28,7 @@ from trainer.contract import (
     FEATURE_CACHE_CHOICES,
     PRECISIONS,
     PREPARATION,
+    RECORD_FORMATS,
     ContractError,
     check_goal,
 )
@@ -63,6 +64,8 @@ class DataSettings:
     test_fraction: float = PREPARATION.test_fraction
     seed: int = PREPARATION.seed  # splits, the study's sampler and the trainer
     max_bad_fraction: float = PREPARATION.max_bad_fraction  # unreadable images skipped, at most
+    record_format: str = PREPARATION.record_format  # auto | raw | encoded (trainer.contract)
+    prepare_workers: int = PREPARATION.prepare_workers  # shard tasks at once
 
     def check(self) -> None:
         """The seed and split fractions (the image size's minimum is the model's: `Settings`)."""
@@ -70,6 +73,13 @@ class DataSettings:
         need(self, 0 <= self.validation_fraction < 1, "validation_fraction", "a number in [0, 1)")
         need(self, 0 <= self.test_fraction < 1, "test_fraction", "a number in [0, 1)")
         need(self, 0 <= self.max_bad_fraction < 1, "max_bad_fraction", "a fraction in [0, 1)")
+        need(
+            self,
+            self.record_format in RECORD_FORMATS,
+            "record_format",
+            f"one of {', '.join(RECORD_FORMATS)}",
+        )
+        need(self, self.prepare_workers >= 1, "prepare_workers", "an integer >= 1")
         need(
             self,
             self.validation_fraction + self.test_fraction < 1,

@@ -34,6 +34,8 @@ REFUSED = [
     ({"max_bad_fraction": 1.0}, "max_bad_fraction=1.0: expected a fraction in [0, 1)"),
     ({"seed": -1}, "seed=-1: expected an integer in [0, 4294967295]"),
     ({"seed": 2**32}, "seed=4294967296: expected an integer in [0, 4294967295]"),
+    ({"record_format": "png"}, "record_format='png': expected one of auto, raw, encoded"),
+    ({"prepare_workers": 0}, "prepare_workers=0: expected an integer >= 1"),
     (
         {"validation_fraction": 0.6, "test_fraction": 0.4},
         "test_fraction=0.4: expected validation_fraction + test_fraction < 1",

@@ -371,3 +371,44 @@ def test_feature_cache_ceilings_pair_the_rounds_and_leave_out_what_no_cache_remo
     assert rows["r/mixed: off ÷ auto in epochs alone"] == "1.27x"
     frozen = {"r/frozen/auto": [auto], "r/frozen/off": [run(300.0, [trial(0, 20.0, 10.0)])]}
     assert not any("cache can give" in r for r in dict(bench_feature_cache.headline(frozen, {})))
+
+
+def test_prepare_scale_measures_a_process_tree_and_writes_the_curve_rows(tmp_path):
+    from benchmarks import bench_prepare_scale as bench
+
+    child = (
+        "import subprocess, sys; subprocess.run([sys.executable, '-c', "
+        + repr("b = bytearray(200 << 20); import time; time.sleep(0.5)")
+        + "])"
+    )
+    figures = bench.measured_run([sys.executable, "-c", child])
+    assert figures["peak_tree_mb"] >= 200  # the grandchild's 200 MB, seen through its parent
+    assert figures["wall_s"] >= 0.5
+    assert bench.write_jpegs(tmp_path, 8, size=32) == sum(
+        p.stat().st_size for p in tmp_path.rglob("*.jpg")
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c0", "c1", "c2", "c3"]
+
+    def row(images, stored, workers, mb, wall, ratio):
+        return {
+            "images": images,
+            "record_format": stored,
+            "workers": workers,
+            "peak_tree_mb": mb,
+            "wall_s": wall,
+            "written_over_source": ratio,
+        }
+
+    curve = [
+        row(1000, "raw", 1, 700, 10, 23.4),
+        row(1000, "encoded", 1, 690, 8, 1.25),
+        row(4000, "raw", 1, 720, 40, 23.4),
+        row(4000, "encoded", 1, 700, 30, 1.25),
+        row(4000, "encoded", 2, 2100, 25, 1.25),
+    ]
+    rows = dict(bench.headline({"curve": curve}))
+    assert rows["prepare raw: peak RSS (tree) at 1,000/4,000"] == "700 MB / 720 MB"
+    assert rows["prepare encoded: wall, written ÷ source"] == "8.0 s, 1.25× / 30.0 s, 1.25×"
+    assert rows["prepare_workers 1 → 2 at 4,000 (encoded): wall, peak tree"] == (
+        "30.0 → 25.0 s, 700 → 2100 MB"
+    )

@@ -201,7 +201,7 @@ def test_run_goes_on_with_a_readable_gs_source(tmp_path, gcs, monkeypatch):
 
 
 def test_the_disk_estimate_counts_a_gs_sources_listed_images(tmp_path):
-    settings = _settings(tmp_path, source="gs://data/images", image_size=100)
+    settings = _settings(tmp_path, source="gs://data/images", image_size=100, record_format="raw")
     trials_only = local_preflight.planned_disk_bytes(settings, 0)
     need = local_preflight.planned_disk_bytes(settings, 3)
     assert need == trials_only + 3 * 100 * 100 * 3

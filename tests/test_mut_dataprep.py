@@ -23,7 +23,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from dataprep import prepare, sources, splitting
+from dataprep import prepare, shards, sources, splitting
 from dataprep.prepare import PreparationError, main, prepare_dataset, skipped_lines
 from tests.test_prepare import SIZE, encode_image, invoke_prepare, make_folder, membership
 from trainer import records
@@ -238,8 +238,9 @@ def test_hidden_upper_case_and_nested_files_are_read_or_said_never_dropped(
     assert metadata["source_description"] == f"image folder {source}"
     keys = set().union(*membership(out, metadata).values())
     assert "cat/BIG.PNG" in keys and len(keys) == 7
+    # Progress comes a batch at a time: here each split is one batch, a line after each.
     assert [line for line in printed if line.startswith("prepared ")] == [
-        f"prepared {n}/7 images" for n in range(1, 8)
+        f"prepared {n}/7 images" for n in split_ends(metadata)
     ]
     assert metadata["ignored"] == {
         "count": 1,
@@ -335,7 +336,15 @@ def test_the_module_honours_each_flag_and_writes_the_metadata_digest(
     assert prepared_at.utcoffset() == datetime.timedelta(0) and prepared_at.microsecond == 0
     assert metadata["format_version"] == records.FORMAT_VERSION
     assert not (out / "stale.txt").exists()
-    assert printed == [f"prepared {n}/20 images" for n in range(2, 21, 2)]
+    assert (
+        printed
+        == [f"prepared {n}/20 images" for n in split_ends(metadata)]
+        == [
+            "prepared 10/20 images",
+            "prepared 16/20 images",
+            "prepared 20/20 images",
+        ]
+    )
 
     corrupt = add_corrupt(source, 4)  # 4 of 24: under --max_bad_fraction 0.5, over its default
     argv = ["--source", str(source), "--output", str(tmp_path / "again"), "--result", str(result)]
@@ -384,7 +393,7 @@ def test_a_split_larger_than_its_shards_target_gets_more_shards(
     """TARGET_SHARD_BYTES (256 MiB) made small: a split of n images of b bytes gets ceil(n·b/T)."""
     source = make_folder(tmp_path / "src", {"cat": 10, "dog": 10})
     image_bytes = SIZE * SIZE * 3
-    monkeypatch.setattr(prepare, "TARGET_SHARD_BYTES", 3 * image_bytes)
+    monkeypatch.setattr(shards, "TARGET_SHARD_BYTES", 3 * image_bytes)
     metadata = prepare_dataset(
         str(source),
         str(tmp_path / "out"),
@@ -398,6 +407,12 @@ def test_a_split_larger_than_its_shards_target_gets_more_shards(
     assert sum(s["count"] for s in metadata["splits"]["train"]["shards"]) == 13
 
 
+def split_ends(metadata: dict) -> list[int]:
+    """Images prepared when each split's last batch is written (splits in order)."""
+    counts = [metadata["splits"][split]["count"] for split in records.SPLITS]
+    return [sum(counts[: i + 1]) for i in range(len(counts))]
+
+
 def test_progress_is_reported_every_tenth_and_at_the_end() -> None:
     lines: list[str] = []
     report = prepare.report_lines(lines.append)
@@ -409,6 +424,13 @@ def test_progress_is_reported_every_tenth_and_at_the_end() -> None:
     for done in range(1, 4):
         tiny(done, 3)
     assert few == ["prepared 1/3 images", "prepared 2/3 images", "prepared 3/3 images"]
+    # A batch at a time (64 images of 1,797): a line as each tenth is crossed, not only on it.
+    batches: list[str] = []
+    by_batch = prepare.report_lines(batches.append)
+    for done in [*range(64, 1797, 64), 1797]:
+        by_batch(done, 1797)
+    assert len(batches) == 11 and batches[0] == "prepared 192/1797 images"  # ten + the end
+    assert batches[-1] == "prepared 1797/1797 images"
 
 
 # --- the sample and the splits --------------------------------------------------------------

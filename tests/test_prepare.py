@@ -22,6 +22,7 @@ from typer.testing import CliRunner, Result
 
 from dataprep import sources, splitting
 from dataprep.prepare import PreparationError, prepare_dataset
+from dataprep.shards import PLAN_FILE
 from pipelines.app import cli
 from tests.conftest import python_stdout
 from trainer import data, preprocess, records
@@ -263,7 +264,7 @@ def test_object_store_output_is_written_in_place_and_overwritten(tmp_path: Path)
 
     assert records.read_metadata(out)["seed"] == 2
     assert sorted(tf.io.gfile.listdir(out)) == sorted(
-        [records.METADATA_FILE]
+        [records.METADATA_FILE, PLAN_FILE]
         + [s["file"] for split in metadata["splits"].values() for s in split["shards"]]
     )
 
@@ -510,6 +511,8 @@ def test_component_writes_the_dataset_artifact_with_lineage_metadata(tmp_path: P
         seed=5,
         shared_root="",
         max_bad_fraction=0.01,
+        record_format="auto",
+        prepare_workers=1,
     )
 
     check_component_metadata(artifact.metadata, artifact.path)
@@ -531,6 +534,8 @@ def test_component_runs_under_kfp_local_without_installing_kfp(tmp_path: Path) -
         seed=42,
         shared_root="",
         max_bad_fraction=0.01,
+        record_format="auto",
+        prepare_workers=1,
     )
     dataset = task.outputs["dataset"]
 

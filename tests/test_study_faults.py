@@ -372,10 +372,15 @@ def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
         (folder / name).mkdir(parents=True)
         for i in range(5):
             (folder / name / f"{i}.png").write_bytes(b"x")
-    settings = _settings(tmp_path, source=str(folder), image_size=100, max_trials=4)
+    settings = _settings(
+        tmp_path, source=str(folder), image_size=100, max_trials=4, record_format="raw"
+    )
     need = local_preflight.planned_disk_bytes(settings)
     params = (100 // 8) ** 2 * local_preflight.DENSE_FEATURES * local_preflight.MAX_UNITS
     assert need == 10 * 100 * 100 * 3 + 5 * params * 4 * 7  # dataset + (4 trials + final)
+    # Encoded records (auto's choice at 100 px) are counted at a quarter of raw pixels.
+    encoded = local_preflight.planned_disk_bytes(settings.replace(record_format="auto"))
+    assert encoded == 10 * 100 * 100 * 3 // 4 + 5 * params * 4 * 7
 
     with pytest.raises(SettingsError) as refused:
         local_preflight.check_disk(settings, free=need - 1)

@@ -234,10 +234,30 @@ class PreparationDefaults:
     seed: int = DEFAULT_SEED
     channels: int = 3
     max_bad_fraction: float = 0.01
+    record_format: str = "auto"
+    prepare_workers: int = 1  # one process; tf.data already decodes on every core in it
 
 
 PREPARATION = PreparationDefaults()
 PREPARED_METADATA = "metadata.json"  # what marks a prepared dataset (`hpt-pipeline prepare`)
+# How prepared images are stored (`trainer.records`): `raw` uint8 pixels (nothing to decode),
+# `encoded` JPEG bytes the trainer decodes once, before its in-memory cache; `auto` picks by
+# image size (`record_format_for`; measured: benchmarks/bench_prepare_scale.py).
+RAW, ENCODED, AUTO_FORMAT = "raw", "encoded", "auto"
+RECORD_FORMATS = (AUTO_FORMAT, RAW, ENCODED)
+# `auto` stores images of this side and larger encoded: below it, raw pixels are small and
+# JPEG's block artefacts are a larger share of the image.
+ENCODED_FROM_SIZE = 96
+JPEG_QUALITY = 90  # `encoded` records' JPEG quality
+
+
+def record_format_for(record_format: str, image_size: int) -> str:
+    """The stored format (`raw` or `encoded`) a `record_format` setting gives at `image_size`."""
+    if record_format != AUTO_FORMAT:
+        return record_format
+    return ENCODED if image_size >= ENCODED_FROM_SIZE else RAW
+
+
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
 # Parameters of the pretrained backbones without their top (Keras's applications table), for
 # the local run's disk estimate; the head and the CNN are counted from their sizes.

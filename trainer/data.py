@@ -94,7 +94,8 @@ def read_split(
         dataset = dataset.shard(num_pipelines, pipeline_id)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    decode = decode or records.decode_fn(metadata["image_shape"])
+    # Encoded records are decoded here, in parallel, before any cache (decoded once).
+    decode = decode or records.decode_fn(metadata["image_shape"], records.record_format(metadata))
     return dataset.map(decode, AUTOTUNE).with_options(options)
 
 

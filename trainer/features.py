@@ -152,7 +152,7 @@ def _write_split(
     from trainer import data, feature_store, records
 
     scale = data.scale_fn(keras.mixed_precision.global_policy().compute_dtype)
-    decode = records.decode_fn(metadata["image_shape"])
+    decode = records.decode_fn(metadata["image_shape"], records.record_format(metadata))
     count = int(metadata["splits"][split]["count"])
     shard_counts = [int(shard["count"]) for shard in metadata["splits"][split]["shards"]]
     batches = sum(math.ceil(n / args.batch_size) for n in shard_counts)
@@ -165,7 +165,7 @@ def _write_split(
                 d: stack.enter_context(tf.io.TFRecordWriter(f"{stage.rstrip('/')}/{shard['file']}"))
                 for d, stage in stages.items()
             }
-            dataset = tf.data.TFRecordDataset(source).map(decode).map(scale)
+            dataset = tf.data.TFRecordDataset(source).map(decode, data.AUTOTUNE).map(scale)
             for images, labels in dataset.batch(args.batch_size):
                 for d, values in zip(writers, run(images), strict=True):
                     flat = tf.cast(values, tf.float32).numpy()

@@ -7,10 +7,12 @@ Layout of a prepared dataset directory::
     validation-00000-of-00002.tfrecord ...
     test-00000-of-00002.tfrecord ...
 
-Each record is a `tf.train.Example` with `image` (raw uint8 bytes of an
-H×W×C array, already resized, so reading costs no decode), `label` (int64) and
-`source` (the original file name, for provenance). `metadata.json` holds the
-format version, class names, image shape, counts per split and per class, and
+Each record is a `tf.train.Example` with `image`, `label` (int64) and `source` (the
+original file name, for provenance). `image` is the already resized image, stored as
+`metadata.json`'s `record_format` says: `raw` (uint8 bytes of an H×W×C array, nothing to
+decode) or `encoded` (JPEG bytes, decoded by the reader's parallel map). A dataset
+prepared before `record_format` existed is `raw`. `metadata.json` holds the format
+version, class names, image shape, record format, counts per split and per class, and
 every shard's file name, record count, size and sha256.
 """
 
@@ -24,6 +26,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from trainer.contract import ENCODED, RAW
 
 FORMAT_VERSION = 1
 METADATA_FILE = "metadata.json"
@@ -45,12 +49,19 @@ def shard_name(split: str, index: int, count: int) -> str:
     return f"{split}-{index:05d}-of-{count:05d}.tfrecord"
 
 
-def encode_example(image: np.ndarray, label: int, source: str = "") -> bytes:
-    """Serialize one decoded uint8 image and its label."""
-    if image.dtype != np.uint8 or image.ndim != 3:
-        raise ValueError(f"image must be an H×W×C uint8 array, got {image.dtype} {image.shape}")
+def record_format(metadata: dict[str, Any]) -> str:
+    """How a prepared dataset stores its images (`raw` when its metadata predates the choice)."""
+    return str(metadata.get("record_format", RAW))
+
+
+def encode_example(image: np.ndarray | bytes, label: int, source: str = "") -> bytes:
+    """Serialize one image and its label: a decoded uint8 array (raw) or encoded bytes."""
+    if isinstance(image, np.ndarray):
+        if image.dtype != np.uint8 or image.ndim != 3:
+            raise ValueError(f"image must be an H×W×C uint8 array, got {image.dtype} {image.shape}")
+        image = image.tobytes()
     feature = {
-        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.tobytes()])),
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
         "source": tf.train.Feature(bytes_list=tf.train.BytesList(value=[source.encode()])),
     }
@@ -143,17 +154,31 @@ def shard_paths(data_dir: str, metadata: dict[str, Any], split: str) -> list[str
     return [posixpath.join(data_dir, s["file"]) for s in metadata["splits"][split]["shards"]]
 
 
-def decode_fn(image_shape: Sequence[int]):
-    """Return a tf.data map function: serialized Example → (uint8 image, int32 label)."""
+def decode_fn(image_shape: Sequence[int], stored: str = RAW):
+    """Return a tf.data map function: serialized Example → (uint8 image, int32 label).
+
+    `stored` is the dataset's `record_format` (`raw` or `encoded`).
+    """
     shape = [int(d) for d in image_shape]
+    if stored not in (RAW, ENCODED):
+        raise DatasetError(f"record_format={stored!r}: expected {RAW} or {ENCODED}")
 
     @tf.autograph.experimental.do_not_convert  # plain ops: converting it only costs start-up
     def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         parsed = tf.io.parse_single_example(serialized, FEATURES)
-        image = tf.reshape(tf.io.decode_raw(parsed["image"], tf.uint8), shape)
+        image = decode_image(parsed["image"], shape, stored)
         return image, tf.cast(parsed["label"], tf.int32)
 
     return decode
+
+
+def decode_image(stored_image: tf.Tensor, shape: Sequence[int], stored: str) -> tf.Tensor:
+    """One record's `image` bytes → its H×W×C uint8 image."""
+    if stored == ENCODED:
+        image = tf.io.decode_jpeg(stored_image, channels=int(shape[-1]))
+    else:
+        image = tf.io.decode_raw(stored_image, tf.uint8)
+    return tf.reshape(image, shape)
 
 
 def read_examples(
@@ -161,7 +186,8 @@ def read_examples(
 ) -> Iterator[tuple[np.ndarray, int, str]]:
     """Yield a split's (uint8 image, label, source) shard by shard (for checks, not training)."""
     shape = [int(d) for d in metadata["image_shape"]]
+    stored = record_format(metadata)
     for serialized in tf.data.TFRecordDataset(shard_paths(data_dir, metadata, split)):
         parsed = tf.io.parse_single_example(serialized, {**FEATURES, **SOURCE_FEATURE})
-        image = np.frombuffer(parsed["image"].numpy(), np.uint8).reshape(shape)
+        image = decode_image(parsed["image"], shape, stored).numpy()
         yield image, int(parsed["label"]), parsed["source"].numpy().decode()

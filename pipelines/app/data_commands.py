@@ -5,14 +5,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from pipelines import scratch
 from pipelines.app import formats, native_log
 from pipelines.app.errors import fail, first_line
+from pipelines.app.local_commands import PREPARE_WORKERS_HELP, RECORD_FORMAT_HELP
 from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
+
+RecordFormat = Annotated[str, typer.Option(help=RECORD_FORMAT_HELP)]
+PrepareWorkers = Annotated[int, typer.Option(help=PREPARE_WORKERS_HELP)]
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -40,6 +44,8 @@ def prepare(
     max_bad_fraction: float = typer.Option(
         PREPARATION.max_bad_fraction, help="Share of unreadable images skipped before failing."
     ),
+    record_format: RecordFormat = PREPARATION.record_format,
+    prepare_workers: PrepareWorkers = PREPARATION.prepare_workers,
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty --output."),
 ) -> None:
     """Prepare a dataset once: decode, resize and shard it for every trial and the final job."""
@@ -47,9 +53,8 @@ def prepare(
 
     if source.startswith("gs://"):  # credentials and access, before TensorFlow's slow probe
         _check_gcs_source(source)
-    # TensorFlow runs in this process: its C++ start-up and per-image chatter (fd 2) goes to
-    # a log file beside the output, named after the summary (or in an I/O error) when anything
-    # was written to it; its temporary (autograph) files to a folder beside the output too.
+    # TensorFlow's C++ start-up and per-image chatter (fd 2) go to a log file beside the output
+    # (named when written to), its temporary (autograph) files to a folder beside it too.
     beside = _beside(output)
     log = native_log.new_log_file(beside.with_name(f"{beside.name}.prepare.log"))
     try:
@@ -69,6 +74,8 @@ def prepare(
                     seed=seed,
                     channels=channels,
                     max_bad_fraction=max_bad_fraction,
+                    record_format=record_format,
+                    prepare_workers=prepare_workers,
                     overwrite=overwrite,
                     progress=show,
                 )

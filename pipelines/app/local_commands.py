@@ -126,6 +126,12 @@ MaxBadOption = Annotated[
     float | None,
     _option("Share of unreadable images skipped (listed) before the data step fails."),
 ]
+RECORD_FORMAT_HELP = (
+    "How prepared images are stored: auto (default: by size) | raw | encoded (JPEG)."
+)
+PREPARE_WORKERS_HELP = "Shard tasks the data step runs at once (default 1: one process)."
+RecordFormatOption = Annotated[str | None, _option(RECORD_FORMAT_HELP)]
+PrepareWorkersOption = Annotated[int | None, _option(PREPARE_WORKERS_HELP)]
 VerboseOption = Annotated[bool, _option("Show the steps' tracebacks too.", "--verbose")]
 ContinueFromOption = Annotated[str | None, _option(CONTINUE_HELP)]
 OutputOption = Annotated[str | None, _option("Run directory (default runs/latest).")]
@@ -175,6 +181,8 @@ def run(
     eval_threshold: EvalThresholdOption = None,
     seed: SeedOption = None,
     max_bad_fraction: MaxBadOption = None,
+    record_format: RecordFormatOption = None,
+    prepare_workers: PrepareWorkersOption = None,
     verbose: VerboseOption = False,
     continue_from: ContinueFromOption = None,
     output: OutputOption = None,

@@ -36,6 +36,7 @@ from pathlib import Path
 
 from pipelines.jobs import replica_env
 from pipelines.settings import Settings, SettingsError
+from trainer.contract import ENCODED, record_format_for
 
 TFDS_HOST = ("storage.googleapis.com", 443)  # where TFDS downloads from (GCS mirror first)
 TFDS_DATA_ENV = "TFDS_DATA_DIR"
@@ -52,6 +53,9 @@ MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
 GIB = 1 << 30
 KERAS_FALLBACK_HOME = "/tmp/.keras"  # Keras's cache when its home is not writable
 SAMPLE_IMAGES = 1797  # scikit-learn's digits, the `sample` source (dataprep.sources)
+# Encoded (JPEG 90) records' bytes as a share of raw pixels, a ceiling: measured 1/18 on the
+# benchmark's images at 224 px (benchmarks/bench_prepare_scale.py); photos run 1/5 to 1/10.
+ENCODED_DISK_SHARE = 0.25
 WEIGHTS_PROBE_TIMEOUT_S = 300.0  # importing TensorFlow and building a backbone, shared cores
 
 
@@ -300,6 +304,8 @@ def planned_disk_bytes(settings: Settings, images: int | None = None) -> int:
     if images is None:
         images = source_images(settings.data.source)
     dataset = images * settings.data.image_size**2 * 3
+    if record_format_for(settings.data.record_format, settings.data.image_size) == ENCODED:
+        dataset = int(dataset * ENCODED_DISK_SHARE)
     model = model_params(settings) * 4  # float32 weights
     per_trial = model * (2 * PARAM_COPIES + 1)  # two checkpoints (with slots), one export
     return dataset + (settings.study.max_trials + 1) * per_trial
