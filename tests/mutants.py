@@ -691,6 +691,15 @@ MUTANTS = [
         "tests/test_trial_export.py",
         "test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_trial",
     ),
+    # --- what a user would feel first: bugs that once passed the whole suite (issue 56) ---
+    m(
+        "trials --metric val_loss on an accuracy study ranks the highest loss first",
+        "pipelines/reports/trial_report.py",
+        'metric_id, goal or known.get(metric_id) or METRIC_GOALS.get(metric_id, "maximize")',
+        'metric_id, goal or known.get(metric_id) or "maximize"',
+        "tests/test_trial_report.py",
+        "test_trials_by_val_loss_on_an_accuracy_study_shows_the_lowest_loss_first",
+    ),
 ]
 
 

@@ -80,7 +80,11 @@ def trials(
     ] = None,
     goal: Annotated[
         str | None,
-        typer.Option("--goal", help="maximize | minimize (default: the study's, else maximize)."),
+        typer.Option(
+            "--goal",
+            help="maximize | minimize (default: the study's for the metric, else the "
+            "trainer's: val_loss minimized; else maximize).",
+        ),
     ] = None,
     format: Annotated[
         str,
