@@ -700,6 +700,14 @@ MUTANTS = [
         "tests/test_trial_report.py",
         "test_trials_by_val_loss_on_an_accuracy_study_shows_the_lowest_loss_first",
     ),
+    m(
+        "a strict constraint accepts a trial exactly at its bound",
+        "pipelines/study/objectives.py",
+        '"<": operator.lt,',
+        '"<": operator.le,',
+        "tests/test_behaviour_objectives.py",
+        "test_a_strict_constraint_refuses_a_trial_exactly_at_its_bound_as_compiled",
+    ),
 ]
 
 

@@ -75,6 +75,40 @@ def test_an_impossible_constraint_stops_before_the_final_training_naming_the_clo
     assert "stopping before the final training" in message and "\n" not in message
 
 
+def cost_artifact(folder: Path, rows: list[tuple[float, float]]):
+    """Succeeded trials with (val_accuracy, latency_ms) each."""
+    from types import SimpleNamespace
+
+    trials = [
+        tl.make_trial(
+            str(i),
+            {"num_units": 64},
+            state=tl.TrialState.SUCCEEDED,
+            final_measurement=tl.measurement(3, {"val_accuracy": acc, "latency_ms": ms}),
+        )
+        for i, (acc, ms) in enumerate(rows, start=1)
+    ]
+    path = folder / "trials.json"
+    tl.write_trials(str(path), trials)
+    return SimpleNamespace(uri=str(path), path=str(path), metadata={})
+
+
+@pytest.mark.parametrize(("constraint", "best"), [("latency_ms<20", "2"), ("latency_ms<=20", "1")])
+def test_a_strict_constraint_refuses_a_trial_exactly_at_its_bound_as_compiled(
+    tmp_path, constraint, best
+):
+    settings = Settings(objectives=("val_accuracy", "latency_ms"), constraints=(constraint,))
+    trials = cost_artifact(tmp_path, [(0.95, 20.0), (0.90, 15.0)])  # 1: at the bound, better
+    assert select_as_compiled(tmp_path, settings, trials).best_trial_id == best
+
+
+def test_a_study_whose_only_trials_sit_on_a_strict_bound_stops_naming_it(tmp_path):
+    settings = Settings(objectives=("val_accuracy", "latency_ms"), constraints=("latency_ms<20",))
+    with pytest.raises(SelectionError) as err:
+        select_as_compiled(tmp_path, settings, cost_artifact(tmp_path, [(0.95, 20.0)]))
+    assert "the closest is trial 1 with latency_ms=20 (needs <20)" in str(err.value)
+
+
 def test_settings_take_objectives_from_flags_yaml_and_metric_tag(tmp_path):
     assert Settings().study.objectives == ("val_accuracy",)
     assert Settings(metric_tag="val_loss").study.objectives == ("val_loss",)
