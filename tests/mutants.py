@@ -708,6 +708,22 @@ MUTANTS = [
         "tests/test_behaviour_objectives.py",
         "test_a_strict_constraint_refuses_a_trial_exactly_at_its_bound_as_compiled",
     ),
+    m(
+        "a trial missing a secondary objective succeeds",
+        "pipelines/study/trial_runner.py",
+        "elif final is None or any(m not in final.metrics for m in study.metric_ids):",
+        "elif final is None:",
+        "tests/test_behaviour_objectives.py",
+        "test_a_trial_reporting_the_primary_but_not_a_secondary_objective_fails_naming_it",
+    ),
+    m(
+        "a Katib trial missing a secondary objective is succeeded",
+        "pipelines/targets/kubeflow/katib_trials.py",
+        "missing = [x.metric_id for x in space.metrics if x.metric_id not in reported]",
+        "missing = [x.metric_id for x in space.metrics[:1] if x.metric_id not in reported]",
+        "tests/test_kubeflow_katib.py",
+        "test_a_katib_trial_without_a_secondary_objective_is_failed_not_ranked",
+    ),
 ]
 
 

@@ -243,6 +243,26 @@ def test_a_local_study_of_two_objectives_carries_both_and_reports_the_front(tmp_
     assert f"front: {', '.join(free.front)}" in (tmp_path / "r" / "index.html").read_text()
 
 
+def test_a_trial_reporting_the_primary_but_not_a_secondary_objective_fails_naming_it(tmp_path):
+    """Without `--cost` the fake trainer reports val_accuracy only: no trial may succeed."""
+    from pipelines.study.objectives import parse_objectives
+    from pipelines.study.selection import select_best_trial
+    from tests.test_local_study import study
+
+    objectives = parse_objectives(["val_accuracy", "model_size_mb:min"])
+    space = SearchSpace(
+        (Parameter("learning_rate", "double", min=1e-3, max=1.0, scale="log"),), objectives
+    )
+    trials = study(tmp_path, space=space, max_trial_count=2, max_failed_trial_count=3)
+    assert [tl.trial_outcome(t) for t in trials] == ["failed", "failed"]
+    for t in trials:
+        reason = t["infeasibleReason"]
+        assert "reported no val_accuracy/model_size_mb metric" in reason
+        assert "(metrics seen: val_accuracy)" in reason
+    with pytest.raises(SelectionError, match="no succeeded trial reported the metric"):
+        select_best_trial(trials, objectives=objectives)
+
+
 def test_a_resumed_study_keeps_its_objectives_but_may_change_its_constraints(tmp_path):
     from pipelines.app import study_identity
     from pipelines.settings import LOCAL_RUN_DEFAULTS
