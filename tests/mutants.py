@@ -724,6 +724,22 @@ MUTANTS = [
         "tests/test_kubeflow_katib.py",
         "test_a_katib_trial_without_a_secondary_objective_is_failed_not_ranked",
     ),
+    m(
+        "a SIGHUP (a closed terminal) kills the study without marking its trials",
+        "pipelines/study/interruption.py",
+        "STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)",
+        "STOP_SIGNALS = (signal.SIGTERM,)",
+        "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+        "test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+    ),
+    m(
+        "a signal to the study leaves its stopped trials running",
+        "pipelines/study/local_study.py",
+        "self._record_stopped(running)",
+        "pass",
+        "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+        "test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+    ),
 ]
 
 

@@ -301,12 +301,24 @@ class _LocalStudy:
                                 reason = self.halt or self.stop_reason()
                                 if reason is not None:
                                     self.cancel.set()
-                except BaseException:
+                except BaseException as err:
                     self.cancel.set()  # running trials stop; they stay ACTIVE for a resume
+                    if isinstance(err, KeyboardInterrupt):  # Ctrl-C, or a stop signal's
+                        self.watch.interrupt("the run got SIGINT")  # a signal's reason stays
+                        self._record_stopped(running)
                     raise
         finally:
             self.view.stop()
         return self._conclude(reason)
+
+    def _record_stopped(self, running: Mapping[concurrent.futures.Future[Any], Any]) -> None:
+        """Record each running trial as it stops (interrupted: rerun on resume), and why."""
+        for future, frozen in running.items():
+            try:
+                self._finish(future.result(), frozen)
+            except Exception:  # noqa: BLE001 - a trial that broke stays ACTIVE: rerun too
+                continue
+        self._save("ACTIVE", f"interrupted: {self.watch.why}")
 
     def _conclude(self, reason: str | None) -> list[dict[str, Any]]:
         """Save how the loop ended (`reason`: what stopped it); the trials, or raise why not."""
