@@ -740,6 +740,15 @@ MUTANTS = [
         "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
         "test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
     ),
+    m(
+        "an init container that cannot pull its image is not watched",
+        "pipelines/targets/kubeflow/pod_watch.py",
+        "containers = list(status.init_container_statuses or [])"
+        " + list(status.container_statuses or [])",
+        "containers = list(status.container_statuses or [])",
+        "tests/test_kubeflow_pod_watch.py",
+        "test_an_init_container_that_cannot_pull_its_image_stops_the_tune_step_naming_it",
+    ),
 ]
 
 
