@@ -749,6 +749,14 @@ MUTANTS = [
         "tests/test_kubeflow_pod_watch.py",
         "test_an_init_container_that_cannot_pull_its_image_stops_the_tune_step_naming_it",
     ),
+    m(
+        "--continue-from a folder of several runs continues the oldest",
+        "pipelines/targets/earlier_runs.py",
+        "for run in reversed(runs):  # newest first",
+        "for run in runs:",
+        "tests/test_continuation_sources.py",
+        "test_continuing_an_output_folder_of_several_runs_takes_the_newest_runs_trials",
+    ),
 ]
 
 
