@@ -757,6 +757,14 @@ MUTANTS = [
         "tests/test_continuation_sources.py",
         "test_continuing_an_output_folder_of_several_runs_takes_the_newest_runs_trials",
     ),
+    m(
+        "the memory preflight uses the host's RAM in a memory-limited container",
+        "pipelines/app/local_preflight.py",
+        "total = min(total, int(limit))",
+        "total = total",
+        "tests/test_run_ownership.py",
+        "test_in_a_memory_limited_container_the_limit_not_the_hosts_memory_bounds_the_image_size",
+    ),
 ]
 
 
