@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import os
 import re
 import shutil
@@ -765,11 +766,45 @@ MUTANTS = [
         "tests/test_run_ownership.py",
         "test_in_a_memory_limited_container_the_limit_not_the_hosts_memory_bounds_the_image_size",
     ),
+    m(
+        "a tuned momentum does nothing: SGD built without it",
+        "trainer/train.py",
+        "return keras.optimizers.SGD(hparams.learning_rate, momentum=hparams.momentum)",
+        "return keras.optimizers.SGD(hparams.learning_rate)",
+        "tests/test_every_tunable.py::test_each_trainer_hyperparameter_changes_what_trains_and_what_is_exported[images-momentum]",
+        "test_each_trainer_hyperparameter_changes_what_trains_and_what_is_exported",
+        timeout=600.0,
+    ),
+    m(
+        "a cached trial's head built at the default width",
+        "trainer/stages.py",
+        'num_units=int(hparams.model_params.get("num_units", units)),',
+        "num_units=int(units),",
+        "tests/test_every_tunable.py::test_each_models_own_hyperparameter_changes_what_is_built_on_every_path"
+        "[mobilenet_v3_small-cache-num_units]",
+        "test_each_models_own_hyperparameter_changes_what_is_built_on_every_path",
+        timeout=600.0,
+    ),
+    m(
+        "the exported whole model built at the default width",
+        "trainer/stages.py",
+        'model = build_model(spec, hparams.model_params, "none", image_shape, num_classes)',
+        'model = build_model(spec, {}, "none", image_shape, num_classes)',
+        "tests/test_every_tunable.py::test_each_models_own_hyperparameter_changes_what_is_built_on_every_path[cnn-images-num_units]",
+        "test_each_models_own_hyperparameter_changes_what_is_built_on_every_path",
+        timeout=600.0,
+    ),
 ]
 
 
 def project_files() -> list[str]:
-    """Paths to copy: tracked files and untracked ones git does not ignore."""
+    """Paths to copy: tracked files and untracked ones git does not ignore.
+
+    Outside a git checkout (an exported copy of the tree: no `.git`), every file that the
+    project's `.gitignore` does not name (`walked_files`).
+    """
+    if not (ROOT / ".git").exists():
+        return walked_files(ROOT)
     out = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -777,6 +812,46 @@ def project_files() -> list[str]:
         check=True,
     ).stdout
     return [p for p in out.decode().split("\0") if p and (ROOT / p).is_file()]
+
+
+def _ignore_rules(root: Path) -> list[tuple[bool, bool, bool, str]]:
+    """`.gitignore`'s lines as (negated, directories only, anchored, pattern)."""
+    path = root / ".gitignore"
+    rules = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = line.removeprefix("!")
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line  # a slash before the end: relative to the root
+        rules.append((negated, dir_only, anchored, line.lstrip("/")))
+    return rules
+
+
+def walked_files(root: Path) -> list[str]:
+    """The files under `root` that its `.gitignore` (the subset of git's rules it uses) keeps."""
+    rules = _ignore_rules(root)
+
+    def ignored(rel: str, is_dir: bool) -> bool:
+        verdict = False
+        for negated, dir_only, anchored, pattern in rules:
+            name = rel if anchored else rel.rsplit("/", 1)[-1]
+            if (is_dir or not dir_only) and fnmatch.fnmatchcase(name, pattern):
+                verdict = not negated
+        return verdict
+
+    found = []
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder).relative_to(root).as_posix()
+        prefix = "" if base == "." else f"{base}/"
+        dirs[:] = sorted(d for d in dirs if d != ".git" and not ignored(prefix + d, True))
+        found += [
+            prefix + f for f in sorted(files) if f != ".git" and not ignored(prefix + f, False)
+        ]
+    return found
 
 
 def copy_project(dest: Path, files: list[str]) -> None:
