@@ -81,9 +81,7 @@ def trials(
     goal: Annotated[
         str | None,
         typer.Option(
-            "--goal",
-            help="maximize | minimize (default: the study's for the metric, else the "
-            "trainer's: val_loss minimized; else maximize).",
+            "--goal", help="maximize | minimize (default: the study's or trainer's goal)."
         ),
     ] = None,
     format: Annotated[
