@@ -794,6 +794,16 @@ MUTANTS = [
         "test_each_models_own_hyperparameter_changes_what_is_built_on_every_path",
         timeout=600.0,
     ),
+    m(
+        "the export fed unscaled pixels",
+        "trainer/export.py",
+        "logits = model(tf.cast(images, tf.float32) / 255.0, training=False)",
+        "logits = model(tf.cast(images, tf.float32), training=False)",
+        "tests/test_cluster_and_export.py::"
+        "test_the_export_serves_encoded_images_as_the_trained_model_scores_them[cnn]",
+        "test_the_export_serves_encoded_images_as_the_trained_model_scores_them",
+        timeout=600.0,
+    ),
 ]
 
 
