@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import os
 import re
 import shutil
@@ -867,11 +868,129 @@ MUTANTS = [
         "test_under_kfps_task_run_the_study_nests_there",
         timeout=600.0,  # it starts an MLflow server
     ),
+    # --- what a user would feel first: bugs that once passed the whole suite (issue 56) ---
+    m(
+        "trials --metric val_loss on an accuracy study ranks the highest loss first",
+        "pipelines/reports/trial_report.py",
+        'metric_id, goal or known.get(metric_id) or METRIC_GOALS.get(metric_id, "maximize")',
+        'metric_id, goal or known.get(metric_id) or "maximize"',
+        "tests/test_trial_report.py",
+        "test_trials_by_val_loss_on_an_accuracy_study_shows_the_lowest_loss_first",
+    ),
+    m(
+        "a strict constraint accepts a trial exactly at its bound",
+        "pipelines/study/objectives.py",
+        '"<": operator.lt,',
+        '"<": operator.le,',
+        "tests/test_behaviour_objectives.py",
+        "test_a_strict_constraint_refuses_a_trial_exactly_at_its_bound_as_compiled",
+    ),
+    m(
+        "a trial missing a secondary objective succeeds",
+        "pipelines/study/trial_runner.py",
+        "elif final is None or any(m not in final.metrics for m in study.metric_ids):",
+        "elif final is None:",
+        "tests/test_behaviour_objectives.py",
+        "test_a_trial_reporting_the_primary_but_not_a_secondary_objective_fails_naming_it",
+    ),
+    m(
+        "a Katib trial missing a secondary objective is succeeded",
+        "pipelines/targets/kubeflow/katib_trials.py",
+        "missing = [x.metric_id for x in space.metrics if x.metric_id not in reported]",
+        "missing = [x.metric_id for x in space.metrics[:1] if x.metric_id not in reported]",
+        "tests/test_kubeflow_katib.py",
+        "test_a_katib_trial_without_a_secondary_objective_is_failed_not_ranked",
+    ),
+    m(
+        "a SIGHUP (a closed terminal) kills the study without marking its trials",
+        "pipelines/study/interruption.py",
+        "STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)",
+        "STOP_SIGNALS = (signal.SIGTERM,)",
+        "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+        "test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+    ),
+    m(
+        "a signal to the study leaves its stopped trials running",
+        "pipelines/study/local_study.py",
+        "self._record_stopped(running)",
+        "pass",
+        "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+        "test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
+    ),
+    m(
+        "an init container that cannot pull its image is not watched",
+        "pipelines/targets/kubeflow/pod_watch.py",
+        "containers = list(status.init_container_statuses or [])"
+        " + list(status.container_statuses or [])",
+        "containers = list(status.container_statuses or [])",
+        "tests/test_kubeflow_pod_watch.py",
+        "test_an_init_container_that_cannot_pull_its_image_stops_the_tune_step_naming_it",
+    ),
+    m(
+        "--continue-from a folder of several runs continues the oldest",
+        "pipelines/targets/earlier_runs.py",
+        "for run in reversed(runs):  # newest first",
+        "for run in runs:",
+        "tests/test_continuation_sources.py",
+        "test_continuing_an_output_folder_of_several_runs_takes_the_newest_runs_trials",
+    ),
+    m(
+        "the memory preflight uses the host's RAM in a memory-limited container",
+        "pipelines/app/local_preflight.py",
+        "total = min(total, int(limit))",
+        "total = total",
+        "tests/test_run_ownership.py",
+        "test_in_a_memory_limited_container_the_limit_not_the_hosts_memory_bounds_the_image_size",
+    ),
+    m(
+        "a tuned momentum does nothing: SGD built without it",
+        "trainer/train.py",
+        "return keras.optimizers.SGD(hparams.learning_rate, momentum=hparams.momentum)",
+        "return keras.optimizers.SGD(hparams.learning_rate)",
+        "tests/test_every_tunable.py::test_each_trainer_hyperparameter_changes_what_trains_and_what_is_exported[images-momentum]",
+        "test_each_trainer_hyperparameter_changes_what_trains_and_what_is_exported",
+        timeout=600.0,
+    ),
+    m(
+        "a cached trial's head built at the default width",
+        "trainer/stages.py",
+        'num_units=int(hparams.model_params.get("num_units", units)),',
+        "num_units=int(units),",
+        "tests/test_every_tunable.py::test_each_models_own_hyperparameter_changes_what_is_built_on_every_path"
+        "[mobilenet_v3_small-cache-num_units]",
+        "test_each_models_own_hyperparameter_changes_what_is_built_on_every_path",
+        timeout=600.0,
+    ),
+    m(
+        "the exported whole model built at the default width",
+        "trainer/stages.py",
+        'model = build_model(spec, hparams.model_params, "none", image_shape, num_classes)',
+        'model = build_model(spec, {}, "none", image_shape, num_classes)',
+        "tests/test_every_tunable.py::test_each_models_own_hyperparameter_changes_what_is_built_on_every_path[cnn-images-num_units]",
+        "test_each_models_own_hyperparameter_changes_what_is_built_on_every_path",
+        timeout=600.0,
+    ),
+    m(
+        "the export fed unscaled pixels",
+        "trainer/export.py",
+        "logits = model(tf.cast(images, tf.float32) / 255.0, training=False)",
+        "logits = model(tf.cast(images, tf.float32), training=False)",
+        "tests/test_cluster_and_export.py::"
+        "test_the_export_serves_encoded_images_as_the_trained_model_scores_them[cnn]",
+        "test_the_export_serves_encoded_images_as_the_trained_model_scores_them",
+        timeout=600.0,
+    ),
 ]
 
 
 def project_files() -> list[str]:
-    """Paths to copy: tracked files and untracked ones git does not ignore."""
+    """Paths to copy: tracked files and untracked ones git does not ignore.
+
+    Outside a git checkout (an exported copy of the tree: no `.git`), every file that the
+    project's `.gitignore` does not name (`walked_files`).
+    """
+    if not (ROOT / ".git").exists():
+        return walked_files(ROOT)
     out = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
@@ -879,6 +998,46 @@ def project_files() -> list[str]:
         check=True,
     ).stdout
     return [p for p in out.decode().split("\0") if p and (ROOT / p).is_file()]
+
+
+def _ignore_rules(root: Path) -> list[tuple[bool, bool, bool, str]]:
+    """`.gitignore`'s lines as (negated, directories only, anchored, pattern)."""
+    path = root / ".gitignore"
+    rules = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = line.removeprefix("!")
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line  # a slash before the end: relative to the root
+        rules.append((negated, dir_only, anchored, line.lstrip("/")))
+    return rules
+
+
+def walked_files(root: Path) -> list[str]:
+    """The files under `root` that its `.gitignore` (the subset of git's rules it uses) keeps."""
+    rules = _ignore_rules(root)
+
+    def ignored(rel: str, is_dir: bool) -> bool:
+        verdict = False
+        for negated, dir_only, anchored, pattern in rules:
+            name = rel if anchored else rel.rsplit("/", 1)[-1]
+            if (is_dir or not dir_only) and fnmatch.fnmatchcase(name, pattern):
+                verdict = not negated
+        return verdict
+
+    found = []
+    for folder, dirs, files in os.walk(root):
+        base = Path(folder).relative_to(root).as_posix()
+        prefix = "" if base == "." else f"{base}/"
+        dirs[:] = sorted(d for d in dirs if d != ".git" and not ignored(prefix + d, True))
+        found += [
+            prefix + f for f in sorted(files) if f != ".git" and not ignored(prefix + f, False)
+        ]
+    return found
 
 
 def copy_project(dest: Path, files: list[str]) -> None:

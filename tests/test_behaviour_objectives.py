@@ -75,6 +75,40 @@ def test_an_impossible_constraint_stops_before_the_final_training_naming_the_clo
     assert "stopping before the final training" in message and "\n" not in message
 
 
+def cost_artifact(folder: Path, rows: list[tuple[float, float]]):
+    """Succeeded trials with (val_accuracy, latency_ms) each."""
+    from types import SimpleNamespace
+
+    trials = [
+        tl.make_trial(
+            str(i),
+            {"num_units": 64},
+            state=tl.TrialState.SUCCEEDED,
+            final_measurement=tl.measurement(3, {"val_accuracy": acc, "latency_ms": ms}),
+        )
+        for i, (acc, ms) in enumerate(rows, start=1)
+    ]
+    path = folder / "trials.json"
+    tl.write_trials(str(path), trials)
+    return SimpleNamespace(uri=str(path), path=str(path), metadata={})
+
+
+@pytest.mark.parametrize(("constraint", "best"), [("latency_ms<20", "2"), ("latency_ms<=20", "1")])
+def test_a_strict_constraint_refuses_a_trial_exactly_at_its_bound_as_compiled(
+    tmp_path, constraint, best
+):
+    settings = Settings(objectives=("val_accuracy", "latency_ms"), constraints=(constraint,))
+    trials = cost_artifact(tmp_path, [(0.95, 20.0), (0.90, 15.0)])  # 1: at the bound, better
+    assert select_as_compiled(tmp_path, settings, trials).best_trial_id == best
+
+
+def test_a_study_whose_only_trials_sit_on_a_strict_bound_stops_naming_it(tmp_path):
+    settings = Settings(objectives=("val_accuracy", "latency_ms"), constraints=("latency_ms<20",))
+    with pytest.raises(SelectionError) as err:
+        select_as_compiled(tmp_path, settings, cost_artifact(tmp_path, [(0.95, 20.0)]))
+    assert "the closest is trial 1 with latency_ms=20 (needs <20)" in str(err.value)
+
+
 def test_settings_take_objectives_from_flags_yaml_and_metric_tag(tmp_path):
     assert Settings().study.objectives == ("val_accuracy",)
     assert Settings(metric_tag="val_loss").study.objectives == ("val_loss",)
@@ -207,6 +241,26 @@ def test_a_local_study_of_two_objectives_carries_both_and_reports_the_front(tmp_
     assert "model_size_mb" in result.stdout.splitlines()[2]  # a column of the table
     assert (tmp_path / "r" / "pareto_front.png").is_file()
     assert f"front: {', '.join(free.front)}" in (tmp_path / "r" / "index.html").read_text()
+
+
+def test_a_trial_reporting_the_primary_but_not_a_secondary_objective_fails_naming_it(tmp_path):
+    """Without `--cost` the fake trainer reports val_accuracy only: no trial may succeed."""
+    from pipelines.study.objectives import parse_objectives
+    from pipelines.study.selection import select_best_trial
+    from tests.test_local_study import study
+
+    objectives = parse_objectives(["val_accuracy", "model_size_mb:min"])
+    space = SearchSpace(
+        (Parameter("learning_rate", "double", min=1e-3, max=1.0, scale="log"),), objectives
+    )
+    trials = study(tmp_path, space=space, max_trial_count=2, max_failed_trial_count=3)
+    assert [tl.trial_outcome(t) for t in trials] == ["failed", "failed"]
+    for t in trials:
+        reason = t["infeasibleReason"]
+        assert "reported no val_accuracy/model_size_mb metric" in reason
+        assert "(metrics seen: val_accuracy)" in reason
+    with pytest.raises(SelectionError, match="no succeeded trial reported the metric"):
+        select_best_trial(trials, objectives=objectives)
 
 
 def test_a_resumed_study_keeps_its_objectives_but_may_change_its_constraints(tmp_path):

@@ -180,6 +180,50 @@ def test_a_batchnorm_model_serves_what_it_was_trained_to_with_its_moving_statist
     np.testing.assert_allclose(served, expected, atol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> str:
+    from tests.synthetic import write_dataset
+
+    return write_dataset(str(tmp_path_factory.mktemp("tiny")), counts=(16, 16, 16))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["cnn", "resnet50", "mobilenet_v3_small"])
+def test_the_export_serves_encoded_images_as_the_trained_model_scores_them(
+    tiny_data, tmp_path, model
+):
+    """Serving parity, per built-in model family, through the job's own export.
+
+    One training step (BatchNorm's moving statistics are then no fresh model's), exported as
+    the final job exports (`trainer.task.export_and_measure`); the SavedModel's
+    `serving_default` on PNG bytes against the trained model on the same images decoded and
+    scaled to [0, 1]. Tolerance: 1e-5 on each probability (float32 throughout, the same
+    weights; only the traced graph's op order differs from the eager call).
+    """
+    import tensorflow as tf
+
+    from tests.synthetic import make_images
+    from trainer import task, train
+    from trainer.config import RunConfig
+    from trainer.models import MODELS
+
+    assert sorted(MODELS) == sorted(["cnn", "resnet50", "mobilenet_v3_small"])  # every family
+    hparams = HParams(model=model, weights="none", batch_size=16, epochs=1, momentum=0.0)
+    run = RunConfig(data=tiny_data, model_dir=str(tmp_path / "model"), precision="float32")
+    result = train.train(hparams, run)
+    task.export_and_measure(hparams, run, result)
+
+    images, _ = make_images(6, 32, seed=9)
+    encoded = [tf.io.encode_png(image).numpy() for image in images]
+    decoded = np.stack([tf.io.decode_png(b, channels=3).numpy() for b in encoded])
+    trained = result.trained_model(decoded.astype(np.float32) / 255.0, training=False)
+    expected = tf.nn.softmax(trained, axis=-1).numpy()
+    serve = tf.saved_model.load(str(tmp_path / "model")).signatures["serving_default"]
+    served = serve(image_bytes=tf.constant(encoded))
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, rtol=0, atol=1e-5)
+    assert served["class_id"].numpy().tolist() == expected.argmax(-1).tolist()
+
+
 def test_the_trainer_process_never_imports_scikit_learn():
     """Keras would import it for wrappers the trainer never uses (0.8 s per process)."""
     import subprocess

@@ -232,6 +232,21 @@ def cli(*args: str):
     return CliRunner().invoke(cli_module.app, list(args))
 
 
+def test_continuing_an_output_folder_of_several_runs_takes_the_newest_runs_trials(tmp_path):
+    from tests.test_trial_report import write_run
+
+    out = tmp_path / "out"
+    newest = [trial(i, {"learning_rate": 0.01, "num_units": u}, 0.7) for i, u in enumerate(
+        (64, 128, 256), start=1)]  # fmt: skip
+    write_run(out, "hpt-pipeline-2026-01-02-00-00-00-000000", newest)
+    write_run(out, "hpt-pipeline-2026-01-01-00-00-00-000000", newest[:1])
+    got = cli("compile", "--output", str(tmp_path / "p.yaml"), "--continue-from", str(out))
+    assert got.exit_code == 0, got.output
+    said = " ".join(got.output.split())  # notes wrap at the terminal's width
+    assert "continue_from: the local study starts from 3 earlier trial(s)" in said
+    assert [t["id"] for t in earlier_runs.read(str(out)).trials] == ["1", "2", "3"]
+
+
 @pytest.mark.parametrize("target", ["vertex", "kubeflow"])
 def test_compile_says_what_the_cloud_target_does_with_the_earlier_trials(
     tmp_path, monkeypatch, target

@@ -130,9 +130,16 @@ def test_kill_9_of_the_run_keeps_its_trials_to_rerun_and_counts_no_failure(tmp_p
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
 def test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun(tmp_path, sig):
+    """SIGHUP is a closed terminal: the study is told as directly as by SIGTERM or Ctrl-C."""
     run, study_pid, values = start_run(tmp_path)
     os.kill(study_pid, sig)
     run.wait(timeout=60)
+    base, why = Path(values["base_output_directory"]), f"the run got {signal.Signals(sig).name}"
+    after = tl.read_trials(str(base / tl.TRIALS_FILE))
+    stopped = [t for t in after if tl.trial_state(t) == TrialState.ACTIVE]
+    assert stopped and {tl.trial_outcome(t) for t in stopped} == {"interrupted"}  # not running
+    assert {t[tl.LOCAL_KEY]["interrupted"] for t in stopped} == {why}
+    assert json.loads((base / "study.json").read_text())["stopReason"] == f"interrupted: {why}"
     check_interrupted_then_resume(values)
 
 

@@ -707,6 +707,31 @@ def test_katib_trials_become_valid_vertex_trials() -> None:
     assert latest[0]["finalMeasurement"]["metrics"][0]["value"] == 0.9
 
 
+def test_a_katib_trial_without_a_secondary_objective_is_failed_not_ranked() -> None:
+    """Katib calls it Succeeded (its objective is there); the study's other objective is not."""
+    from pipelines.study.objectives import parse_objectives
+    from pipelines.study.selection import SelectionError, select_best_trial
+
+    objectives = parse_objectives(["val_accuracy", "model_size_mb:min"])
+    space = dataclasses.replace(default_search_space(), metrics=objectives)
+    both = [observed("val_accuracy", "0.5", "0.8", "0.8"), observed("model_size_mb", "2", "2", "2")]
+    trials = [
+        katib_trial("hpt-study-a", "2026-01-01T10:00:00Z", ASSIGN, "Succeeded", both),
+        katib_trial("hpt-study-b", "2026-01-01T10:01:00Z", ASSIGN, "Succeeded",
+                    [observed("val_accuracy", "0.5", "0.95", "0.95")]),
+    ]  # fmt: skip
+    strategies = {"val_accuracy": "max", "model_size_mb": "min"}
+    whole, partial = katib_trials.to_vertex_trials(trials, space, strategies)
+    assert trials_lib.trial_outcome(whole) == "succeeded"
+    assert trials_lib.trial_outcome(partial) == "failed"
+    assert partial["infeasibleReason"] == (
+        "Katib trial hpt-study-b Succeeded: reported no model_size_mb (seen: val_accuracy)"
+    )
+    assert select_best_trial([whole, partial], objectives=objectives).trial_id == "1"
+    with pytest.raises(SelectionError, match="no succeeded trial"):
+        select_best_trial([partial], objectives=objectives)
+
+
 def test_a_trial_outside_the_search_space_is_refused() -> None:
     stray = katib_trial("hpt-study-z", "2026-01-01T10:00:00Z", {"dropout": "0.1"}, "Succeeded", [])
     with pytest.raises(

@@ -125,6 +125,31 @@ def test_an_image_pull_failure_stops_the_final_trainjob_and_deletes_it() -> None
     assert listing == {"labelSelector": f"jobset.sigs.k8s.io/jobset-name={name}"}
 
 
+def test_an_init_container_that_cannot_pull_its_image_stops_the_tune_step_naming_it() -> None:
+    """The trainer container waits on PodInitializing; the init container is what is stuck."""
+    stuck = pod("hpt-study-abc-trial-2-xyz", waiting={"reason": "PodInitializing"})
+    stuck["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-data",
+            "image": "registry.example/fetch:3",
+            "imageID": "",
+            "ready": False,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ErrImagePull", "message": "manifest unknown"}},
+        }
+    ]
+    cluster = Cluster(pods=[stuck])
+    cluster.statuses = [RUNNING_EXPERIMENT]
+    with pytest.raises(PodProblem) as err:
+        tune(cluster)
+    text = one_line(err)
+    assert text.startswith(
+        "pod team/hpt-study-abc-trial-2-xyz: ErrImagePull for image registry.example/fetch:3 "
+        "(manifest unknown)"
+    )
+    assert gets(cluster, "experiments") == 1  # at the first poll, not after the grace
+
+
 def test_a_crash_looping_tfjob_replica_stops_the_final_step() -> None:
     cluster = Cluster(pods=[crash_loop("hpt-final-1-worker-0")])
     cluster.statuses = [{"conditions": [{"type": "Created", "status": "True"}]}]

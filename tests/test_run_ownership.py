@@ -259,6 +259,26 @@ def test_an_image_size_beyond_memory_is_refused_with_the_numbers(tmp_path):
     local_preflight.check_memory(settings(tmp_path, image_size=300), memory=24 << 30)
 
 
+@pytest.mark.parametrize("cgroup", ["v2", "v1"])
+def test_in_a_memory_limited_container_the_limit_not_the_hosts_memory_bounds_the_image_size(
+    tmp_path, monkeypatch, cgroup
+):
+    """A 64 GiB host, a container limited to 2 GiB: 256 px would die of OOM there, later."""
+    real_sysconf = os.sysconf
+    host = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": (64 << 30) // 4096}
+    monkeypatch.setattr(os, "sysconf", lambda name: host.get(name) or real_sysconf(name))
+    limit, absent = tmp_path / "limit", tmp_path / "absent"
+    limit.write_text(f"{2 << 30}\n")
+    files = (limit, absent) if cgroup == "v2" else (absent, limit)
+    monkeypatch.setattr(local_preflight, "MEMORY_LIMIT_FILES", files)
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_memory(settings(tmp_path, image_size=256))
+    assert "more than 80% of this machine's 2 GiB; expected image_size <= " in str(refused.value)
+    limit.write_text("max\n")  # cgroup v2's word for no limit: the host's memory
+    local_preflight.check_memory(settings(tmp_path, image_size=256))
+    assert local_preflight.machine_memory() == 64 << 30
+
+
 def test_tfds_without_network_is_refused_unless_already_prepared(tmp_path):
     unreachable = ("host.invalid", 443)  # .invalid never resolves (RFC 2606)
     data_dir = str(tmp_path / "tfds")

@@ -400,6 +400,43 @@ def test_cli_prints_the_table_and_where_the_report_went(output, tmp_path):
     assert (report_dir / trial_report.METRIC_PLOT).is_file()
 
 
+@pytest.mark.parametrize("format", ["table", "json"])
+def test_trials_by_val_loss_on_an_accuracy_study_shows_the_lowest_loss_first(output, format):
+    """`trials --metric val_loss` without `--goal`: a loss is minimized, whatever the study's."""
+    args = ["trials", str(output), "--metric", "val_loss", "--format", format]
+    if format == "table":
+        args += ["--output", str(output / "report")]
+    result = CliRunner().invoke(_app(), args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    if format == "json":
+        data = json.loads(result.stdout)
+        assert data["metric"] == {"metricId": "val_loss", "goal": "minimize"}
+        ids = [t["id"] for t in data["trials"]]
+    else:
+        assert "sorted by val_loss (minimize)" in result.stdout
+        ids = [
+            line.split("│")[1].strip()
+            for line in result.stdout.splitlines()
+            if line.startswith("│")
+        ]
+    assert ids == ["2", "4", "1", "3", "5"]  # losses 0.3, 0.5, 0.9, then the unfinished
+
+
+def test_a_goal_comes_from_the_study_then_the_trainer_then_maximize():
+    study = trial_report.StudyTrials(
+        make_trials(), "x", Metric("val_accuracy"), None,
+        objectives=(Metric("val_accuracy"), Metric("f1", "minimize")),
+    )  # fmt: skip
+    assert trial_report.resolve_metric(study, "f1", None) == Metric("f1", "minimize")
+    assert trial_report.resolve_metric(study, "latency_ms", None).goal == "minimize"
+    assert trial_report.resolve_metric(study, "team_score", None).goal == "maximize"
+    assert trial_report.resolve_metric(study, "val_loss", "maximize").goal == "maximize"
+    losses_first = [dict(t, finalMeasurement=trials_lib.measurement(1, {"val_loss": 0.2}))
+                    for t in make_trials()[:1]]  # fmt: skip
+    bare = trial_report.StudyTrials(losses_first, "trials.json", None, None)
+    assert trial_report.resolve_metric(bare, None, None) == Metric("val_loss", "minimize")
+
+
 def test_cli_vertex_job_id(vertex_job, monkeypatch, tmp_path):
     from google.auth.credentials import AnonymousCredentials
 

@@ -50,6 +50,11 @@ DENSE_FEATURES = 64  # channels of the last conv block
 MAX_UNITS = 256  # the largest num_units of the presets
 PARAM_COPIES = 3  # weights, gradients, optimizer momentum
 MEMORY_SHARE = 0.8  # of the machine's memory a run may plan to use
+# A container's memory limit (cgroup v2, then v1): a run plans within it, not the host's RAM.
+MEMORY_LIMIT_FILES = (
+    Path("/sys/fs/cgroup/memory.max"),
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+)
 GIB = 1 << 30
 KERAS_FALLBACK_HOME = "/tmp/.keras"  # Keras's cache when its home is not writable
 SAMPLE_IMAGES = 1797  # scikit-learn's digits, the `sample` source (dataprep.sources)
@@ -62,12 +67,13 @@ WEIGHTS_PROBE_TIMEOUT_S = 300.0  # importing TensorFlow and building a backbone,
 def machine_memory() -> int:
     """Bytes of memory this process may use: physical memory, or its cgroup's limit if lower."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit.isdigit():
+    for path in MEMORY_LIMIT_FILES:
+        try:
+            limit = path.read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():  # cgroup v2 writes `max` when there is no limit
             total = min(total, int(limit))
-    except OSError:
-        pass
     return total
 
 

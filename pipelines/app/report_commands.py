@@ -80,7 +80,9 @@ def trials(
     ] = None,
     goal: Annotated[
         str | None,
-        typer.Option("--goal", help="maximize | minimize (default: the study's, else maximize)."),
+        typer.Option(
+            "--goal", help="maximize | minimize (default: the study's or trainer's goal)."
+        ),
     ] = None,
     format: Annotated[
         str,

@@ -27,6 +27,7 @@ from pipelines.study.objectives import parse_constraints
 from pipelines.study.search_space import GOALS, Metric
 from pipelines.study.selection import rank_key
 from pipelines.study.spec_reader import parse_study_spec_metrics, parse_study_spec_parameters
+from trainer.contract import METRIC_GOALS
 
 REPORT_DIR = "trial-report"
 PAGE = "index.html"
@@ -278,7 +279,9 @@ def _vertex_trials(job_name: str, credentials: Any) -> StudyTrials:
 def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> Metric:
     """The metric and goal to sort and plot by: the given ones, else the study's.
 
-    Without either, the first metric the trials report, maximized.
+    Without either, the first metric the trials report. A metric given without a goal
+    takes the study's goal for it (one of its objectives), else the trainer's
+    (`trainer.contract.METRIC_GOALS`: `val_loss` is minimized), else maximize.
 
     Raises:
         ReportError: An unknown goal, or no metric at all.
@@ -292,12 +295,18 @@ def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> 
             for t in study.trials
             for m in trials_lib.measurement_metrics(t.get("finalMeasurement"))
         ]
-        default = Metric(reported[0]) if reported else None
+        default = (
+            Metric(reported[0], METRIC_GOALS.get(reported[0], "maximize")) if reported else None
+        )
     metric_id = metric or (default.metric_id if default else None)
     if not metric_id:
         raise ReportError(f"{study.source}: no trial reports a metric; pass --metric")
-    same = default is not None and default.metric_id == metric_id
-    return Metric(metric_id, goal or (default.goal if same and default else "maximize"))
+    known = {o.metric_id: o.goal for o in study.objectives}
+    if default is not None:
+        known.setdefault(default.metric_id, default.goal)
+    return Metric(
+        metric_id, goal or known.get(metric_id) or METRIC_GOALS.get(metric_id, "maximize")
+    )
 
 
 # --------------------------------------------------------------------------- the table

@@ -6,13 +6,13 @@ service: Vertex's algorithms mapped onto Optuna (`sampler`), each trial a local 
 with Vertex's environment, its metric read from the hypertune file, Vertex's failure rules
 (`failure_rules`) and median early stopping. The study lives in `<base>/trials.json` and
 `<base>/study.json`, so a rerun resumes it and never reruns a finished trial; a study the
-failure rules stopped stays stopped. The rules in full: docs/local-run.md, "The local study
-and executor, as Vertex behaves".
+failure rules stopped stays stopped. The rules in full: docs/local-run.md.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import json
 import os
 import threading
@@ -330,8 +330,11 @@ class _LocalStudy:
                                 if reason is not None:
                                     self.cancel.set()
                         self._check_budgets()
-                except BaseException:
+                except BaseException as err:
                     self.cancel.set()  # running trials stop; they stay ACTIVE for a resume
+                    if isinstance(err, KeyboardInterrupt):  # Ctrl-C, or a stop signal's
+                        self.watch.interrupt("the run got SIGINT")  # a signal's reason stays
+                        self._record_stopped(running)
                     raise
         finally:
             self.view.stop()
@@ -342,12 +345,18 @@ class _LocalStudy:
 
     def _check_budgets(self) -> None:
         """Note a budget spent; the wall clock's also stops the running trials (not failed)."""
-        if self.budget is not None:
-            return
-        metric = self.plan.space.metrics[0]
-        self.budget = self.plan.budgets.spent(self._ordered(), metric, self._elapsed())
-        if self.budget is not None and self.budget.startswith("max_study_hours"):
-            self.cancel.set()
+        if self.budget is None:
+            metric = self.plan.space.metrics[0]
+            self.budget = self.plan.budgets.spent(self._ordered(), metric, self._elapsed())
+            if (self.budget or "").startswith("max_study_hours"):
+                self.cancel.set()
+
+    def _record_stopped(self, running: Mapping[concurrent.futures.Future[Any], Any]) -> None:
+        """Record each running trial as it stops (interrupted: rerun on resume), and why."""
+        for future, frozen in running.items():
+            with contextlib.suppress(Exception):  # a trial that broke stays ACTIVE: rerun too
+                self._finish(future.result(), frozen)
+        self._save("ACTIVE", f"interrupted: {self.watch.why}")
 
     def _conclude(self, reason: str | None) -> list[dict[str, Any]]:
         """Save how the loop ended (`reason`: what stopped it); the trials, or raise why not."""
@@ -428,9 +437,8 @@ def run_study(
 ) -> list[dict[str, Any]]:
     """Run an HPT study payload on this machine (the rules: the module docstring).
 
-    The arguments are the Vertex HPT job's payload fields (the interface: they keep its names,
-    and the tune component and the tests hand a payload through as `**payload`), then the local
-    run's own; that list and its Args make this function long, its body is a few lines.
+    The Vertex HPT job's payload fields (their names: a payload passes as `**payload`), then
+    the local run's own; that list makes this function long, its body is a few lines.
 
     Args:
         worker_pool_specs: The trial job (`trial_worker_pool_specs`), as for Vertex.
@@ -443,8 +451,7 @@ def run_study(
         study_spec_algorithm: `ALGORITHM_UNSPECIFIED` (TPE), `GRID_SEARCH`, `RANDOM_SEARCH`.
         study_spec_measurement_selection_type: `BEST_MEASUREMENT` or `LAST_MEASUREMENT`.
         early_stopping: True (defaults) or an `EarlyStopping` to apply the median rule.
-        scheduler: none, median (= `early_stopping`), asha or hyperband: successive halving
-            over the running trials (`pipelines.study.halving`).
+        scheduler: none, median (= `early_stopping`), asha or hyperband (`halving`).
         rungs: Successive halving's (min_epochs, reduction_factor, epochs): the first rung,
             η, and the top rung (the trial job's epochs).
         max_study_hours: Wall-clock hours of the study (0: no limit; `budgets`).

@@ -263,10 +263,12 @@ def to_vertex_trial(
     worst = _worst(status)
     if diverged_report(worst):  # the trainer's diverged report, whatever the strategy folds
         metrics = [{"metricId": k, "value": v} for k, v in worst.items()]
-    if kind == "Succeeded" and not any(
-        m["metricId"] == space.metrics[0].metric_id for m in metrics
-    ):
-        state = TrialState.INFEASIBLE  # Katib would say MetricsUnavailable; never rank it
+    reported = [m["metricId"] for m in metrics]
+    missing = [x.metric_id for x in space.metrics if x.metric_id not in reported]
+    reason = _reason(trial, cond)
+    if kind == "Succeeded" and missing:  # Katib checks its objective only; we rank on every one
+        state = TrialState.INFEASIBLE  # a failure, as a local trial missing one: never ranked
+        reason += f": reported no {'/'.join(missing)} (seen: {', '.join(reported) or 'none'})"
     local = {"cancelled": True} if kind == "Killed" else None
     vertex = make_trial(
         trial_id,
@@ -275,7 +277,7 @@ def to_vertex_trial(
         final_measurement={"metrics": metrics} if metrics else None,
         start_time=status.get("startTime"),
         end_time=status.get("completionTime"),
-        infeasible_reason=_reason(trial, cond) if state == TrialState.INFEASIBLE else "",
+        infeasible_reason=reason if state == TrialState.INFEASIBLE else "",
         local=local,
     )
     meta = trial["metadata"]
