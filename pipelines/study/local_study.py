@@ -76,9 +76,8 @@ class _LocalStudy:
         self.trials_path = os.path.join(plan.base, trials_lib.TRIALS_FILE)
         self.study_path = os.path.join(plan.base, STUDY_FILE)
         self._load()
-        # Trials of the run this study continues (`continuation`): the sampler learns from
-        # them and none of their configurations is proposed again; they are not this
-        # study's trials (ids, counts, max_trial_count and resume ignore them).
+        # The continued run's trials (`continuation`): the sampler learns from them and never
+        # proposes them again; not this study's (ids, counts and resume ignore them).
         self.earlier = [dict(t) for t in plan.earlier]
         if plan.early_stopping and len(space.metrics) > 1:
             raise StudyError("early stopping needs a single metric (the median rule is 1-D)")
@@ -139,8 +138,7 @@ class _LocalStudy:
         }
         tmp = self.study_path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(summary, f, indent=2)
-            f.write("\n")
+            f.write(json.dumps(summary, indent=2) + "\n")
         os.replace(tmp, self.study_path)
 
     def _ordered(self) -> list[dict[str, Any]]:
@@ -319,7 +317,7 @@ class _LocalStudy:
                             break
                         done, _ = concurrent.futures.wait(
                             running,
-                            timeout=self.plan.budgets.time_left(self._elapsed()),
+                            timeout=self.plan.budgets.time_left(time.monotonic() - self.started),
                             return_when=concurrent.futures.FIRST_COMPLETED,
                         )
                         for future in done:
@@ -340,14 +338,13 @@ class _LocalStudy:
             self.view.stop()
         return self._conclude(reason)
 
-    def _elapsed(self) -> float:
-        return time.monotonic() - self.started
-
     def _check_budgets(self) -> None:
         """Note a budget spent; the wall clock's also stops the running trials (not failed)."""
         if self.budget is None:
             metric = self.plan.space.metrics[0]
-            self.budget = self.plan.budgets.spent(self._ordered(), metric, self._elapsed())
+            self.budget = self.plan.budgets.spent(
+                self._ordered(), metric, time.monotonic() - self.started
+            )
             if (self.budget or "").startswith("max_study_hours"):
                 self.cancel.set()
 
