@@ -888,8 +888,8 @@ MUTANTS = [
     m(
         "a trial missing a secondary objective succeeds",
         "pipelines/study/trial_runner.py",
-        "elif final is None or any(m not in final.metrics for m in study.metric_ids):",
-        "elif final is None:",
+        "return any(m not in final.metrics for m in (metric_ids[:1] if at_rung else metric_ids))",
+        "return any(m not in final.metrics for m in metric_ids[:1])",
         "tests/test_behaviour_objectives.py",
         "test_a_trial_reporting_the_primary_but_not_a_secondary_objective_fails_naming_it",
     ),

@@ -7,6 +7,7 @@ epoch 1, after Ctrl-C as after a finished run.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -74,7 +75,7 @@ def test_an_interrupted_final_job_resumes_chief_and_worker_after_the_same_epoch(
     tmp_path, synthetic_data
 ):
     """Ctrl-C during the final job, then the rerun: both replicas resume, none from epoch 1."""
-    epochs = 40
+    epochs = 300  # far more than a quiet host trains between the first checkpoint and Ctrl-C
     job = pools(synthetic_data, f"--epochs={epochs}")
     study = tmp_path / "study"
     base = Path(kept_job.job_dir(str(study), job))
@@ -83,12 +84,16 @@ def test_an_interrupted_final_job_resumes_chief_and_worker_after_the_same_epoch(
         "kept_job.run(json.loads(sys.argv[1]), sys.argv[2], sys.argv[3])"
     )
     args = [sys.executable, "-c", code, json.dumps(job), str(tmp_path / "unused"), str(study)]
-    step = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # The replicas are the step's own processes, as under `hpt-pipeline run` (whose fork server
+    # is in its process group), not forks of a server outside the group that Ctrl-C reaches.
+    env = {**os.environ, "HPT_FORK_SERVER": "off"}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    step = subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True, **quiet)
     deadline = time.monotonic() + 400
     while not (base / "checkpoints" / kept_job.CHECKPOINT_STATE).exists():
         assert step.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
         time.sleep(0.2)
-    step.send_signal(signal.SIGINT)  # what Ctrl-C sends the run's process group
+    os.killpg(step.pid, signal.SIGINT)  # Ctrl-C: the run's whole process group, replicas too
     step.wait(timeout=120)
     stopped_after = _latest_epoch(base / "checkpoints")
     assert stopped_after < epochs and not (base / kept_job.DONE_FILE).exists()

@@ -19,6 +19,7 @@ from typing import Any
 from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
 from pipelines.reports import pareto_plot, running_study, trial_plots
+from pipelines.reports.durations import duration_seconds, format_duration
 from pipelines.reports.trial_plots import parameter_names
 from pipelines.study import continuation
 from pipelines.study import trials as trials_lib
@@ -310,32 +311,6 @@ def resolve_metric(study: StudyTrials, metric: str | None, goal: str | None) -> 
 
 
 # --------------------------------------------------------------------------- the table
-
-
-def _seconds(timestamp: str) -> float:
-    from google.protobuf import timestamp_pb2
-
-    parsed = timestamp_pb2.Timestamp()
-    parsed.FromJsonString(timestamp)
-    return parsed.ToNanoseconds() / 1e9
-
-
-def duration_seconds(trial: Mapping[str, Any]) -> float | None:
-    """Seconds from the trial's `startTime` to its `endTime` (None while either is missing)."""
-    start, end = trial.get("startTime"), trial.get("endTime")
-    return _seconds(end) - _seconds(start) if start and end else None
-
-
-def format_duration(seconds: float | None) -> str:
-    """`8.3 s`, `2 min 05 s`, `1 h 02 min`; `-` when unknown."""
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def format_value(value: Any) -> str:
