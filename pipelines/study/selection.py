@@ -201,6 +201,17 @@ def _scored(trials: Iterable[Mapping[str, Any]], names: Sequence[str]) -> _Score
     return scored
 
 
+def chance_level(accuracy: Any, classes: int, margin: float = 0.0) -> float | None:
+    """Chance (1 / `classes`) when `accuracy` is at most `margin` above it; else None.
+
+    None too when the accuracy is not a number or there are fewer than 2 classes.
+    """
+    if not isinstance(accuracy, int | float) or classes < 2:
+        return None
+    chance = 1.0 / classes
+    return chance if accuracy <= chance + margin else None
+
+
 def chance_note(
     trials: Iterable[Mapping[str, Any]], trial_id: str, dataset: Mapping[str, Any]
 ) -> str:
@@ -212,10 +223,8 @@ def chance_note(
     trial = next(t for t in trials if str(t.get("id")) == str(trial_id))
     num_classes = int(dataset.get("num_classes") or 0)
     accuracy = trials_lib.final_metric(trial, "val_accuracy")
-    if accuracy is None or num_classes < 2:
-        return ""
-    chance = 1.0 / num_classes
-    if accuracy > chance + CHANCE_MARGIN:
+    chance = chance_level(accuracy, num_classes, CHANCE_MARGIN)
+    if chance is None:
         return ""
     return (
         f"at chance: the best trial {trial.get('id')} has val_accuracy={accuracy:.4g}, about "

@@ -22,6 +22,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from pipelines.study.selection import chance_level
+
 CARD = "model_card.json"
 _VERSION = re.compile(r"^v(\d+)$")
 
@@ -104,10 +106,8 @@ def list_models(registry: str | Path) -> list[dict[str, Any]]:
 
 def chance_line(test_accuracy: Any, classes: int) -> str | None:
     """A warning when `test_accuracy` is at or below chance (1 / `classes`), else None."""
-    if not isinstance(test_accuracy, int | float) or classes < 2:
-        return None
-    chance = 1 / classes
-    if test_accuracy > chance:
+    chance = chance_level(test_accuracy, classes)
+    if chance is None:
         return None
     return (
         f"warning: test_accuracy {test_accuracy:.4f} is at or below chance ({chance:.4f} for "
