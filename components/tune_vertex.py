@@ -34,6 +34,8 @@ def tune_on_vertex(
     gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
     max_study_hours: float = 0.0,  # study_spec.study_stopping_config; 0: none
     max_trials_no_progress: int = 0,
+    trial_scheduling: str = "standard",  # trial_job_spec.scheduling (pipelines/jobs/scheduling)
+    max_wait_hours: float = 24.0,
 ):
     """Create the HPT job (with the run's labels), write `gcp_resources`, wait for it.
 
@@ -58,6 +60,8 @@ def tune_on_vertex(
         early_stopping=early_stopping,
         max_study_hours=float(max_study_hours),
         max_trials_no_progress=int(max_trials_no_progress),
+        trial_scheduling=trial_scheduling,
+        max_wait_hours=float(max_wait_hours),
         labels=labels,
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse

@@ -11,7 +11,6 @@ and a KFP Model; `local` to the local executors.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from kfp import dsl
@@ -48,12 +47,15 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     s = settings
     defaults = parameter_defaults(s, _derived_defaults(s, target, binding))
 
+    shown = [name for name in defaults if name not in binding.hidden_parameters]
+
     def hpt_pipeline(*channels: Any) -> None:
         # kfp passes one channel per parameter in the signature; hidden ones keep their default.
-        _dag(binding, s, _Params({**defaults, **dict(zip(defaults, channels, strict=False))}))
+        _dag(binding, s, _Params({**defaults, **dict(zip(shown, channels, strict=True))}))
 
-    hpt_pipeline.__signature__ = signature(defaults)  # type: ignore[attr-defined]
-    _hide_parameters(hpt_pipeline, binding.hidden_parameters)
+    hpt_pipeline.__signature__ = signature(  # type: ignore[attr-defined]
+        {name: defaults[name] for name in shown}
+    )
     return dsl.pipeline(name=s.cloud.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
 
 
@@ -231,19 +233,6 @@ def _continued_trials(settings: Settings) -> list[dict[str, Any]]:
     except ContinuationError as err:
         raise SettingsError(str(err)) from None
     return found.trials if found else []
-
-
-def _hide_parameters(func: Any, hidden: frozenset[str]) -> None:
-    """Leave parameters a target never reads out of its spec (they keep their defaults).
-
-    kfp reads the signature and calls the function with one channel per parameter, in
-    order, so only trailing parameters can be hidden.
-    """
-    params = list(inspect.signature(func).parameters.values())
-    kept = [p for p in params if p.name not in hidden]
-    if params[: len(kept)] != kept:
-        raise ValueError(f"hidden parameters {sorted(hidden)} must come last in the pipeline")
-    func.__signature__ = inspect.Signature(kept)
 
 
 class _Params:

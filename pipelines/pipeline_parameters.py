@@ -26,9 +26,10 @@ PARAMETER_OF = {
 }
 SETTING_OF = {parameter: setting for setting, parameter in PARAMETER_OF.items()}
 
-# Every parameter, in the pipeline's order (kfp passes one channel per parameter, in order,
-# so the ones a target hides come last). A long list because it is the interface: each is a
-# value a run may override. Those without a setting of their own are derived in `derived`.
+# Every parameter, in the pipeline's order (kfp passes one channel per parameter it declares,
+# in order; a target's hidden ones keep their defaults, wherever they stand). A long list
+# because it is the interface: each is a value a run may override. Those without a setting
+# of their own are derived in `derived`.
 PARAMETERS: tuple[tuple[str, type], ...] = (
     ("source", str),
     ("image_size", int),
@@ -66,6 +67,9 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("final_machine_type", str),
     ("final_accelerator_type", str),
     ("final_accelerator_count", int),
+    ("trial_scheduling", str),  # Vertex's Scheduling (the other targets hide them)
+    ("final_scheduling", str),
+    ("max_wait_hours", float),
     ("trainer_image", str),
     ("eval_threshold", float),
     ("use_eval_threshold", bool),
@@ -84,7 +88,7 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("study_dir", str),
     ("registry_dir", str),
     ("shared_root", str),
-    # Successive halving: last, since only the local target reads them (the others hide them).
+    # Successive halving: only the local target reads them (the others hide them).
     ("scheduler", str),
     ("min_epochs", int),
     ("reduction_factor", int),
@@ -117,7 +121,11 @@ def parameter_defaults(settings: Any, derived: Mapping[str, Any]) -> dict[str, A
 
 
 def signature(defaults: Mapping[str, Any]) -> inspect.Signature:
-    """The pipeline function's signature (what kfp reads): one typed parameter per input."""
+    """The pipeline function's signature (what kfp reads): a typed parameter per one in `defaults`.
+
+    The parameters keep `PARAMETERS`' order; those `defaults` leaves out (a target's hidden
+    ones) are not in it.
+    """
     return inspect.Signature(
         [
             inspect.Parameter(
@@ -127,5 +135,6 @@ def signature(defaults: Mapping[str, Any]) -> inspect.Signature:
                 annotation=kind,
             )
             for name, kind in PARAMETERS
+            if name in defaults
         ]
     )

@@ -16,6 +16,8 @@ import re
 from typing import Any
 
 from pipelines import images
+from pipelines.jobs import scheduling
+from pipelines.jobs.scheduling import DEFAULT_MAX_WAIT_HOURS
 from pipelines.study import objectives as objective_rules
 from pipelines.study.halving import SCHEDULERS
 from pipelines.study.options import ALGORITHMS, MEASUREMENT_SELECTIONS
@@ -238,11 +240,22 @@ class MachineSettings:
     final_machine_type: str = "n1-standard-8"
     final_accelerator_type: str = "NVIDIA_TESLA_T4"
     final_accelerator_count: int = 1
+    # Capacity (pipelines/jobs/scheduling.py): standard, spot or flex_start (queued)
+    trial_scheduling: str = "standard"
+    final_scheduling: str = "standard"
+    max_wait_hours: float = DEFAULT_MAX_WAIT_HOURS  # flex_start's queueing bound, 0: none
 
     def check(self) -> None:
-        """Accelerator counts are not negative."""
+        """Accelerator counts are not negative; the scheduling is one Vertex can carry."""
         need(self, self.trial_accelerator_count >= 0, "trial_accelerator_count", "an integer >= 0")
         need(self, self.final_accelerator_count >= 0, "final_accelerator_count", "an integer >= 0")
+        strategies = {n: getattr(self, n) for n in ("trial_scheduling", "final_scheduling")}
+        try:
+            for name, value in strategies.items():
+                scheduling.check_strategy(name, value)
+            scheduling.check_wait(self.max_wait_hours, strategies)
+        except scheduling.SchedulingError as err:
+            raise SettingsError(str(err)) from None
 
 
 @dataclasses.dataclass(frozen=True)

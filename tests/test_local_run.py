@@ -314,6 +314,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
         remote_runner as upload_runner,
     )
 
+    from components.train_final_vertex import final_scheduling
     from pipelines.compiler import compile_pipeline
     from pipelines.lineage.local import task_outputs
     from pipelines.targets.vertex import hpt_job
@@ -326,6 +327,10 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     run_outputs = task_outputs(Path(first["run_dir"]))
     produced = {task: out.get("parameterValues", {}) for task, out in run_outputs.items()}
     produced["model-from-job"] = {"Output": first["model"]}  # the Vertex-only locator step
+    produced["final-scheduling"] = final_scheduling.python_func(  # the Vertex-only capacity step
+        strategy=settings.machines.final_scheduling,
+        max_wait_hours=settings.machines.max_wait_hours,
+    )._asdict()
     produced["find-parent-model"] = {
         "Output": False,
         "json_display_name": settings.cloud.model_display_name,

@@ -437,6 +437,7 @@ def test_no_task_that_reads_outside_state_is_cached(target, tmp_path):
         "comp-select-best-trial",
         "comp-evaluate-model",
         "comp-model-from-job",
+        "comp-final-scheduling",  # the final_scheduling setting as Vertex's Scheduling
         "comp-importer",
     }
 

@@ -368,6 +368,8 @@ def test_local_only_parameters_are_not_in_the_vertex_spec(vertex_template, tmp_p
     hidden |= {"tracking", "tracking_uri"}  # MLflow runs: written by the local/Kubeflow tune steps
     assert hidden <= local_params and not hidden & vertex
     assert local_params - vertex == hidden
+    # Spot and flex-start capacity: Vertex's only (refused locally), between the shared ones.
+    assert vertex - local_params == {"trial_scheduling", "final_scheduling", "max_wait_hours"}
     # The steps that take them get the defaults as constants.
     trial = _tasks(_spec(vertex_template))["trial-job-spec"]["inputs"]["parameters"]
     assert trial["study_dir"] == {"runtimeValue": {"constant": ""}}

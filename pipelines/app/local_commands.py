@@ -224,12 +224,14 @@ def preflight(settings: Settings) -> list[str]:
     """Refuse, in one line, a run that would fail late on this machine; return its notes.
 
     Raises:
-        SettingsError: Too little memory or disk, TFDS or gs:// unreachable, an output or
-            registry that cannot be written, weights that do not load, an MLflow store that
-            `tracking=mlflow` cannot reach.
+        SettingsError: Spot or flex-start capacity, too little memory or disk, TFDS or
+            gs:// unreachable, an output or registry that cannot be written, weights that do
+            not load, an MLflow store that `tracking=mlflow` cannot reach.
     """
     from pipelines.app import gcs_access, local_preflight
+    from pipelines.wiring.local import check_settings
 
+    check_settings(settings)  # what the target cannot honour, as compile refuses it
     local_preflight.check_memory(settings)
     gcs_images = gcs_access.check_gcs(settings)  # first: it refuses a gs:// output
     local_preflight.check_writable("output", settings.local.output)

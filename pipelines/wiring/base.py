@@ -70,6 +70,28 @@ def refuse_halving(settings: Any, offers: str) -> None:
         )
 
 
+# Spot and queued capacity (`pipelines/jobs/scheduling.py`): only Vertex's jobs carry them.
+SCHEDULING_PARAMETERS = frozenset({"trial_scheduling", "final_scheduling", "max_wait_hours"})
+
+
+def refuse_scheduling(settings: Any, why: str) -> None:
+    """Refuse spot or flex-start capacity where the target cannot ask for it, in one line.
+
+    `why`: what the target runs its jobs on, in a few words.
+
+    Raises:
+        SettingsError: The first scheduling setting that is not `standard`, and why.
+    """
+    from pipelines.settings import SettingsError
+
+    for name in ("trial_scheduling", "final_scheduling"):
+        if (value := settings.value(name)) != "standard":
+            raise SettingsError(
+                f"{name}={value}: {why}; spot and flex_start capacity is Vertex's "
+                "(unset it, or use --target vertex)"
+            )
+
+
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
     """The study payload every tune binding passes on, in GCPC's HPT argument names."""
     return dict(

@@ -25,8 +25,10 @@ from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
 from pipelines.wiring.base import (
     HALVING_PARAMETERS,
+    SCHEDULING_PARAMETERS,
     Binding,
     refuse_halving,
+    refuse_scheduling,
     study_inputs,
     tracking_inputs,
 )
@@ -36,10 +38,16 @@ def check_settings(settings: Settings) -> None:
     """Refuse what every run would refuse on the cluster: compile, manifests, submit, schedule.
 
     Raises:
-        SettingsError: `kubeflow_namespace: kubeflow`, or multi-node trials with
-            `kubeflow_job_api: tfjob` (`job_kind`); one line.
+        SettingsError: `kubeflow_namespace: kubeflow`, multi-node trials with
+            `kubeflow_job_api: tfjob` (`job_kind`), or spot/flex-start capacity; one line.
     """
     from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting
+
+    refuse_scheduling(
+        settings,
+        "Katib trials and TFJob/TrainJob replicas run on the cluster's nodes as scheduled "
+        "(no GKE spot node selector or toleration is built)",
+    )
 
     if settings.kubeflow.kubeflow_namespace == "kubeflow":
         raise SettingsError(
@@ -233,5 +241,5 @@ BINDING = Binding(
     check_space=_katib_space,
     notes=notes,
     features=_kubeflow_features,
-    hidden_parameters=HALVING_PARAMETERS,  # refused by the tune binding
+    hidden_parameters=HALVING_PARAMETERS | SCHEDULING_PARAMETERS,  # refused by the bindings
 )

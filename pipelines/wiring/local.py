@@ -15,10 +15,26 @@ from components.register_local import register_locally
 from components.train_final_local import train_locally
 from components.tune_local import tune_locally
 from pipelines.settings import Settings
-from pipelines.wiring.base import Binding, study_inputs, tracking_inputs
+from pipelines.wiring.base import (
+    SCHEDULING_PARAMETERS,
+    Binding,
+    refuse_scheduling,
+    study_inputs,
+    tracking_inputs,
+)
+
+
+def check_settings(settings: Settings) -> None:
+    """Refuse what this machine cannot honour (`run`'s preflight and `compile` both check).
+
+    Raises:
+        SettingsError: Spot or flex-start capacity (`trial_scheduling`, `final_scheduling`).
+    """
+    refuse_scheduling(settings, "the local target runs every job on this machine")
 
 
 def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
+    check_settings(settings)
     task = op(tune_locally)(
         dataset=dataset,
         **study_inputs(p, spec),
@@ -105,4 +121,5 @@ BINDING = Binding(
     register=_local_register,
     expects_gpus=False,
     features=_local_features,
+    hidden_parameters=SCHEDULING_PARAMETERS,  # refused by check_settings
 )

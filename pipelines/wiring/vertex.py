@@ -21,7 +21,7 @@ from kfp import dsl
 
 from components.features_vertex import features_on_vertex
 from components.register_vertex import find_parent_model
-from components.train_final_vertex import model_from_job
+from components.train_final_vertex import final_scheduling, model_from_job
 from components.tune_vertex import fetch_trials, tune_on_vertex
 from pipelines.jobs.machines import MachineError, check_machine
 from pipelines.settings import Settings, SettingsError
@@ -65,6 +65,8 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         early_stopping=p.early_stopping,
         max_study_hours=p.max_study_hours,  # study_spec.study_stopping_config
         max_trials_no_progress=p.max_trials_no_progress,
+        trial_scheduling=p.trial_scheduling,  # trial_job_spec.scheduling: spot, flex_start
+        max_wait_hours=p.max_wait_hours,
         labels=p.labels,  # the most expensive job of the run: cost reports need them
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
@@ -97,7 +99,12 @@ def _vertex_features(op: Callable, p: Any, settings: Settings, spec: Any) -> Any
 
 
 def _vertex_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
+    scheduling = op(final_scheduling)(
+        strategy=p.final_scheduling, max_wait_hours=p.max_wait_hours
+    ).set_display_name("Final job's capacity")
     job = CustomTrainingJobOp(
+        strategy=scheduling.outputs["strategy"],  # STANDARD, SPOT or FLEX_START
+        max_wait_duration=scheduling.outputs["max_wait_duration"],
         display_name=p.final_display_name,
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],

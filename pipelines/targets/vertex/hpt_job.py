@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pipelines.jobs.scheduling import DEFAULT_MAX_WAIT_HOURS, vertex_scheduling
 from pipelines.payloads import payload_items
 from pipelines.study.budgets import Budgets
 
@@ -52,6 +53,8 @@ def hpt_job_payload(
     early_stopping: bool = False,
     max_study_hours: float = 0.0,
     max_trials_no_progress: int = 0,
+    trial_scheduling: str = "standard",
+    max_wait_hours: float = DEFAULT_MAX_WAIT_HOURS,
     labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec and labels.
@@ -59,7 +62,8 @@ def hpt_job_payload(
     The arguments are that op's inputs by the same names, one flat list on purpose: the tune
     component hands its inputs through by name, and `test_local_run` gives this function and
     `local_study.run_study` the same tune task's inputs. Empty strings stay in (the launcher
-    strips them, as for the GCPC op).
+    strips them, as for the GCPC op). `trial_scheduling` (`max_wait_hours` for flex_start)
+    becomes `trial_job_spec.scheduling`: every trial's capacity.
     """
     study_spec: dict[str, Any] = {
         "metrics": payload_items(study_spec_metrics),
@@ -83,6 +87,7 @@ def hpt_job_payload(
             "service_account": service_account,
             "network": network,
             "base_output_directory": {"output_uri_prefix": base_output_directory},
+            "scheduling": vertex_scheduling(trial_scheduling, max_wait_hours),
         },
         "encryption_spec": {"kms_key_name": encryption_spec_key_name},
         "labels": {str(k): str(v) for k, v in (labels or {}).items()},
