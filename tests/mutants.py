@@ -980,6 +980,32 @@ MUTANTS = [
         "test_the_export_serves_encoded_images_as_the_trained_model_scores_them",
         timeout=600.0,
     ),
+    # --- spot and flex-start capacity (issue 53) ---
+    m(
+        "the HPT job's trials sent without their scheduling",
+        "pipelines/targets/vertex/hpt_job.py",
+        '"scheduling": vertex_scheduling(trial_scheduling, max_wait_hours),',
+        '"scheduling": {},',
+        "tests/test_scheduling.py::"
+        "test_vertex_trials_run_on_spot_and_the_study_keeps_its_stopping_config",
+        "test_vertex_trials_run_on_spot_and_the_study_keeps_its_stopping_config",
+    ),
+    m(
+        "the final custom job left on GCPC's default strategy",
+        "pipelines/wiring/vertex.py",
+        'strategy=scheduling.outputs["strategy"],  # STANDARD, SPOT or FLEX_START',
+        "",
+        "tests/test_scheduling.py",
+        "test_the_final_custom_job_gets_its_capacity_through_gcpcs_launcher",
+    ),
+    m(
+        "run's preflight lets spot trials through to the pipeline",
+        "pipelines/app/local_commands.py",
+        "check_settings(settings)  # what the target cannot honour, as compile refuses it",
+        "pass",
+        "tests/test_scheduling.py::test_run_refuses_spot_trials_before_any_work",
+        "test_run_refuses_spot_trials_before_any_work",
+    ),
 ]
 
 
