@@ -412,3 +412,26 @@ def test_prepare_scale_measures_a_process_tree_and_writes_the_curve_rows(tmp_pat
     assert rows["prepare_workers 1 → 2 at 4,000 (encoded): wall, peak tree"] == (
         "30.0 → 25.0 s, 700 → 2100 MB"
     )
+
+
+def test_halving_benchmark_counts_a_trial_at_the_top_rung_by_its_last_epoch():
+    """BEST_MEASUREMENT makes a trial's final measurement its best epoch, not its last."""
+    from types import SimpleNamespace
+
+    from benchmarks import bench_halving
+
+    def trial(*steps: int, best: int) -> dict:
+        return {
+            "measurements": [{"stepCount": s} for s in steps],
+            "finalMeasurement": {"stepCount": best, "metrics": []},
+        }
+
+    assert bench_halving._last_epoch(trial(1, 2, 3, best=2)) == 3
+    assert bench_halving._last_epoch(trial(1, best=1)) == 1
+    args = SimpleNamespace(
+        trial_hour_minutes=30.0, on_demand_usd=1.0, spot_usd=0.25, price_source="x"
+    )
+    cost = bench_halving.paper_cost(243, 63, args)
+    assert cost["full_budget_trial_hours"] == 50.0
+    assert cost["asha_trial_hours"] == pytest.approx(50.0 * 63 / 243)
+    assert cost["none_spot_usd"] == 12.5
