@@ -157,3 +157,27 @@ def test_run_refuses_spot_trials_before_any_work(tmp_path, monkeypatch):
     assert len(lines) == 1, result.output
     assert lines[0].startswith("hpt-pipeline: error: trial_scheduling=spot: the local target runs")
     assert not output.exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            {"trial_scheduling": "preemptible"},
+            "--param trial_scheduling='preemptible': expected one of standard, spot, flex_start",
+        ),
+        (
+            {"max_wait_hours": 5.0},
+            "--param max_wait_hours=5.0: applies to flex_start jobs only (trial_scheduling=",
+        ),
+    ],
+)
+def test_a_bad_run_time_capacity_is_refused_before_sending(tmp_path, overrides, message):
+    """`submit --param` and `schedule create --param` check them as the settings are checked."""
+    from pipelines.app.parameter_checks import check_parameters
+
+    spec = _vertex(tmp_path)
+    with pytest.raises(SettingsError) as err:
+        check_parameters(spec, overrides, overrides)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+    check_parameters(spec, {"final_scheduling": "flex_start", "max_wait_hours": 5.0}, {})
