@@ -109,9 +109,11 @@ def _fail_on_known(error: Exception, log: Path) -> None:
 
 def _report(output: str, metadata: dict[str, Any], log: Path) -> None:
     """The prepared dataset's table, what was left out, and TensorFlow's log if it wrote one."""
-    from dataprep.prepare import skipped_lines
+    from dataprep.prepare import RESUMED_KEY, skipped_lines
 
     console = formats.print_table(_dataset_summary(output, metadata))
+    if metadata.get(RESUMED_KEY):  # what an interrupted earlier run left: kept, or cleared
+        console.print(metadata[RESUMED_KEY], markup=False, highlight=False, soft_wrap=True)
     for line in skipped_lines(metadata):  # what was left out, said (as under `run`)
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     kept = native_log.keep_if_written(log)

@@ -234,4 +234,5 @@ BINDING = Binding(
     notes=notes,
     features=_kubeflow_features,
     hidden_parameters=HALVING_PARAMETERS,  # refused by the tune binding
+    fans_out=True,  # prepare_workers > 1: shard groups as parallel pipeline tasks
 )
