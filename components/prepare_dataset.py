@@ -57,7 +57,7 @@ def prepare_dataset(
             f"--max_bad_fraction={float(max_bad_fraction)}",
             f"--record_format={record_format}",
             f"--prepare_workers={int(prepare_workers)}",
-            "--overwrite",  # the artifact location belongs to this task (a retry rewrites it)
+            "--overwrite",  # the location is this task's (a retry keeps its finished shards)
         ],
     )
     dataset_artifact.describe(dataset, result)

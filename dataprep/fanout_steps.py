@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trainer.gc_pause import collector_paused
@@ -36,19 +36,16 @@ with collector_paused():
     from trainer.contract import PREPARATION, record_format_for
 
 
-def plan_groups(
-    source: str,
-    location: str,
-    *,
-    groups: int,
-    image_size: int,
-    validation_fraction: float,
-    test_fraction: float,
-    seed: int,
-    max_bad_fraction: float,
-    record_format: str,
-) -> list[list[str]]:
-    """Plan the shards into `location`'s `plan.json`; return the groups' shard files."""
+def plan_groups(location: str, options: Mapping[str, Any]) -> list[list[str]]:
+    """Plan the shards into `location`'s `plan.json`; return the groups' shard files.
+
+    `options`: `source`, `groups` (how many), and `image_size`, `validation_fraction`,
+    `test_fraction`, `seed`, `max_bad_fraction`, `record_format` as `prepare_dataset` takes them.
+    """
+    source, groups = options["source"], options["groups"]
+    image_size, seed = options["image_size"], options["seed"]
+    validation_fraction, test_fraction = options["validation_fraction"], options["test_fraction"]
+    max_bad_fraction, record_format = options["max_bad_fraction"], options["record_format"]
     prepare.check_options(
         image_size=image_size,
         validation_fraction=validation_fraction,
@@ -175,8 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--result", required=True, help="local file for the result (JSON)")
     args = parser.parse_args(argv)
     if args.step == "plan":
-        options = json.loads(args.options)
-        result: Any = plan_groups(options.pop("source"), args.location, **options)
+        result: Any = plan_groups(args.location, json.loads(args.options))
     elif args.step == "group":
         result = write_group(args.location, json.loads(args.files))
     else:

@@ -87,20 +87,25 @@ def _artifact(path: Path) -> SimpleNamespace:
     return SimpleNamespace(uri=str(path), path=str(path), metadata={})
 
 
+def _options(source: Path, groups: int, **options: object) -> dict:
+    """The plan step's options: 20% validation and test, seed 7, raw records, no bad images."""
+    return {
+        "source": str(source),
+        "groups": groups,
+        "image_size": SIZE,
+        "validation_fraction": 0.2,
+        "test_fraction": 0.2,
+        "seed": 7,
+        "max_bad_fraction": 0.0,
+        "record_format": "raw",
+        **options,
+    }
+
+
 def _fan_out(source: Path, location: Path, groups: int, **options: object) -> dict:
     """The three steps as the engine runs them, each group on its own (in this process)."""
     location.mkdir(parents=True, exist_ok=True)
-    planned = fanout_steps.plan_groups(
-        str(source),
-        str(location),
-        groups=groups,
-        image_size=SIZE,
-        validation_fraction=0.2,
-        test_fraction=0.2,
-        seed=7,
-        max_bad_fraction=options.pop("max_bad_fraction", 0.0),
-        record_format=options.pop("record_format", "raw"),
-    )
+    planned = fanout_steps.plan_groups(str(location), _options(source, groups, **options))
     written = [fanout_steps.write_group(str(location), files) for files in planned]
     return fanout_steps.finish(str(location), written)
 
@@ -141,17 +146,7 @@ def test_a_retried_group_keeps_the_shards_it_had_written(tmp_path):
     source = make_folder(tmp_path / "src", FOUR_CLASSES)
     location = tmp_path / "fan"
     location.mkdir()
-    groups = fanout_steps.plan_groups(
-        str(source),
-        str(location),
-        groups=2,
-        image_size=SIZE,
-        validation_fraction=0.2,
-        test_fraction=0.2,
-        seed=7,
-        max_bad_fraction=0.0,
-        record_format="raw",
-    )
+    groups = fanout_steps.plan_groups(str(location), _options(source, 2))
     fanout_steps.write_group(str(location), groups[0])
     first = {f: _stamp(location / f) for f in groups[0]}
     os.remove(location / groups[0][-1])  # the one shard the failed try had not finished
@@ -166,17 +161,7 @@ def test_finish_refuses_in_one_line_when_a_group_did_not_write_its_shards(tmp_pa
     source = make_folder(tmp_path / "src", FOUR_CLASSES)
     location = tmp_path / "fan"
     location.mkdir()
-    groups = fanout_steps.plan_groups(
-        str(source),
-        str(location),
-        groups=2,
-        image_size=SIZE,
-        validation_fraction=0.2,
-        test_fraction=0.2,
-        seed=7,
-        max_bad_fraction=0.0,
-        record_format="raw",
-    )
+    groups = fanout_steps.plan_groups(str(location), _options(source, 2))
     written = [fanout_steps.write_group(str(location), groups[0])]
 
     with pytest.raises(PreparationError, match=r"planned shard\(s\) not written, first ") as err:
