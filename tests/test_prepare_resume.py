@@ -78,10 +78,10 @@ def test_a_rerun_after_a_kill_writes_only_the_missing_shards(tmp_path: Path) -> 
 def test_a_truncated_shard_is_written_again_and_only_it(tmp_path: Path) -> None:
     source = make_folder(tmp_path / "src")
     stage = _killed(source, tmp_path / "out")
-    before = _inodes(stage)
-    broken = sorted(before)[0]
+    broken = sorted(_inodes(stage))[0]
     with open(stage / broken, "r+b") as f:
         f.truncate(10)
+    before = _inodes(stage)
 
     prepare_dataset(str(source), str(tmp_path / "out"), image_size=SIZE)
 
