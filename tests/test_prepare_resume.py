@@ -126,3 +126,26 @@ def test_a_refusal_still_leaves_nothing_beside_the_output(tmp_path: Path) -> Non
         prepare_dataset(str(source), str(tmp_path / "out"), image_size=SIZE, max_bad_fraction=0.1)
 
     assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_an_interrupted_prepare_says_where_its_shards_are_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = make_folder(tmp_path / "src")
+    args = (f"--source={source}", f"--output={tmp_path / 'out'}", f"--image-size={SIZE}")
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        patch.setattr(records, "write_metadata", interrupted)
+        result = invoke_prepare(*args)
+
+    assert result.exit_code == 130
+    assert result.stderr.splitlines()[-1] == (  # after the progress lines
+        f"hpt-pipeline: error: interrupted; the shards finished so far are kept in "
+        f"{tmp_path}/.out.partial: rerun the same command to write only the others"
+    )
+    assert "Traceback" not in result.output
+    again = invoke_prepare(*args)
+    assert again.exit_code == 0 and "kept " in again.output

@@ -63,6 +63,15 @@ def staged_directory(
             yield stage
 
 
+def resumable_stage(output: str) -> str:
+    """Where a resumable `staged_directory` of `output` writes: `.<name>.partial` beside it."""
+    output = output.rstrip("/")
+    if is_local(output):
+        output = os.path.abspath(output)
+    parent, name = posixpath.split(output)
+    return posixpath.join(parent, _stage_name(name, True))
+
+
 def _stage_name(name: str, resumable: bool) -> str:
     return f".{name}.partial" if resumable else f".{name}.partial-{uuid.uuid4().hex[:8]}"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -79,10 +79,23 @@ def prepare(
                     overwrite=overwrite,
                     progress=show,
                 )
+    except KeyboardInterrupt:
+        _interrupted(output)
     except Exception as error:
         _fail_on_known(error, log)
         raise
     _report(output, metadata, log)
+
+
+def _interrupted(output: str) -> NoReturn:
+    """Exit 130 saying where the finished shards are kept and how to go on from them."""
+    from trainer.staging import resumable_stage
+
+    fail(
+        f"interrupted; the shards finished so far are kept in {resumable_stage(output)}: rerun "
+        "the same command to write only the others",
+        130,
+    )
 
 
 def _check_gcs_source(source: str) -> None:
