@@ -37,7 +37,7 @@ def prepare_dataset(
         record_format: How images are stored: ``raw``, ``encoded`` (JPEG) or ``auto``.
         prepare_workers: Shard tasks at once (1: this process; more: processes).
     """
-    from pipelines.jobs import step_process
+    from pipelines.jobs import dataset_artifact, step_process
     from pipelines.jobs.trainer_args import shared_location
 
     # On Vertex the artifact is a gs:// URI: written through TF's GCS file system,
@@ -57,21 +57,7 @@ def prepare_dataset(
             f"--max_bad_fraction={float(max_bad_fraction)}",
             f"--record_format={record_format}",
             f"--prepare_workers={int(prepare_workers)}",
-            "--overwrite",  # the artifact location belongs to this task (a retry rewrites it)
+            "--overwrite",  # the location is this task's (a retry keeps its finished shards)
         ],
     )
-    metadata = result["metadata"]
-    dataset.metadata.update(
-        {
-            "source": metadata["source"],
-            "class_names": metadata["class_names"],
-            "num_classes": len(metadata["class_names"]),
-            "image_shape": metadata["image_shape"],
-            "counts": {split: s["count"] for split, s in metadata["splits"].items()},
-            "skipped_images": len(metadata["skipped"]),
-            "seed": metadata["seed"],
-            "record_format": metadata["record_format"],
-            "format_version": metadata["format_version"],
-            "metadata_sha256": result["metadata_sha256"],
-        }
-    )
+    dataset_artifact.describe(dataset, result)

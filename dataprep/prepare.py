@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import json
 import os
 import posixpath
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from trainer.gc_pause import collector_paused
@@ -33,23 +31,37 @@ with collector_paused():  # a fresh step process: TensorFlow's import 0.3-0.4 s 
     import numpy as np
     import tensorflow as tf
 
-    from dataprep import fanout, shards, splitting
+    from dataprep import fanout, resume, shards, splitting, summary
     from dataprep.sources import IMAGE_EXTENSIONS, PreparationError, Source, open_source
+    from dataprep.summary import (
+        NAMED_BAD_FILES,
+        Counter,
+        Progress,
+        SkippedImages,
+        Splits,
+        described,
+        ignored_summary,
+        thin_classes,
+    )
     from trainer import preprocess, records, staging
     from trainer.contract import PREPARATION, RECORD_FORMATS, record_format_for
 
-__all__ = ["IO_ERRORS", "PreparationError", "prepare_dataset", "report_lines"]
+__all__ = [
+    "IO_ERRORS",
+    "PreparationError",
+    "ignored_summary",
+    "prepare_dataset",
+    "report_lines",
+    "thin_classes",
+]
 
 # Storage errors preparation can meet (permissions, a missing bucket): callers show one line.
 IO_ERRORS = (OSError, tf.errors.OpError)
 
 DEFAULT_NUM_SHARDS = 8
+# In what `prepare_dataset` returns, not in `metadata.json`: the line saying what a rerun kept.
+RESUMED_KEY = "resumed"
 CHANNELS = (1, 3)
-# How many bad files a failure message names.
-NAMED_BAD_FILES = 3
-
-# Called with (images processed, images in total).
-Progress = Callable[[int, int], None]
 
 
 def prepare_dataset(
@@ -71,8 +83,8 @@ def prepare_dataset(
     """Decode, resize and shard `source` into a prepared dataset at `output`.
 
     Long only by its keyword options, the preparation's interface (the CLI, the step and the
-    benchmarks pass them by name); the work is in `plan`, `dataprep.shards`, `_Splits` and
-    `_described`.
+    benchmarks pass them by name); the work is in `plan`, `dataprep.shards`, `Splits` and
+    `described`.
 
     Args:
         source: ``sample``, ``tfds:<name>``, or an image folder (local or gs://)
@@ -94,11 +106,14 @@ def prepare_dataset(
         progress: Called as images are decoded with (done, total).
 
     Returns:
-        The metadata written to ``metadata.json``.
+        The metadata written to ``metadata.json``, and under `RESUMED_KEY` a line saying
+        what an interrupted earlier run had left that this one kept or cleared ('': nothing).
 
     Raises:
         PreparationError: Bad arguments or source, too many bad images. Nothing is
-            left at `output` (or beside it) then.
+            left at `output` (or beside it) then. Any other failure (an interrupt, a
+            storage error) keeps the finished shards beside `output` for a rerun
+            (`dataprep.resume`).
     """
     check_options(
         image_size=image_size,
@@ -119,14 +134,23 @@ def prepare_dataset(
         )
         tasks = shards.plan_shards(plans, image_shape, num_shards)
         total = sum(len(p.items) for p in plans.values())
-        skipped = _SkippedImages(source, total, max_bad_fraction, image_shape)
-        counter = _Counter(total, progress)
-        with staging.staged_directory(output, markers=(records.METADATA_FILE,)) as stage:
-            shards.write_plan(stage, tasks, stored)
-            splits = _Splits(source, opened, counter, skipped)
+        skipped = SkippedImages(source, total, max_bad_fraction, image_shape)
+        counter = Counter(total, progress)
+        with staging.staged_directory(
+            output,
+            markers=(records.METADATA_FILE,),
+            resumable=True,  # an interrupted run's finished shards are kept for the next
+            discard_on=(PreparationError,),
+        ) as stage:
+            document = shards.plan_document(
+                tasks, source=opened.spec, image_shape=image_shape, stored=stored
+            )
+            kept, note = resume.kept_shards(stage, document)
+            shards.write_plan(stage, document)
+            splits = Splits(source, opened, counter, skipped)
             results = fanout.run_tasks(
                 opened,
-                tasks,
+                [task for task in tasks if task.file not in kept],
                 stage,
                 image_shape=image_shape,
                 stored=stored,
@@ -134,144 +158,20 @@ def prepare_dataset(
                 advance=counter.advance,
             )
             with contextlib.closing(results):  # on a refusal, workers stop before the stage goes
-                for result in results:
+                counter.advance(sum(r.shard["count"] for r in kept.values()))
+                for result in resume.in_plan_order(tasks, kept, results):
                     splits.add(result)
-            metadata = {
-                **_described(opened, image_shape, skipped, splits.summaries(), total),
-                "record_format": stored,
-                "seed": seed,
-                "validation_fraction": validation_fraction,
-                "test_fraction": test_fraction,
-                "prepared_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            }
+            options = dict(
+                record_format=stored,
+                seed=seed,
+                validation_fraction=validation_fraction,
+                test_fraction=test_fraction,
+            )
+            about = summary.source_part(opened, total)
+            metadata = described(about, image_shape, skipped, splits.summaries(), options)
             records.write_metadata(stage, metadata)
-    return {"format_version": records.FORMAT_VERSION, **metadata}
-
-
-def _described(
-    opened: Source,
-    image_shape: Sequence[int],
-    skipped: _SkippedImages,
-    splits: dict[str, Any],
-    total: int,
-) -> dict[str, Any]:
-    """What the metadata says of the source and its written `splits` (`total` images planned)."""
-    return {
-        "class_names": list(opened.class_names),
-        "image_shape": list(image_shape),
-        "splits": splits,
-        "source": opened.spec,
-        "source_description": opened.description,
-        "source_images": total,
-        "skipped": skipped.files,
-        "ignored": ignored_summary(getattr(opened, "ignored", [])),
-        "nested": dict(getattr(opened, "nested", {})),
-        "thin_classes": thin_classes(splits, opened.class_names),
-    }
-
-
-class _Splits:
-    """Each split's shards and labels as tasks finish; bad items counted against the cap."""
-
-    def __init__(
-        self, source: str, opened: Source, counter: _Counter, skipped: _SkippedImages
-    ) -> None:
-        self._source = source
-        self._opened = opened
-        self._counter = counter
-        self._skipped = skipped
-        self._results: dict[str, list[shards.ShardResult]] = {s: [] for s in records.SPLITS}
-
-    def add(self, result: shards.ShardResult) -> None:
-        """Record one finished task (its unreadable items named, or past the cap, refused)."""
-        self._counter.advance(len(result.bad))
-        self._skipped.add(self._opened, result.origin, result.bad)
-        self._results[result.split].append(result)
-
-    def summaries(self) -> dict[str, Any]:
-        """Every split's summary for the metadata, shards in file order."""
-        summaries = {}
-        for split, results in self._results.items():
-            results = sorted(results, key=lambda r: r.shard["file"])
-            labels = [label for r in results for label in r.labels]
-            if not labels:
-                raise PreparationError(
-                    f"--source={self._source}: split '{split}' has no readable images"
-                )
-            summaries[split] = {
-                **records.split_summary(labels, self._opened.class_names),
-                "source_split": results[0].origin,
-                "shards": [r.shard for r in results],
-            }
-        return summaries
-
-
-class _Counter:
-    """Images processed so far, reported to a Progress callback."""
-
-    def __init__(self, total: int, progress: Progress | None) -> None:
-        self.total = total
-        self.done = 0
-        self._progress = progress
-
-    def advance(self, count: int = 1) -> None:
-        self.done += count
-        if count and self._progress is not None:
-            self._progress(self.done, self.total)
-
-
-class _SkippedImages:
-    """Unreadable images so far, with the reason of each; past the cap, a PreparationError."""
-
-    def __init__(
-        self, source: str, total: int, max_bad_fraction: float, image_shape: Sequence[int]
-    ) -> None:
-        self.files: list[dict[str, str]] = []
-        self._source = source
-        self._total = total
-        self._max_bad_fraction = max_bad_fraction
-        self._image_shape = image_shape
-
-    def add(self, source: Source, origin: str, bad: Sequence[splitting.LabelledItem]) -> None:
-        count = len(self.files) + len(bad)
-        if count <= self._max_bad_fraction * self._total:
-            self.files += explain_bad(source, origin, bad, self._image_shape)
-            return
-        newly_named = explain_bad(source, origin, bad[:NAMED_BAD_FILES], self._image_shape)
-        named = (self.files + newly_named)[:NAMED_BAD_FILES]
-        first = ", ".join(f"{s['file']} ({s['reason']})" for s in named)
-        raise PreparationError(
-            f"--source={self._source}: {count} of {self._total} images are unreadable or corrupt, "
-            f"more than --max-bad-fraction={self._max_bad_fraction} allows; first: {first}"
-        )
-
-
-def ignored_summary(files: Sequence[str]) -> dict[str, Any]:
-    """Files of a folder source that are not images: their count by extension, the first few."""
-    by_extension: dict[str, int] = {}
-    for name in files:
-        extension = posixpath.splitext(posixpath.basename(name))[1].lower() or "(none)"
-        by_extension[extension] = by_extension.get(extension, 0) + 1
-    return {
-        "count": len(files),
-        "by_extension": by_extension,
-        "first": list(files[:NAMED_BAD_FILES]),
-    }
-
-
-def thin_classes(splits: Mapping[str, Any], class_names: Sequence[str]) -> dict[str, list[str]]:
-    """Classes missing from some split (too few images to be in each): class → those splits.
-
-    The rule: a class is kept with the images it has, and the splits it has none in are
-    said (`skipped_lines`); a class needs at least one image per split to be in each.
-    """
-    missing: dict[str, list[str]] = {}
-    for split in records.SPLITS:
-        counts = splits[split].get("per_class") or {}
-        for name in class_names:
-            if not counts.get(name):
-                missing.setdefault(name, []).append(split)
-    return missing
+            resume.drop_receipts(stage)  # kept until the metadata lists every shard
+    return {"format_version": records.FORMAT_VERSION, **metadata, RESUMED_KEY: note}
 
 
 def skipped_lines(metadata: dict[str, Any]) -> list[str]:
@@ -423,30 +323,6 @@ def plan(
     return plans
 
 
-def explain_bad(
-    source: Source,
-    origin: str,
-    bad: Sequence[splitting.LabelledItem],
-    image_shape: Sequence[int],
-) -> list[dict[str, str]]:
-    """Why each bad item failed: unreadable, or the decoder's first error line."""
-    reasons = dict.fromkeys((key for key, _ in bad), "unreadable file")
-    if bad:
-        for encoded, _, key in source.read(origin, bad).ignore_errors().as_numpy_iterator():
-            try:
-                preprocess.decode_and_resize(tf.constant(encoded), image_shape)
-                reasons[key.decode()] = "failed once, decoded on retry (transient read error?)"
-            except tf.errors.OpError as error:
-                reasons[key.decode()] = _first_line(error.message)
-    return [{"file": key, "reason": reason} for key, reason in reasons.items()]
-
-
-def _first_line(message: str) -> str:
-    """A TF error message without its ``{{function_node ...}}`` prefix and ``[Op:...]`` suffix."""
-    message = (re.sub(r"^\{\{.*?\}\}\s*", "", message.strip()).splitlines() or [""])[0]
-    return re.sub(r"\s*\[Op:\w+\].*$", "", message)
-
-
 def preload() -> None:
     """Import what preparing the bundled sample needs (for `pipelines.jobs.fork_server`)."""
     from PIL import Image  # noqa: F401
@@ -482,8 +358,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         overwrite=args.overwrite,
         progress=report_lines(lambda line: print(line, flush=True)),
     )
-    for line in skipped_lines(metadata):
-        print(line, flush=True)
+    for line in [metadata.pop(RESUMED_KEY)] + skipped_lines(metadata):
+        if line:
+            print(line, flush=True)
     digest = records.file_digest(posixpath.join(args.output, records.METADATA_FILE))
     with open(args.result, "w", encoding="utf-8") as f:
         json.dump({"metadata": metadata, "metadata_sha256": digest["sha256"]}, f)

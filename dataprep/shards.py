@@ -41,6 +41,10 @@ PARTIAL_SUFFIX = ".partial"
 # Shards one process writes from one read of the source (their files open at once).
 WRITERS_AT_ONCE = 16
 PLAN_FILE = "plan.json"
+# Finished shards' receipts (`<file>.json`: what its task returned), until the metadata is written.
+RECEIPTS_DIR = "done"
+# What makes two plans the same plan (a rerun keeps the other's finished shards).
+PLAN_IDENTITY = ("source", "image_shape", "record_format", "tasks")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,10 +94,68 @@ def plan_shards(
     return tasks
 
 
-def write_plan(directory: str, tasks: Sequence[ShardTask], stored: str) -> None:
-    """Write the plan (the record format, every task's split, file and items) as PLAN_FILE."""
+def plan_document(
+    tasks: Sequence[ShardTask], *, source: str, image_shape: Sequence[int], stored: str
+) -> dict[str, Any]:
+    """The plan as `PLAN_FILE` holds it: the source, image shape, record format, every task."""
+    document = {
+        "source": source,
+        "image_shape": list(image_shape),
+        "record_format": stored,
+        "tasks": [dataclasses.asdict(t) for t in tasks],
+    }
+    return dict(json.loads(json.dumps(document)))  # as read back: tuples as lists
+
+
+def write_plan(directory: str, document: Mapping[str, Any]) -> None:
+    """Write a plan (a `plan_document`, with anything else a fan-out reads) as PLAN_FILE."""
     with tf.io.gfile.GFile(posixpath.join(directory, PLAN_FILE), "w") as f:
-        json.dump({"record_format": stored, "tasks": [dataclasses.asdict(t) for t in tasks]}, f)
+        json.dump(document, f)
+
+
+def read_plan(directory: str) -> dict[str, Any] | None:
+    """The plan written in `directory`, or None when there is none."""
+    path = posixpath.join(directory, PLAN_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return dict(json.load(f))
+
+
+def tasks_of(document: Mapping[str, Any]) -> list[ShardTask]:
+    """The shard tasks of a plan read back."""
+    return [
+        ShardTask(
+            t["split"], t["origin"], t["file"], tuple((str(k), int(v)) for k, v in t["items"])
+        )
+        for t in document["tasks"]
+    ]
+
+
+def write_receipt(directory: str, result: ShardResult) -> None:
+    """Record that `result`'s shard is complete (after its rename): `RECEIPTS_DIR/<file>.json`."""
+    folder = posixpath.join(directory, RECEIPTS_DIR)
+    tf.io.gfile.makedirs(folder)
+    path = posixpath.join(folder, result.shard["file"] + ".json")
+    with tf.io.gfile.GFile(path + PARTIAL_SUFFIX, "w") as f:
+        json.dump(dataclasses.asdict(result), f)
+    tf.io.gfile.rename(path + PARTIAL_SUFFIX, path, overwrite=True)
+
+
+def read_receipt(directory: str, task: ShardTask) -> ShardResult | None:
+    """The receipt of `task`'s shard if its file is there with the size recorded; else None."""
+    path = posixpath.join(directory, RECEIPTS_DIR, task.file + ".json")
+    shard_path = posixpath.join(directory, task.file)
+    if not (tf.io.gfile.exists(path) and tf.io.gfile.exists(shard_path)):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        found = json.load(f)
+    if tf.io.gfile.stat(shard_path).length != int(found["shard"]["size"]):
+        return None  # truncated or replaced since: written again
+    shard = {**found["shard"], "count": int(found["shard"]["count"])}
+    bad = [(str(k), int(v)) for k, v in found["bad"]]
+    labels = [int(label) for label in found["labels"]]
+    return ShardResult(found["split"], found["origin"], shard, labels, bad)
 
 
 def stored_images(
@@ -146,7 +208,8 @@ def write_shards(
         advance: Called with the number of images read so far in each batch.
 
     Returns:
-        Per task: its shard's file, count, size and sha256, its labels, its unreadable items.
+        Per task: its shard's file, count, size and sha256, its labels, its unreadable items
+        (each also left as the shard's receipt, `write_receipt`).
     """
     task_of = {key: index for index, task in enumerate(tasks) for key, _ in task.items}
     label_of = {key: label for task in tasks for key, label in task.items}
@@ -171,6 +234,7 @@ def write_shards(
         bad = [item for item in task.items if item[0] not in written]
         shard = {"file": task.file, "count": len(task_labels), **records.file_digest(path)}
         results.append(ShardResult(task.split, task.origin, shard, task_labels, bad))
+        write_receipt(directory, results[-1])
     return results
 
 

@@ -164,6 +164,19 @@ def open_source(spec: str) -> Iterator[Source]:
         yield folder_source(spec)
 
 
+def task_source(spec: str) -> Source:
+    """What shard tasks read from, in a process of their own: a folder is not listed again.
+
+    A fan-out's group and finish steps (`dataprep.fanout_steps`) read only the files their
+    plan names; the sample and TFDS sources are opened as they are for the plan.
+    """
+    if spec == SAMPLE or spec.startswith(TFDS_PREFIX):
+        with open_source(spec) as opened:
+            return opened.for_tasks()
+    root = spec.rstrip("/") or "/"
+    return FolderSource(root, f"image folder {root}", [], {}, root=root)
+
+
 def digits() -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's digits, as `sklearn.datasets.load_digits` gives them, without importing it.
 

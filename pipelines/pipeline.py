@@ -20,6 +20,7 @@ from components.evaluate import evaluate_model
 from components.features import features_job_spec
 from components.job_specs import final_job_spec, trial_job_spec
 from components.prepare_dataset import prepare_dataset
+from components.prepare_fanout import finish_dataset, plan_dataset, prepare_group
 from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
 from pipelines.pipeline_parameters import parameter_defaults, signature
@@ -139,8 +140,13 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
 
 
 def _prepared_dataset(binding: Any, s: Settings, p: _Params, op: Any) -> Any:
-    """The prepare step (never cached: it reads a folder or bucket that may change); its output."""
-    data = op(prepare_dataset)(
+    """The prepare step (never cached: it reads a folder or bucket that may change); its output.
+
+    Where the target fans out (`Binding.fans_out`) and `prepare_workers` > 1: a plan step, a
+    `dsl.ParallelFor` over its groups of shard tasks (at most `prepare_workers` at once) and a
+    finish step given every group's files (`dsl.Collected`).
+    """
+    inputs = dict(
         source=p.source,
         image_size=p.image_size,
         validation_fraction=p.validation_fraction,
@@ -150,10 +156,27 @@ def _prepared_dataset(binding: Any, s: Settings, p: _Params, op: Any) -> Any:
         max_bad_fraction=p.max_bad_fraction,
         record_format=p.record_format,
         prepare_workers=p.prepare_workers,
+    )
+    if not (binding.fans_out and s.data.prepare_workers > 1):
+        data = op(prepare_dataset)(**inputs).set_display_name("Prepare dataset")
+        data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
+        binding.mount_data(data, s)
+        return data.outputs["dataset"]
+    planned = op(plan_dataset)(**inputs).set_display_name("Plan dataset shards")
+    planned.set_caching_options(False)  # lists the source
+    binding.mount_data(planned, s)
+    with dsl.ParallelFor(
+        planned.outputs["Output"], parallelism=s.data.prepare_workers, name="shard-groups"
+    ) as files:
+        group = op(prepare_group)(planned=planned.outputs["planned"], files=files)
+        group.set_display_name("Write shard group").set_caching_options(False)
+        binding.mount_data(group, s)
+    finished = op(finish_dataset)(
+        planned=planned.outputs["planned"], written=dsl.Collected(group.outputs["Output"])
     ).set_display_name("Prepare dataset")
-    data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
-    binding.mount_data(data, s)
-    return data.outputs["dataset"]
+    finished.set_caching_options(False)
+    binding.mount_data(finished, s)
+    return finished.outputs["dataset"]
 
 
 def _features(binding: Any, s: Settings, p: _Params, op: Any, dataset: Any) -> Any:

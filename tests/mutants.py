@@ -1006,6 +1006,32 @@ MUTANTS = [
         "tests/test_scheduling.py::test_run_refuses_spot_trials_before_any_work",
         "test_run_refuses_spot_trials_before_any_work",
     ),
+    m(
+        "the data step's fan-out loop unbounded (parallelism dropped)",
+        "pipelines/pipeline.py",
+        'planned.outputs["Output"], parallelism=s.data.prepare_workers, name="shard-groups"',
+        'planned.outputs["Output"], parallelism=0, name="shard-groups"',
+        "tests/test_prepare_fanout.py",
+        "test_prepare_workers_fans_the_data_step_out_in_the_compiled_spec",
+    ),
+    m(
+        "a rerun of prepare rewrites the shards an interrupted run finished",
+        "dataprep/prepare.py",
+        "kept, note = resume.kept_shards(stage, document)",
+        'kept, note = {}, ""',
+        "tests/test_prepare_resume.py",
+        "test_a_rerun_after_a_kill_writes_only_the_missing_shards",
+        timeout=600.0,
+    ),
+    m(
+        "a truncated shard kept on a rerun",
+        "dataprep/shards.py",
+        'if tf.io.gfile.stat(shard_path).length != int(found["shard"]["size"]):',
+        "if False:",
+        "tests/test_prepare_resume.py",
+        "test_a_truncated_shard_is_written_again_and_only_it",
+        timeout=600.0,
+    ),
 ]
 
 

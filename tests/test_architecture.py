@@ -320,7 +320,6 @@ OVER_LIMIT = {
     "components/tune_local.py:tune_locally": _COMPONENT,  # + halving, budgets, tracking
     "components/register_local.py:register_locally": _COMPONENT,  # + reuse, chance, tracking
     "components/evaluate.py:evaluate_model": _COMPONENT,
-    "components/prepare_dataset.py:prepare_dataset": _COMPONENT,
 }
 
 

@@ -237,11 +237,12 @@ def test_too_many_corrupt_files_fail_naming_them_and_leave_nothing(tmp_path: Pat
 
 
 @pytest.mark.parametrize("where", ["local", "ram"])
-def test_an_interrupted_run_leaves_nothing(
+def test_an_interrupted_run_leaves_no_output_and_its_shards_for_a_rerun(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     source = make_folder(tmp_path / "src")
     out = str(tmp_path / "out") if where == "local" else f"ram://{tmp_path.name}/out"
+    write_metadata = records.write_metadata
 
     def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
@@ -251,7 +252,13 @@ def test_an_interrupted_run_leaves_nothing(
         prepare_dataset(str(source), out, image_size=SIZE)
 
     assert not tf.io.gfile.exists(out)
-    assert sorted(os.listdir(tmp_path)) == ["src"]
+    stage = out.rsplit("/", 1)[0] + "/.out.partial"  # kept: every shard was finished
+    assert sorted(os.listdir(tmp_path)) == (["src"] if where == "ram" else [".out.partial", "src"])
+    monkeypatch.setattr(records, "write_metadata", write_metadata)
+    metadata = prepare_dataset(str(source), out, image_size=SIZE)
+    shard_count = sum(len(split["shards"]) for split in metadata["splits"].values())
+    assert metadata["resumed"].startswith(f"kept {shard_count} of {shard_count} shard(s)")
+    assert not tf.io.gfile.exists(stage)
 
 
 def test_object_store_output_is_written_in_place_and_overwritten(tmp_path: Path) -> None:

@@ -33,7 +33,13 @@ def has_content(path: str) -> bool:
 
 
 @contextlib.contextmanager
-def staged_directory(output: str, *, markers: Sequence[str]) -> Iterator[str]:
+def staged_directory(
+    output: str,
+    *,
+    markers: Sequence[str],
+    resumable: bool = False,
+    discard_on: tuple[type[BaseException], ...] = (),
+) -> Iterator[str]:
     """Yield a directory to write into that becomes `output` only if the block succeeds.
 
     An existing `output` is replaced, so callers decide beforehand whether that is
@@ -43,27 +49,48 @@ def staged_directory(output: str, *, markers: Sequence[str]) -> Iterator[str]:
         output: Final directory (local or gs://).
         markers: Files whose presence means "complete"; on object stores they are
             deleted first from an existing `output` and copied last.
+        resumable: The stage is `.<name>.partial` beside `output`, whatever an earlier
+            run left there included, and a failure keeps it for the next run to go on
+            from (one writer per output at a time); else a fresh stage, removed on failure.
+        discard_on: Failures that remove even a resumable stage (a refusal: going on
+            from it would be refused again).
     """
     if is_local(output):
-        with _local_stage(output) as stage:
+        with _local_stage(output, resumable, discard_on) as stage:
             yield stage
     else:
-        with _object_store_stage(output, markers) as stage:
+        with _object_store_stage(output, markers, resumable, discard_on) as stage:
             yield stage
+
+
+def resumable_stage(output: str) -> str:
+    """Where a resumable `staged_directory` of `output` writes: `.<name>.partial` beside it."""
+    output = output.rstrip("/")
+    if is_local(output):
+        output = os.path.abspath(output)
+    parent, name = posixpath.split(output)
+    return posixpath.join(parent, _stage_name(name, True))
+
+
+def _stage_name(name: str, resumable: bool) -> str:
+    return f".{name}.partial" if resumable else f".{name}.partial-{uuid.uuid4().hex[:8]}"
 
 
 @contextlib.contextmanager
-def _local_stage(output: str) -> Iterator[str]:
+def _local_stage(
+    output: str, resumable: bool, discard_on: tuple[type[BaseException], ...]
+) -> Iterator[str]:
     output = os.path.abspath(output)
     parent, name = os.path.split(output)
     os.makedirs(parent, exist_ok=True)
-    stage = os.path.join(parent, f".{name}.partial-{uuid.uuid4().hex[:8]}")
-    os.mkdir(stage)
+    stage = os.path.join(parent, _stage_name(name, resumable))
+    os.makedirs(stage, exist_ok=resumable)
     try:
         yield stage
         _replace_directory(stage, output)
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
+    except BaseException as error:
+        if not resumable or isinstance(error, discard_on):
+            shutil.rmtree(stage, ignore_errors=True)
         raise
 
 
@@ -85,10 +112,15 @@ def _replace_directory(source: str, target: str) -> None:
 
 
 @contextlib.contextmanager
-def _object_store_stage(output: str, markers: Sequence[str]) -> Iterator[str]:
+def _object_store_stage(
+    output: str,
+    markers: Sequence[str],
+    resumable: bool,
+    discard_on: tuple[type[BaseException], ...],
+) -> Iterator[str]:
     output = output.rstrip("/")
     parent, name = posixpath.split(output)
-    stage = posixpath.join(parent, f".{name}.partial-{uuid.uuid4().hex[:8]}")
+    stage = posixpath.join(parent, _stage_name(name, resumable))
     tf.io.gfile.makedirs(stage)
     try:
         yield stage
@@ -101,9 +133,17 @@ def _object_store_stage(output: str, markers: Sequence[str]) -> Iterator[str]:
             dst = posixpath.join(output, posixpath.relpath(src, stage))
             tf.io.gfile.makedirs(posixpath.dirname(dst))
             tf.io.gfile.copy(src, dst, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(stage):
-            tf.io.gfile.rmtree(stage)
+    except BaseException as error:
+        if resumable and not isinstance(error, discard_on):
+            raise  # kept for the next run
+        _discard(stage)
+        raise
+    _discard(stage)
+
+
+def _discard(stage: str) -> None:
+    if tf.io.gfile.exists(stage):
+        tf.io.gfile.rmtree(stage)
 
 
 def _remove(path: str, markers: Sequence[str]) -> None:

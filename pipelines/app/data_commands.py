@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -79,10 +79,23 @@ def prepare(
                     overwrite=overwrite,
                     progress=show,
                 )
+    except KeyboardInterrupt:
+        _interrupted(output)
     except Exception as error:
         _fail_on_known(error, log)
         raise
     _report(output, metadata, log)
+
+
+def _interrupted(output: str) -> NoReturn:
+    """Exit 130 saying where the finished shards are kept and how to go on from them."""
+    from trainer.staging import resumable_stage
+
+    fail(
+        f"interrupted; the shards finished so far are kept in {resumable_stage(output)}: rerun "
+        "the same command to write only the others",
+        130,
+    )
 
 
 def _check_gcs_source(source: str) -> None:
@@ -109,9 +122,11 @@ def _fail_on_known(error: Exception, log: Path) -> None:
 
 def _report(output: str, metadata: dict[str, Any], log: Path) -> None:
     """The prepared dataset's table, what was left out, and TensorFlow's log if it wrote one."""
-    from dataprep.prepare import skipped_lines
+    from dataprep.prepare import RESUMED_KEY, skipped_lines
 
     console = formats.print_table(_dataset_summary(output, metadata))
+    if metadata.get(RESUMED_KEY):  # what an interrupted earlier run left: kept, or cleared
+        console.print(metadata[RESUMED_KEY], markup=False, highlight=False, soft_wrap=True)
     for line in skipped_lines(metadata):  # what was left out, said (as under `run`)
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     kept = native_log.keep_if_written(log)

@@ -20,6 +20,10 @@ class Binding:
     * `train_final(op, p, settings, final_spec) -> (model artifact, model URI or None)`
     * `register(op, p, settings, *, model, model_uri, evaluation, trials, dataset,
       best_trial_id) -> registered model`
+    * `fans_out`: with `prepare_workers` > 1 the data step runs as the pipeline engine's
+      parallel tasks (plan, a `dsl.ParallelFor` over groups of shard tasks, finish); False:
+      one step whose `prepare_workers` processes run the tasks (local: kfp.local runs steps
+      one at a time on this machine).
     * `features(op, p, settings, features_spec) -> features artifact`: run the features
       job spec's pools (nothing when they are empty: the plan caches nothing).
     * `mount_data(task, settings)`: what a step that reads or writes the dataset or the
@@ -46,6 +50,7 @@ class Binding:
     notes: Callable[[Any], list[str]] = lambda settings: []
     tracks: bool = True
     features: Callable[..., Any] | None = None
+    fans_out: bool = False
 
 
 # The successive-halving parameters: only a target whose tuner runs it reads them.

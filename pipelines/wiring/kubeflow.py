@@ -242,4 +242,5 @@ BINDING = Binding(
     notes=notes,
     features=_kubeflow_features,
     hidden_parameters=HALVING_PARAMETERS | SCHEDULING_PARAMETERS,  # refused by the bindings
+    fans_out=True,  # prepare_workers > 1: shard groups as parallel pipeline tasks
 )

@@ -209,4 +209,5 @@ BINDING = Binding(
     )
     | HALVING_PARAMETERS,
     tracks=False,
+    fans_out=True,  # prepare_workers > 1: shard groups as parallel pipeline tasks
 )
