@@ -73,6 +73,16 @@ REFUSED = [
     ({"precision": "float16"}, "precision='float16': expected one of"),
     ({"feature_cache": "on"}, "feature_cache='on': expected one of auto, off"),
     ({"workers": -1}, "workers=-1: expected an integer >= 0 (workers besides the chief)"),
+    ({"trial_workers": -1}, "trial_workers=-1: expected an integer >= 0 (each trial's workers"),
+    (
+        {"kubeflow_trial_nodes": 3, "trial_workers": 1},
+        "kubeflow_trial_nodes=3 and trial_workers=1: they disagree; expected "
+        "kubeflow_trial_nodes = trial_workers + 1",
+    ),
+    (
+        {"kubeflow_trial_nodes": 1, "trial_workers": 2},
+        "kubeflow_trial_nodes=1 and trial_workers=2: they disagree",
+    ),
     ({"trial_accelerator_count": -1}, "trial_accelerator_count=-1: expected an integer >= 0"),
     ({"final_accelerator_count": -1}, "final_accelerator_count=-1: expected an integer >= 0"),
     ({"trial_threshold": "high"}, "trial_threshold='high': expected a number or null"),
@@ -128,11 +138,12 @@ ACCEPTED = [
     {"scheduler": "median", "early_stopping": True},
     {"max_study_hours": 0.0, "max_trials_no_progress": 0},
     {"workers": 0, "trial_accelerator_count": 0, "final_accelerator_count": 0},
+    {"trial_workers": 0},
     {"trial_threshold": 0.9, "eval_threshold": 1},
     {"kubeflow_timeout_s": 60},
     {"kubeflow_job_api": "trainjob"},
     {"kubeflow_pending_grace_s": 30},
-    {"kubeflow_trial_nodes": 1, "kubeflow_cookie": "oauth2_proxy=abc; other=1"},
+    {"kubeflow_cookie": "oauth2_proxy=abc; other=1"},
     {"kubeflow_cpu": "500m", "kubeflow_memory": "512Mi"},
     {"project": "my-project", "region": "europe-west4", "pipeline_root": "s3://bucket/root"},
     {"kubeflow_host": "http://localhost:8080", "model_registry_url": "https://mr:443"},
@@ -191,3 +202,24 @@ def test_every_setting_the_checks_name_has_a_refusal_row():
     assert len(named) >= 40  # the walk sees the sections' checks
     refused = {name for overrides, _ in REFUSED for name in overrides}
     assert named - refused == set()
+
+
+def test_kubeflow_trial_nodes_is_read_as_trial_workers_plus_one_and_said_once(tmp_path, capsys):
+    config = tmp_path / "hpt.yaml"
+    config.write_text("kubeflow_trial_nodes: 3\n")
+    loaded = settings_module.load_settings(config=config, environ={})
+    assert loaded.training.trial_workers == 2  # what every target reads
+    assert loaded.kubeflow.kubeflow_trial_nodes is None  # read once, into trial_workers
+    assert loaded.replace(trial_workers=4).training.trial_workers == 4  # no stale count
+    assert Settings(kubeflow_trial_nodes=3, trial_workers=2).training.trial_workers == 2
+    assert Settings(kubeflow_trial_nodes=1).training.trial_workers == 0  # the smallest count
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        "note: kubeflow_trial_nodes=3 is read as trial_workers=2 "
+        "(pods per trial = trial_workers + 1); say trial_workers"
+    ]
+    notes: list[str] = []
+    settings_module.load_settings(
+        config=config, overrides={"trial_workers": 2}, environ={}, notes=notes
+    )
+    assert notes == [said[0].removeprefix("note: ")]

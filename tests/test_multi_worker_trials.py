@@ -1,0 +1,97 @@
+"""Multi-worker trials (`trial_workers`) in the local study: real processes, the fake trainer.
+
+Each trial is the final job's kind of job, a chief and workers on loopback ports, run by
+`pipelines/jobs/local_job.py` under the study's parallelism; the metric is the chief's; a
+worker that dies fails its trial in one line and the study goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+from pipelines.jobs.worker_pools import training_worker_pool_specs
+from pipelines.study import trials as tl
+from pipelines.study.local_study import run_study
+from pipelines.study.search_space import Parameter, SearchSpace
+from pipelines.study.trials import TrialState
+from tests.conftest import ROOT
+
+FAKE = str(ROOT / "tests" / "fake_trainer.py")
+SPACE = SearchSpace(parameters=(Parameter("learning_rate", "double", min=1e-3, max=0.1),))
+
+
+def study(tmp_path: Path, *fake_args: str, **options) -> list[dict]:
+    """Two trials at once, each a chief and one worker (the pools `trial_workers: 1` gives)."""
+    pools = training_worker_pool_specs(
+        image_uri="local", command=["python", FAKE], args=list(fake_args), worker_count=1
+    )
+    return run_study(
+        worker_pool_specs=pools,
+        study_spec_metrics=SPACE.to_study_spec_metrics(),
+        study_spec_parameters=SPACE.to_study_spec_parameters(),
+        base_output_directory=str(tmp_path / "study"),
+        max_trial_count=2,
+        parallel_trial_count=2,
+        max_failed_trial_count=2,
+        seed=0,
+        show_progress=False,
+        **options,
+    )
+
+
+def test_each_trial_is_one_cluster_of_two_replicas_and_its_metric_is_the_chiefs(tmp_path):
+    book = tmp_path / "ledger.jsonl"
+    trials = study(tmp_path, "--epochs=2", f"--ledger={book}")
+    assert [tl.trial_state(t) for t in trials] == [TrialState.SUCCEEDED] * 2
+    runs = [json.loads(line) for line in book.read_text().splitlines()]
+    for trial in trials:
+        ran = {r["task"]: r for r in runs if r["trial"] == trial["id"]}
+        assert sorted(ran) == ["chief", "worker"]  # two replicas…
+        configs = [json.loads(r["env"]["TF_CONFIG"]) for r in ran.values()]
+        assert configs[0]["cluster"] == configs[1]["cluster"]  # …in one cluster
+        assert [len(configs[0]["cluster"][t]) for t in ("chief", "worker")] == [1, 1]
+        local = tmp_path / "study" / trial["id"] / "local"
+        assert (local / "chief-0.log").exists() and (local / "worker-0.log").exists()
+        assert len(trial["measurements"]) == 2  # the chief's two epochs, once each
+
+
+def test_a_killed_worker_fails_its_trial_in_one_line_and_the_study_goes_on(tmp_path):
+    """The chief of trial 1 waits forever on its peer and ignores SIGTERM, as a
+    MultiWorkerMirroredStrategy chief does; its worker is killed while it trains."""
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    killed: list[int] = []
+
+    def kill_trial_1s_worker() -> None:
+        pid_file = pids / "1-worker.pid"
+        while not pid_file.exists():
+            threading.Event().wait(0.05)
+        pid = int(pid_file.read_text())
+        os.kill(pid, signal.SIGKILL)
+        killed.append(pid)
+
+    killer = threading.Thread(target=kill_trial_1s_worker, daemon=True)
+    killer.start()
+    trials = study(
+        tmp_path,
+        "--epochs=6",
+        "--sleep=0.3",
+        f"--pid_dir={pids}",
+        "--hang_at=2",
+        "--task=chief",
+        "--fail_trials=1",
+        "--ignore_sigterm",
+    )
+    killer.join(timeout=5)
+    assert killed
+    by_id = {t["id"]: t for t in trials}
+    assert tl.trial_state(by_id["2"]) == TrialState.SUCCEEDED
+    failed = by_id["1"]
+    assert tl.trial_state(failed) == TrialState.INFEASIBLE
+    reason = failed["infeasibleReason"]
+    assert "\n" not in reason
+    assert reason.startswith("replica worker-0 (workerpool1, replica 0) was killed by SIGKILL")
