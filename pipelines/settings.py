@@ -180,6 +180,14 @@ def trial_nodes_line(nodes: Any) -> str:
     )
 
 
+def _say(line: str, notes: list[str] | None) -> None:
+    """Append `line` to `notes`, or, with none to append to, print it as a note (stderr)."""
+    if notes is not None:
+        notes.append(line)
+    else:
+        print(f"note: {line}", file=sys.stderr)
+
+
 def _refuse_unknown(flat: Mapping[str, Any], where: str) -> None:
     """One line for the first key that is no setting (a renamed one names its new name)."""
     if old := min(set(flat) & set(RENAMED), default=None):
@@ -422,11 +430,7 @@ def load_settings(
         except objective_rules.ObjectiveError as err:
             raise SettingsError(str(err)) from None
     if coerced.get("kubeflow_trial_nodes") and "kubeflow_trial_nodes" in explicit:
-        line = trial_nodes_line(coerced["kubeflow_trial_nodes"])
-        if notes is not None:
-            notes.append(line)
-        else:
-            print(f"note: {line}", file=sys.stderr)
+        _say(trial_nodes_line(coerced["kubeflow_trial_nodes"]), notes)
     for name, bound in CLAMPED_DEFAULTS:
         ceiling = coerced.get(bound, _default(bound))
         value = coerced.get(name, _default(name))

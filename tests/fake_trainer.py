@@ -23,8 +23,9 @@ Control flags:
     --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
     --fail_code=N       the exit code of --fail_at (default 3)
     --fail_say=TEXT     the line printed (on stderr) before failing
-    --resume            checkpoint each epoch in $AIP_CHECKPOINT_DIR and resume after the last
-                        one; past the last epoch, report it again (as `trainer.train` does)
+    --resume            the chief checkpoints each epoch in $AIP_CHECKPOINT_DIR; every replica
+                        resumes after the last one; past the last epoch, report it again (as
+                        `trainer.train` does)
     --cost              after the last epoch report model_size_mb and latency_ms with its
                         step, as the trainer reports its cost (a function of num_units)
     --pid_dir=PATH      on start write PATH/<trial>-<task>.pid (its pid): a test may kill it
@@ -208,7 +209,7 @@ def main(argv: list[str]) -> int:
                 global_step=epoch,
             )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
-        if control.get("resume"):
+        if control.get("resume") and task == "chief":  # as the trainer: the chief's is kept
             os.makedirs(os.path.dirname(checkpoint), exist_ok=True)
             with open(checkpoint, "w", encoding="utf-8") as f:
                 f.write(str(epoch))

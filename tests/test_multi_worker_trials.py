@@ -29,15 +29,14 @@ def study(tmp_path: Path, *fake_args: str, **options) -> list[dict]:
     pools = training_worker_pool_specs(
         image_uri="local", command=["python", FAKE], args=list(fake_args), worker_count=1
     )
+    for name, value in dict(max_trial_count=2, parallel_trial_count=2, seed=0).items():
+        options.setdefault(name, value)
     return run_study(
         worker_pool_specs=pools,
         study_spec_metrics=SPACE.to_study_spec_metrics(),
         study_spec_parameters=SPACE.to_study_spec_parameters(),
         base_output_directory=str(tmp_path / "study"),
-        max_trial_count=2,
-        parallel_trial_count=2,
         max_failed_trial_count=2,
-        seed=0,
         show_progress=False,
         **options,
     )
@@ -95,3 +94,36 @@ def test_a_killed_worker_fails_its_trial_in_one_line_and_the_study_goes_on(tmp_p
     reason = failed["infeasibleReason"]
     assert "\n" not in reason
     assert reason.startswith("replica worker-0 (workerpool1, replica 0) was killed by SIGKILL")
+
+
+def test_successive_halving_stops_a_trial_with_workers_and_the_cost_is_the_chiefs(tmp_path):
+    """One trial at a time: which trial reaches a rung first then does not depend on timing."""
+    trials = study(
+        tmp_path,
+        "--epochs=9",
+        "--cost",
+        max_trial_count=5,
+        parallel_trial_count=1,
+        scheduler="asha",
+        rungs=(1, 3, 9),
+    )
+    stopped = [t for t in trials if t[tl.LOCAL_KEY].get("earlyStopped")]
+    full = [t for t in trials if not t[tl.LOCAL_KEY].get("earlyStopped")]
+    assert stopped and full  # the rung rule stopped whole trials (every replica) and kept some
+    assert all(tl.trial_state(t) == TrialState.SUCCEEDED for t in trials)
+    for trial in full:  # the cost, measured once, reported by the chief with the last step
+        metrics = {m["metricId"] for m in trial["finalMeasurement"]["metrics"]}
+        assert {"val_accuracy", "model_size_mb", "latency_ms"} <= metrics
+
+
+def test_trials_with_workers_stopped_by_the_study_resume_on_a_rerun(tmp_path):
+    book = tmp_path / "ledger.jsonl"
+    args = ("--epochs=12", "--sleep=0.3", "--resume", f"--ledger={book}")
+    first = study(tmp_path, *args, max_study_hours=1.5 / 3600)
+    assert [tl.trial_outcome(t) for t in first] == [tl.INTERRUPTED] * 2  # not failed
+    second = study(tmp_path, *args)
+    assert [tl.trial_state(t) for t in second] == [TrialState.SUCCEEDED] * 2
+    runs = [json.loads(line) for line in book.read_text().splitlines()]
+    for trial in second:  # the rerun: the same trial, both replicas again, every epoch kept
+        assert sorted(r["task"] for r in runs if r["trial"] == trial["id"]) == ["chief", "worker"]
+        assert len(trial["measurements"]) == 12
