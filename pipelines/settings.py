@@ -429,8 +429,6 @@ def load_settings(
             objective_rules.resolve(coerced["objectives"], (), coerced["metric_tag"])
         except objective_rules.ObjectiveError as err:
             raise SettingsError(str(err)) from None
-    if coerced.get("kubeflow_trial_nodes") and "kubeflow_trial_nodes" in explicit:
-        _say(trial_nodes_line(coerced["kubeflow_trial_nodes"]), notes)
     for name, bound in CLAMPED_DEFAULTS:
         ceiling = coerced.get(bound, _default(bound))
         value = coerced.get(name, _default(name))
@@ -438,7 +436,10 @@ def load_settings(
             coerced[name] = ceiling
             if notes is not None:
                 notes.append(f"{name} lowered from its default {value} to {bound}={ceiling}")
-    return Settings(**coerced)
+    settings = Settings(**coerced)  # refused first: a refusal stays one line
+    if coerced.get("kubeflow_trial_nodes") and "kubeflow_trial_nodes" in explicit:
+        _say(trial_nodes_line(coerced["kubeflow_trial_nodes"]), notes)
+    return settings
 
 
 def require_cloud(settings: Settings, *names: str) -> None:

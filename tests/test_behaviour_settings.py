@@ -223,3 +223,17 @@ def test_kubeflow_trial_nodes_is_read_as_trial_workers_plus_one_and_said_once(tm
         config=config, overrides={"trial_workers": 2}, environ={}, notes=notes
     )
     assert notes == [said[0].removeprefix("note: ")]
+
+
+def test_kubeflow_trial_nodes_disagreeing_with_trial_workers_is_one_line_and_no_note(
+    tmp_path, capsys
+):
+    config = tmp_path / "hpt.yaml"
+    config.write_text("kubeflow_trial_nodes: 3\ntrial_workers: 1\n")
+    with pytest.raises(SettingsError) as refused:
+        settings_module.load_settings(config=config, environ={})
+    assert str(refused.value) == (
+        "kubeflow_trial_nodes=3 and trial_workers=1: they disagree; expected "
+        "kubeflow_trial_nodes = trial_workers + 1 (pods per trial), or trial_workers alone"
+    )
+    assert capsys.readouterr().err == ""  # the refusal alone, no note about reading it
