@@ -10,8 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import threading
 from pathlib import Path
+
+import pytest
 
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.study import trials as tl
@@ -127,3 +130,70 @@ def test_trials_with_workers_stopped_by_the_study_resume_on_a_rerun(tmp_path):
     for trial in second:  # the rerun: the same trial, both replicas again, every epoch kept
         assert sorted(r["task"] for r in runs if r["trial"] == trial["id"]) == ["chief", "worker"]
         assert len(trial["measurements"]) == 12
+
+
+def _replica_pid(trial_id: str, task_type: str, base: Path) -> int | None:
+    """The pid of this study's replica (exec'd: its environment is readable in /proc)."""
+    for entry in Path("/proc").iterdir():
+        try:
+            env = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        tf_config = next((v[len(b"TF_CONFIG=") :] for v in env if v.startswith(b"TF_CONFIG=")), b"")
+        if (
+            f"CLOUD_ML_TRIAL_ID={trial_id}".encode() in env
+            and tf_config
+            and json.loads(tf_config)["task"]["type"] == task_type
+            and any(str(base).encode() in v for v in env)
+        ):
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.slow
+def test_the_real_trainer_a_killed_worker_fails_its_trial_in_one_line(tmp_path, monkeypatch):
+    """Two real trainer processes in one MultiWorkerMirroredStrategy cluster; the worker is
+    SIGKILLed after its first epoch: the trial fails with one line, the study returns."""
+    from pipelines.jobs import fork_client
+    from tests.synthetic import write_dataset
+
+    monkeypatch.setenv(fork_client.ENV, "off")  # exec'd replicas: /proc shows their env
+
+    data = write_dataset(str(tmp_path / "data"), counts=(64, 16, 16))
+    base = tmp_path / "study"
+    pools = training_worker_pool_specs(
+        image_uri="local",
+        command=[sys.executable, "-m", "trainer.task"],
+        args=[f"--data={data}", "--epochs=40", "--batch_size=8", "--precision=float32"],
+        worker_count=1,
+    )
+    killed: list[int] = []
+
+    def kill_the_worker_after_an_epoch() -> None:
+        log = base / "1" / "local" / "worker-0.log"
+        while not (log.exists() and "epoch 1/" in log.read_text(errors="replace")):
+            threading.Event().wait(0.1)
+        pid = _replica_pid("1", "worker", base)
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    threading.Thread(target=kill_the_worker_after_an_epoch, daemon=True).start()
+    (trial,) = run_study(
+        worker_pool_specs=pools,
+        study_spec_metrics=SPACE.to_study_spec_metrics(),
+        study_spec_parameters=SPACE.to_study_spec_parameters(),
+        base_output_directory=str(base),
+        max_trial_count=1,
+        parallel_trial_count=1,
+        max_failed_trial_count=2,  # the study ends with its trial, not on the failure rule
+        seed=0,
+        show_progress=False,
+    )
+    assert killed
+    assert tl.trial_state(trial) == TrialState.INFEASIBLE
+    reason = trial["infeasibleReason"]
+    assert "\n" not in reason
+    assert reason.startswith("replica worker-0 (workerpool1, replica 0) was killed by SIGKILL")
+    chief_log = (base / "1" / "local" / "chief-0.log").read_text()
+    assert "MultiWorkerMirroredStrategy, 2 replica(s) in sync, chief + 1 worker(s)" in chief_log
