@@ -291,6 +291,20 @@ def test_tfjob_with_multi_node_trials_is_refused_before_any_call() -> None:
     assert cluster.calls == []
 
 
+def test_trial_pools_other_than_the_compiled_node_count_are_refused_before_any_call() -> None:
+    """`submit --param trial_workers=2` on a spec compiled for 2 nodes per trial."""
+    from pipelines.targets.kubeflow.trial_template import KatibSpecError
+
+    cluster = katib_cluster()
+    with pytest.raises(KatibSpecError) as err:
+        tune(cluster, [], worker_pool_specs=as_kfp_renders(trial_pools(2)))
+    assert str(err.value) == (
+        "worker_pool_specs: 3 replicas, expected 2; a Katib trial here runs one pod per node "
+        "(a chief and trial_workers=1 workers)"
+    )
+    assert cluster.calls == []
+
+
 @pytest.mark.parametrize(
     ("forbidden", "trial_resources"), [(("configmaps",), KATIB_019), ((), None)]
 )
