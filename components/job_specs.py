@@ -30,6 +30,7 @@ def trial_job_spec(
     machine_type: str,
     accelerator_type: str,
     accelerator_count: int,
+    worker_count: int,
     study_dir: str,
     shared_root: str,
     study: dsl.Output[dsl.Artifact],
@@ -38,8 +39,9 @@ def trial_job_spec(
 ) -> NamedTuple(  # type: ignore[valid-type]  # kfp reads the call form
     "TrialJobSpec", [("worker_pool_specs", list), ("base_output_directory", str)]
 ):
-    """Worker pool of one HPT trial: the trainer on one replica (HPT appends the tuned flags).
+    """Worker pools of every HPT trial: a chief and `worker_count` workers (`trial_workers`).
 
+    Built by the final job's builder (HPT appends the tuned flags to each pool's args).
     `expect_gpus` (cloud targets) tells the trainer to expect the pool's GPUs.
     The study's `base_output_directory` is `study_dir` when given (locally, a
     stable folder lets a rerun resume the study), else a unique folder under the
@@ -51,13 +53,14 @@ def trial_job_spec(
     from pipelines.jobs import trainer_args, worker_pools
 
     args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()))
-    pools = worker_pools.trial_worker_pool_specs(
+    pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,
         command=trainer_args.TRAINER_COMMAND,
         args=args + trainer_args.features_flag(features),
         machine_type=machine_type,
         accelerator_type=accelerator_type or None,
         accelerator_count=int(accelerator_count),
+        worker_count=int(worker_count),
         expect_gpus=expect_gpus,
     )
     worker_pools.validate_worker_pool_specs(pools)

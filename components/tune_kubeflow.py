@@ -46,10 +46,10 @@ def tune_on_katib(
     """Run the study on Katib and write its trials (source `katib`).
 
     With `study_dir` (the user's stable study folder) the Experiment can be resumed by a
-    later run; without, it is per run and keeps no PVC. `trial_nodes` > 1 makes each trial a
-    TrainJob of that many nodes (Katib 0.19+). With a tracking store (checked before the
-    Experiment is created) the trials become MLflow runs, nested under KFP's task run when
-    KFP set `MLFLOW_RUN_ID` and `MLFLOW_TRACKING_URI`.
+    later run; without, it is per run and keeps no PVC. `trial_nodes` (`trial_workers` + 1)
+    > 1 makes each trial a TrainJob of that many nodes (Katib 0.19+). With a tracking store
+    (checked before the Experiment is created) the trials become MLflow runs, nested under
+    KFP's task run when KFP set `MLFLOW_RUN_ID` and `MLFLOW_TRACKING_URI`.
     """
     from pipelines.study import trials_artifact
     from pipelines.targets.kubeflow import katib_tune

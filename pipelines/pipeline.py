@@ -113,6 +113,7 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
         machine_type=p.trial_machine_type,
         accelerator_type=p.trial_accelerator_type,
         accelerator_count=p.trial_accelerator_count,
+        worker_count=p.trial_workers,
         study_dir=p.study_dir,
         shared_root=p.shared_root,
         expect_gpus=binding.expects_gpus,

@@ -61,6 +61,7 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("feature_cache", str),
     ("features_dir", str),
     ("workers", int),
+    ("trial_workers", int),
     ("trial_machine_type", str),
     ("trial_accelerator_type", str),
     ("trial_accelerator_count", int),

@@ -140,6 +140,7 @@ def _derive(values: dict[str, Any]) -> None:
         values["scheduler"] = "median"  # early_stopping: true keeps meaning the median rule
     if values["scheduler"] == "median":
         values["early_stopping"] = True
+    _read_trial_nodes(values)
     if not values["goal"]:
         values["goal"] = METRIC_GOALS.get(values["metric_tag"], "maximize")
     if not values["model_display_name"]:
@@ -153,6 +154,38 @@ def _derive(values: dict[str, Any]) -> None:
         values["registry"] = str(Path(values["output"]) / REGISTRY_DIR)
     if not values["serving_image"]:
         values["serving_image"] = images.serving_image_uri(values["region"])
+
+
+def _read_trial_nodes(values: dict[str, Any]) -> None:
+    """Read the older `kubeflow_trial_nodes` (pods per trial) as `trial_workers` + 1, in place.
+
+    Both given and disagreeing is refused; a bad count is left to the Kubeflow section's check.
+    """
+    nodes, workers = values["kubeflow_trial_nodes"], values["trial_workers"]
+    if nodes is None or not isinstance(nodes, int) or nodes < 1:
+        return
+    if workers not in (0, nodes - 1):
+        raise SettingsError(
+            f"kubeflow_trial_nodes={nodes} and trial_workers={workers}: they disagree; expected "
+            f"kubeflow_trial_nodes = trial_workers + 1 (pods per trial), or trial_workers alone"
+        )
+    values["trial_workers"], values["kubeflow_trial_nodes"] = nodes - 1, None
+
+
+def trial_nodes_line(nodes: Any) -> str:
+    """The one line saying how an explicit `kubeflow_trial_nodes` is read."""
+    return (
+        f"kubeflow_trial_nodes={nodes} is read as trial_workers={int(nodes) - 1} "
+        "(pods per trial = trial_workers + 1); say trial_workers"
+    )
+
+
+def _say(line: str, notes: list[str] | None) -> None:
+    """Append `line` to `notes`, or, with none to append to, print it as a note (stderr)."""
+    if notes is not None:
+        notes.append(line)
+    else:
+        print(f"note: {line}", file=sys.stderr)
 
 
 def _refuse_unknown(flat: Mapping[str, Any], where: str) -> None:
@@ -232,6 +265,7 @@ STUDY_SETTINGS = (
     "batch_size",
     "precision",
     "trial_accelerator_count",
+    "trial_workers",  # the global batch, so what a learning rate means, scales with the workers
     "model",
     "weights",
 )
@@ -402,7 +436,10 @@ def load_settings(
             coerced[name] = ceiling
             if notes is not None:
                 notes.append(f"{name} lowered from its default {value} to {bound}={ceiling}")
-    return Settings(**coerced)
+    settings = Settings(**coerced)  # refused first: a refusal stays one line
+    if coerced.get("kubeflow_trial_nodes") and "kubeflow_trial_nodes" in explicit:
+        _say(trial_nodes_line(coerced["kubeflow_trial_nodes"]), notes)
+    return settings
 
 
 def require_cloud(settings: Settings, *names: str) -> None:

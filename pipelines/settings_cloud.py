@@ -120,7 +120,9 @@ class KubeflowSettings:
     # pipelines/targets/kubeflow/job_api.py resolves it.
     kubeflow_job_api: str = "auto"
     kubeflow_pending_grace_s: int = 600  # a trial/replica pod Pending longer stops the step
-    kubeflow_trial_nodes: int = 1  # pods per Katib trial; > 1: TrainJob trials (Katib 0.19+)
+    # The older name of trial_workers + 1 (pods per Katib trial); read into trial_workers by
+    # `Settings` and None after that: read `training.trial_workers`.
+    kubeflow_trial_nodes: int | None = None
     # Kubeflow Pipelines API credentials (one at most; never shown in messages or repr)
     kubeflow_token: str | None = dataclasses.field(default=None, repr=False)  # bearer token
     kubeflow_token_file: str | None = None  # a token file re-read per request (projected SA token)
@@ -178,9 +180,9 @@ class KubeflowSettings:
         )
         need(
             self,
-            self.kubeflow_trial_nodes >= 1,
+            self.kubeflow_trial_nodes is None or self.kubeflow_trial_nodes >= 1,
             "kubeflow_trial_nodes",
-            "an integer >= 1 (pods per trial)",
+            "an integer >= 1 (pods per trial; say trial_workers: the pods besides the first)",
         )
         need_match_if_set(
             self,

@@ -203,6 +203,7 @@ class TrainingSettings:
     # auto: a features step caches the frozen backbone's outputs for trials that freeze it; off
     feature_cache: str = DEFAULT_FEATURE_CACHE
     workers: int = 1  # the final job's workers besides the chief (replicas: 1 + workers)
+    trial_workers: int = 0  # each trial's workers besides its chief (as `workers`, per trial)
     eval_threshold: float | None = None  # test_accuracy needed to register the model
 
     def check(self) -> None:
@@ -217,6 +218,12 @@ class TrainingSettings:
             f"one of {', '.join(FEATURE_CACHE_CHOICES)}",
         )
         need(self, self.workers >= 0, "workers", "an integer >= 0 (workers besides the chief)")
+        need(
+            self,
+            self.trial_workers >= 0,
+            "trial_workers",
+            "an integer >= 0 (each trial's workers besides its chief)",
+        )
         need(
             self,
             self.eval_threshold is None or isinstance(self.eval_threshold, int | float),

@@ -23,10 +23,12 @@ Control flags:
     --falling           report `1 - value`: a loss, falling with epochs, lowest at the optimum
     --fail_code=N       the exit code of --fail_at (default 3)
     --fail_say=TEXT     the line printed (on stderr) before failing
-    --resume            checkpoint each epoch in $AIP_CHECKPOINT_DIR and resume after the last
-                        one; past the last epoch, report it again (as `trainer.train` does)
+    --resume            the chief checkpoints each epoch in $AIP_CHECKPOINT_DIR; every replica
+                        resumes after the last one; past the last epoch, report it again (as
+                        `trainer.train` does)
     --cost              after the last epoch report model_size_mb and latency_ms with its
                         step, as the trainer reports its cost (a function of num_units)
+    --pid_dir=PATH      on start write PATH/<trial>-<task>.pid (its pid): a test may kill it
     --diverge_at=E      at epoch E report the worst value of every metric and exit 0, as the
                         trainer does when its loss diverges (with --fail_trials: only those)
 """
@@ -62,6 +64,7 @@ CONTROL_FLAGS = {
     "fail_say",
     "cost",
     "diverge_at",
+    "pid_dir",
 }
 ENV_KEYS = (
     "CLOUD_ML_TRIAL_ID",
@@ -152,6 +155,11 @@ def main(argv: list[str]) -> int:
     fail_at = control.get("fail_at") if targeted else None
     hang_at = control.get("hang_at") if targeted else None
     say(f"fake_trainer: {task} trial={trial or '-'} params={json.dumps(params, sort_keys=True)}")
+    if control.get("pid_dir"):
+        pid_file = os.path.join(str(control["pid_dir"]), f"{trial}-{task}.pid")
+        with open(pid_file + ".tmp", "w", encoding="utf-8") as f:
+            f.write(str(os.getpid()))
+        os.replace(pid_file + ".tmp", pid_file)
     if control.get("starts") and task == "chief":
         with open(str(control["starts"]), "a", encoding="utf-8") as f:
             f.write(f"{trial}\n")
@@ -201,7 +209,7 @@ def main(argv: list[str]) -> int:
                 global_step=epoch,
             )
         say(f"epoch {epoch}: {control.get('metric_tag', 'val_accuracy')}={value:.6f}")
-        if control.get("resume"):
+        if control.get("resume") and task == "chief":  # as the trainer: the chief's is kept
             os.makedirs(os.path.dirname(checkpoint), exist_ok=True)
             with open(checkpoint, "w", encoding="utf-8") as f:
                 f.write(str(epoch))

@@ -394,6 +394,39 @@ MUTANTS = [
         "test_two_process_multi_worker_only_chief_exports",
         timeout=400.0,
     ),
+    # --- multi-worker trials, trial_workers (issue 54) ---
+    m(
+        "every replica of a trial reports to hypertune",
+        "trainer/task.py",
+        "tuning = chief and hypertune_requested()",
+        "tuning = hypertune_requested()",
+        "tests/test_cluster_and_export.py::test_only_the_chief_of_a_multi_worker_trial_writes_the_hypertune_report",
+        "test_only_the_chief_of_a_multi_worker_trial_writes_the_hypertune_report",
+    ),
+    m(
+        "trials never get their workers",
+        "pipelines/pipeline.py",
+        "worker_count=p.trial_workers,",
+        "worker_count=0,",
+        "tests/test_vertex_hpt_job.py::test_compile_with_trial_workers_sends_every_trial_a_chief_pool_and_a_worker_pool",
+        "test_compile_with_trial_workers_sends_every_trial_a_chief_pool_and_a_worker_pool",
+    ),
+    m(
+        "the memory estimate counts one process per trial",
+        "pipelines/app/local_preflight.py",
+        "processes = settings.study.parallel_trials * (1 + settings.training.trial_workers)",
+        "processes = settings.study.parallel_trials",
+        "tests/test_run_ownership.py::test_a_trial_with_workers_counts_a_process_per_replica_in_the_memory_estimate",
+        "test_a_trial_with_workers_counts_a_process_per_replica_in_the_memory_estimate",
+    ),
+    m(
+        "kubeflow_trial_nodes is read as trial_workers",
+        "pipelines/settings.py",
+        'values["trial_workers"], values["kubeflow_trial_nodes"] = nodes - 1, None',
+        'values["trial_workers"], values["kubeflow_trial_nodes"] = nodes, None',
+        "tests/test_behaviour_settings.py::test_kubeflow_trial_nodes_is_read_as_trial_workers_plus_one_and_said_once",
+        "test_kubeflow_trial_nodes_is_read_as_trial_workers_plus_one_and_said_once",
+    ),
     # --- start-up on CPU (issue 30) ---
     m(
         "Grappler is turned off where a GPU is visible",

@@ -73,6 +73,16 @@ REFUSED = [
     ({"precision": "float16"}, "precision='float16': expected one of"),
     ({"feature_cache": "on"}, "feature_cache='on': expected one of auto, off"),
     ({"workers": -1}, "workers=-1: expected an integer >= 0 (workers besides the chief)"),
+    ({"trial_workers": -1}, "trial_workers=-1: expected an integer >= 0 (each trial's workers"),
+    (
+        {"kubeflow_trial_nodes": 3, "trial_workers": 1},
+        "kubeflow_trial_nodes=3 and trial_workers=1: they disagree; expected "
+        "kubeflow_trial_nodes = trial_workers + 1",
+    ),
+    (
+        {"kubeflow_trial_nodes": 1, "trial_workers": 2},
+        "kubeflow_trial_nodes=1 and trial_workers=2: they disagree",
+    ),
     ({"trial_accelerator_count": -1}, "trial_accelerator_count=-1: expected an integer >= 0"),
     ({"final_accelerator_count": -1}, "final_accelerator_count=-1: expected an integer >= 0"),
     (
@@ -139,11 +149,12 @@ ACCEPTED = [
     {"max_study_hours": 0.0, "max_trials_no_progress": 0},
     {"final_scheduling": "flex_start", "max_wait_hours": 0.0},
     {"workers": 0, "trial_accelerator_count": 0, "final_accelerator_count": 0},
+    {"trial_workers": 0},
     {"trial_threshold": 0.9, "eval_threshold": 1},
     {"kubeflow_timeout_s": 60},
     {"kubeflow_job_api": "trainjob"},
     {"kubeflow_pending_grace_s": 30},
-    {"kubeflow_trial_nodes": 1, "kubeflow_cookie": "oauth2_proxy=abc; other=1"},
+    {"kubeflow_cookie": "oauth2_proxy=abc; other=1"},
     {"kubeflow_cpu": "500m", "kubeflow_memory": "512Mi"},
     {"project": "my-project", "region": "europe-west4", "pipeline_root": "s3://bucket/root"},
     {"kubeflow_host": "http://localhost:8080", "model_registry_url": "https://mr:443"},
@@ -202,3 +213,38 @@ def test_every_setting_the_checks_name_has_a_refusal_row():
     assert len(named) >= 40  # the walk sees the sections' checks
     refused = {name for overrides, _ in REFUSED for name in overrides}
     assert named - refused == set()
+
+
+def test_kubeflow_trial_nodes_is_read_as_trial_workers_plus_one_and_said_once(tmp_path, capsys):
+    config = tmp_path / "hpt.yaml"
+    config.write_text("kubeflow_trial_nodes: 3\n")
+    loaded = settings_module.load_settings(config=config, environ={})
+    assert loaded.training.trial_workers == 2  # what every target reads
+    assert loaded.kubeflow.kubeflow_trial_nodes is None  # read once, into trial_workers
+    assert loaded.replace(trial_workers=4).training.trial_workers == 4  # no stale count
+    assert Settings(kubeflow_trial_nodes=3, trial_workers=2).training.trial_workers == 2
+    assert Settings(kubeflow_trial_nodes=1).training.trial_workers == 0  # the smallest count
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        "note: kubeflow_trial_nodes=3 is read as trial_workers=2 "
+        "(pods per trial = trial_workers + 1); say trial_workers"
+    ]
+    notes: list[str] = []
+    settings_module.load_settings(
+        config=config, overrides={"trial_workers": 2}, environ={}, notes=notes
+    )
+    assert notes == [said[0].removeprefix("note: ")]
+
+
+def test_kubeflow_trial_nodes_disagreeing_with_trial_workers_is_one_line_and_no_note(
+    tmp_path, capsys
+):
+    config = tmp_path / "hpt.yaml"
+    config.write_text("kubeflow_trial_nodes: 3\ntrial_workers: 1\n")
+    with pytest.raises(SettingsError) as refused:
+        settings_module.load_settings(config=config, environ={})
+    assert str(refused.value) == (
+        "kubeflow_trial_nodes=3 and trial_workers=1: they disagree; expected "
+        "kubeflow_trial_nodes = trial_workers + 1 (pods per trial), or trial_workers alone"
+    )
+    assert capsys.readouterr().err == ""  # the refusal alone, no note about reading it

@@ -245,3 +245,38 @@ def test_the_trainer_process_never_imports_scikit_learn():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "blocked"
+
+
+@pytest.mark.parametrize(("task_type", "reports"), [("chief", True), ("worker", False)])
+def test_only_the_chief_of_a_multi_worker_trial_writes_the_hypertune_report(
+    tmp_path, monkeypatch, task_type, reports
+):
+    """A trial with workers (`trial_workers`): every replica has the trial's id and metric
+    file, as on Vertex; only the chief reports, so one report per trial, the chief's."""
+    from types import SimpleNamespace
+
+    from trainer import devices, task, train
+
+    metric_file = tmp_path / "hypertune" / "output.metrics"
+    cluster_spec = {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}
+    tf_config = {"cluster": cluster_spec, "task": {"type": task_type, "index": 0}}
+    monkeypatch.setenv("TF_CONFIG", json.dumps(tf_config))
+    monkeypatch.setenv("CLOUD_ML_TRIAL_ID", "3")
+    monkeypatch.setenv("CLOUD_ML_HP_METRIC_FILE", str(metric_file))
+    monkeypatch.setattr(devices, "announce", lambda expected: "trainer: devices (test)")
+    monkeypatch.setattr(task, "export_and_measure", lambda *args: {})
+
+    def trained(hparams, run, on_epoch=None):  # what train.train hands back, one epoch in
+        if on_epoch:
+            on_epoch(1, {"val_accuracy": 0.75, "val_loss": 0.5})
+        return SimpleNamespace(is_chief=task_type == "chief", history=[{"epoch": 1.0}])
+
+    monkeypatch.setattr(train, "train", trained)
+    (tmp_path / "metadata.json").write_text("{}")  # the flags' check; training is replaced
+    assert task.main(["--data", str(tmp_path), "--epochs=1"]) == 0
+    assert metric_file.exists() is reports
+    if reports:
+        lines = [json.loads(x) for x in metric_file.read_text().splitlines()]
+        reported = {k: x[k] for x in lines for k in ("val_accuracy", "val_loss") if k in x}
+        assert reported == {"val_accuracy": "0.75", "val_loss": "0.5"}  # one line per tag
+        assert {x["global_step"] for x in lines} == {"1"}

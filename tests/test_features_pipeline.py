@@ -218,7 +218,8 @@ def test_trials_and_the_final_job_get_features_only_when_a_cache_was_computed():
     assert trainer_args.features_flag(None) == []
 
 
-def test_the_trial_job_spec_passes_the_features_folder():
+@pytest.mark.parametrize("trial_workers", [0, 2])
+def test_the_trial_job_spec_passes_the_features_folder_to_every_replica(trial_workers):
     from components.job_specs import trial_job_spec
 
     dataset = SimpleNamespace(uri="/r/d", path="/r/d")
@@ -235,12 +236,14 @@ def test_the_trial_job_spec_passes_the_features_folder():
         machine_type="n1-standard-4",
         accelerator_type="",
         accelerator_count=0,
+        worker_count=trial_workers,
         study_dir="/s",
         shared_root="",
         study=SimpleNamespace(uri="/r/s", path="/r/s"),
         features=SimpleNamespace(metadata={trainer_args.FEATURES_DIR_KEY: "/runs/f"}),
     )
-    assert pools[0]["container_spec"]["args"][-1] == "--features=/runs/f"
+    assert [p["replica_count"] for p in pools] == [1] + ([trial_workers] if trial_workers else [])
+    assert all(p["container_spec"]["args"][-1] == "--features=/runs/f" for p in pools)
 
 
 def test_every_replica_of_the_final_job_gets_the_features_folder():

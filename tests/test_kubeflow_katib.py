@@ -52,15 +52,17 @@ def mixed_space() -> SearchSpace:
     )
 
 
-def pools(**overrides: Any) -> list[dict[str, Any]]:
+def pools(workers: int = 0, **overrides: Any) -> list[dict[str, Any]]:
+    """The trial job spec's pools: a chief and `workers` (`trial_workers`)."""
     options: dict[str, Any] = dict(
         image_uri=IMAGE,
         command=["python", "-m", "trainer.task"],
         args=["--data=/mnt/hpt/data/prepared", "--epochs=4", "--metric_tag=val_accuracy"],
         machine_type="n1-standard-8",
+        worker_count=workers,
     )
     options.update(overrides)
-    return worker_pools.trial_worker_pool_specs(**options)
+    return worker_pools.training_worker_pool_specs(**options)
 
 
 def study(space: SearchSpace | None = None, **overrides: Any) -> dict[str, Any]:
@@ -81,6 +83,8 @@ def study(space: SearchSpace | None = None, **overrides: Any) -> dict[str, Any]:
 
 def build(space: SearchSpace | None = None, **overrides: Any) -> dict[str, Any]:
     options: dict[str, Any] = dict(name="hpt-study", namespace="team", cpu="2", memory="8Gi")
+    if "nodes" in overrides and "worker_pool_specs" not in overrides:  # trial_workers + 1
+        overrides["worker_pool_specs"] = as_kfp_renders(pools(int(overrides["nodes"]) - 1))
     options.update(
         study(
             space,
@@ -311,7 +315,7 @@ def test_algorithms_counts_and_selection_are_mapped() -> None:
         ),
         (
             dict(worker_pool_specs=[{**pools()[0], "replica_count": 2}]),
-            "worker_pool_specs: 2 replicas; a Katib trial here runs one pod",
+            "worker_pool_specs: 2 replicas, expected 1; a Katib trial here runs one pod",
         ),
         (
             dict(worker_pool_specs=[{**pools()[0], "container_spec": {"image_uri": IMAGE}}]),

@@ -36,7 +36,8 @@ from pipelines.targets.kubeflow.trial_trainjob import TRIAL_RESOURCE
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
 from tests.fake_kube import Cluster, call_with_request
 from tests.support import with_pods
-from tests.test_kubeflow_katib import KATIB_TRIALS, SUCCEEDED, build, component_args
+from tests.test_kubeflow_katib import KATIB_TRIALS, SUCCEEDED, as_kfp_renders, build, component_args
+from tests.test_kubeflow_katib import pools as trial_pools
 from tests.test_kubeflow_trainjob import FIELD, RELEASES, validate
 from tests.test_kubeflow_trainjob import run as run_final
 from trainer import cluster as trainer_cluster
@@ -67,20 +68,20 @@ def test_multi_node_trials_make_auto_a_trainjob_and_refuse_tfjob_in_one_line() -
     with pytest.raises(JobKindError) as err:
         job_kind.job_api_setting("tfjob", 2)
     assert str(err.value) == (
-        "kubeflow_trial_nodes=2 with kubeflow_job_api=tfjob: multi-node trials run as Katib "
+        "trial_workers=1 with kubeflow_job_api=tfjob: multi-worker trials run as Katib "
         "TrainJob trials (Katib 0.19+, Kubeflow Trainer v2); set kubeflow_job_api: trainjob "
-        "(or auto), or kubeflow_trial_nodes: 1"
+        "(or auto), or trial_workers: 0"
     )
-    with pytest.raises(JobKindError, match=r"kubeflow_trial_nodes=2 with kubeflow_job_api=tfjob"):
+    with pytest.raises(JobKindError, match=r"trial_workers=1 with kubeflow_job_api=tfjob"):
         job_kind.kinds("tfjob", 2)
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: job_kind.trial_kind(0), "kubeflow_trial_nodes=0: expected an integer >= 1"),
-        (lambda: job_kind.trial_kind(2.5), "kubeflow_trial_nodes=2.5: expected an integer >= 1"),
-        (lambda: job_kind.job_api_setting("auto", -1), "kubeflow_trial_nodes=-1: expected"),
+        (lambda: job_kind.trial_kind(0), "trial_nodes=0: expected an integer >= 1"),
+        (lambda: job_kind.trial_kind(2.5), "trial_nodes=2.5: expected an integer >= 1"),
+        (lambda: job_kind.job_api_setting("auto", -1), "trial_nodes=-1: expected"),
         (
             lambda: job_kind.job_api_setting("tfjobs", 1),
             "kubeflow_job_api='tfjobs': expected one of auto, tfjob, trainjob",
@@ -224,6 +225,8 @@ def tune(cluster: Cluster, lines: list[str], **changes: Any) -> Any:
     args.update(pvc_name="hpt-data", data_mount_path="/mnt/hpt", trial_nodes=2)
     args.update(job_api_setting="auto")
     args.update({k: v for k, v in changes.items() if k in ("trial_nodes", "job_api_setting")})
+    if "worker_pool_specs" not in changes:  # the trial job spec's pools: trial_workers + 1
+        args["worker_pool_specs"] = as_kfp_renders(trial_pools(int(args["trial_nodes"]) - 1))
     args.update(api=cluster.custom, core_api=cluster.core, sleep=lambda s: None, echo=lines.append)
     return call_with_request(katib_tune.run_katib_study, katib_tune.StudyRequest, args)
 
@@ -285,6 +288,20 @@ def test_tfjob_with_multi_node_trials_is_refused_before_any_call() -> None:
     cluster = katib_cluster()
     with pytest.raises(JobKindError, match="kubeflow_job_api=tfjob"):
         tune(cluster, [], job_api_setting="tfjob")
+    assert cluster.calls == []
+
+
+def test_trial_pools_other_than_the_compiled_node_count_are_refused_before_any_call() -> None:
+    """`submit --param trial_workers=2` on a spec compiled for 2 nodes per trial."""
+    from pipelines.targets.kubeflow.trial_template import KatibSpecError
+
+    cluster = katib_cluster()
+    with pytest.raises(KatibSpecError) as err:
+        tune(cluster, [], worker_pool_specs=as_kfp_renders(trial_pools(2)))
+    assert str(err.value) == (
+        "worker_pool_specs: 3 replicas, expected 2; a Katib trial here runs one pod per node "
+        "(a chief and trial_workers=1 workers)"
+    )
     assert cluster.calls == []
 
 
@@ -421,6 +438,25 @@ def test_manifests_for_multi_node_trials_write_katibs_side_and_each_releases_exp
     assert not [n for n in manifests.notes(settings()) if "trialResources" in n]
 
 
+def test_manifests_with_trial_workers_write_trials_of_that_many_workers_each_release_admits(
+    tmp_path: Path,
+) -> None:
+    """`manifests --target kubeflow` with `trial_workers: 2`: each trial a TrainJob of 3 nodes,
+    rendered as Katib renders it, against the Trainer v2.3.0 and v2.1.0 CRD schemas."""
+    config = tmp_path / "kubeflow.yaml"
+    config.write_text(yaml.safe_dump({"trial_workers": 2, "data_pvc": "hpt-data"}))
+    out = tmp_path / "out"
+    args = ["manifests", "--target", "kubeflow", "--config", str(config), "--output", str(out)]
+    result = CliRunner().invoke(cli.app, [*args, "--namespace", "team"])
+    assert result.exit_code == 0, result.output
+    for file, release in (("experiment.yaml", "2.3"), (manifests.EXPERIMENT_V21_FILE, "2.1")):
+        (exp,) = yaml.safe_load_all((out / file).read_text())
+        check_experiment(exp)
+        trial = rendered_with(exp)
+        validate(trial, release, "trainjobs")
+        assert trial["spec"]["trainer"]["numNodes"] == 3
+
+
 def test_manifests_refuse_tfjob_with_multi_node_trials_writing_nothing(tmp_path: Path) -> None:
     config = tmp_path / "kubeflow.yaml"
     config.write_text(yaml.safe_dump({"kubeflow_job_api": "tfjob", "kubeflow_trial_nodes": 2}))
@@ -440,7 +476,7 @@ def test_manifests_refuse_tfjob_with_multi_node_trials_writing_nothing(tmp_path:
         ],
     )
     assert result.exit_code != 0
-    assert "kubeflow_trial_nodes=2 with kubeflow_job_api=tfjob" in result.output
+    assert "trial_workers=1 with kubeflow_job_api=tfjob" in result.output
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -481,7 +517,7 @@ def test_compile_carries_one_kind_choice_to_both_steps(tmp_path: Path) -> None:
     assert tasks["tune-on-katib"]["inputs"]["parameters"]["trial_nodes"] == {
         "runtimeValue": {"constant": 3}
     }
-    with pytest.raises(SettingsError, match="kubeflow_trial_nodes=2 with kubeflow_job_api=tfjob"):
+    with pytest.raises(SettingsError, match="trial_workers=1 with kubeflow_job_api=tfjob"):
         compile_pipeline(
             "kubeflow",
             settings(kubeflow_trial_nodes=2, kubeflow_job_api="tfjob"),
@@ -589,10 +625,10 @@ def test_katib_config_read_errors_and_an_empty_config() -> None:
         trainjob_checks.check_katib_runs_trainjobs(Core(SimpleNamespace(data=None)))
     assert str(err.value) == (
         f"ConfigMap kubeflow/katib-config: trialResources lacks {TRIAL_RESOURCE} (multi-node "
-        "trials, kubeflow_trial_nodes > 1, run as TrainJobs): use Katib 0.19+ and add it under "
+        "trials, trial_workers > 0, run as TrainJobs): use Katib 0.19+ and add it under "
         "init.controller.trialResources, apply the katib-controller ClusterRole `hpt-pipeline "
         "manifests` writes (trainjob/katib.yaml), restart katib-controller; or set "
-        "kubeflow_trial_nodes: 1"
+        "trial_workers: 0"
     )
 
 

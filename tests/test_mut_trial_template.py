@@ -61,8 +61,8 @@ def test_no_pool_is_refused_in_one_line() -> None:
     with pytest.raises(KatibSpecError) as err:
         build(FLAT, worker_pool_specs=[])
     assert str(err.value) == (
-        "worker_pool_specs: 0 replicas; a Katib trial here runs one pod per node "
-        "(trial_worker_pool_specs gives one; kubeflow_trial_nodes sets the nodes)"
+        "worker_pool_specs: 0 replicas, expected 1; a Katib trial here runs one pod per node "
+        "(a chief and trial_workers=0 workers)"
     )
 
 

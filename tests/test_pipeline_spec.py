@@ -187,6 +187,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         machine_type="n1-standard-4",
         accelerator_type="NVIDIA_TESLA_T4",
         accelerator_count=2.0,
+        worker_count=0,
         study_dir=study_dir,
         shared_root="",
         study=study,

@@ -259,6 +259,15 @@ def test_an_image_size_beyond_memory_is_refused_with_the_numbers(tmp_path):
     local_preflight.check_memory(settings(tmp_path, image_size=300), memory=24 << 30)
 
 
+def test_a_trial_with_workers_counts_a_process_per_replica_in_the_memory_estimate(tmp_path):
+    one, two = settings(tmp_path, image_size=300), settings(tmp_path, image_size=300)
+    two = two.replace(trial_workers=1)
+    assert local_preflight.planned_bytes(two) == 2 * local_preflight.planned_bytes(one)
+    with pytest.raises(SettingsError) as refused:
+        local_preflight.check_memory(two.replace(image_size=5000), memory=24 << 30)
+    assert "× 2 parallel trial(s) × 2 processes per trial (trial_workers=1)," in str(refused.value)
+
+
 @pytest.mark.parametrize("cgroup", ["v2", "v1"])
 def test_in_a_memory_limited_container_the_limit_not_the_hosts_memory_bounds_the_image_size(
     tmp_path, monkeypatch, cgroup

@@ -216,3 +216,34 @@ def test_settings_early_stopping_compiles_into_the_vertex_pipeline(tmp_path):
     path = compile_pipeline("vertex", Settings(early_stopping=True), tmp_path / "v.yaml")
     spec = yaml.safe_load(open(path))
     assert spec["root"]["inputDefinitions"]["parameters"]["early_stopping"]["defaultValue"] is True
+
+
+def test_compile_with_trial_workers_sends_every_trial_a_chief_pool_and_a_worker_pool(
+    tmp_path, monkeypatch
+):
+    """`compile --target vertex --trial-workers 2`: the trial job spec as the compiled pipeline
+    resolves it, through GCPC's launcher into `aiplatform_v1` (strict): a chief pool of one
+    and a worker pool of two, the same container and machine (the final job's builder)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from components.job_specs import trial_job_spec
+    from pipelines.app import cli
+    from tests.vertex_resolve import resolve_inputs
+
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "europe-docker.pkg.dev/p/r/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "europe-docker.pkg.dev/p/r/components:v1")
+    out = tmp_path / "vertex.yaml"
+    args = ["compile", "--target", "vertex", "--trial-workers", "2", "--output", str(out)]
+    result = CliRunner().invoke(cli.app, args)
+    assert result.exit_code == 0, result.output
+    inputs = resolve_inputs(yaml.safe_load(out.read_text()), outputs={})["trial-job-spec"]
+    assert inputs["worker_count"] == 2
+    place = SimpleNamespace(uri="gs://b/root/prepare-dataset/dataset", path="/gcs/b/dataset")
+    pools, _ = trial_job_spec.python_func(dataset=place, study=place, **inputs)
+    request = hpt_job.launcher_request(payload(worker_pool_specs=as_vertex_renders(pools)))
+    chief, workers = request.trial_job_spec.worker_pool_specs
+    assert (chief.replica_count, workers.replica_count) == (1, 2)
+    assert chief.container_spec == workers.container_spec
+    assert chief.machine_spec == workers.machine_spec
+    assert chief.machine_spec.accelerator_count == Settings().machines.trial_accelerator_count

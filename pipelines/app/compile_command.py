@@ -8,7 +8,7 @@ import typer
 
 from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
-from pipelines.app.pipeline_settings import checked_settings
+from pipelines.app.pipeline_settings import TRIAL_WORKERS_HELP, checked_settings
 from pipelines.settings import SettingsError
 from pipelines.wiring import TARGETS
 
@@ -23,6 +23,7 @@ def compile_command(
     namespace: str = typer.Option(
         None, "--namespace", help="Kubernetes namespace of the runs (kubeflow)."
     ),
+    trial_workers: int = typer.Option(None, help=TRIAL_WORKERS_HELP),
 ) -> None:
     """Compile the pipeline for a target into a pipeline spec (YAML)."""
     from pipelines.app.dispatch import refuse_other_flags
@@ -43,6 +44,7 @@ def compile_command(
         runs_here=chosen.runs_here,
         continue_from=continue_from,
         kubeflow_namespace=namespace,
+        trial_workers=trial_workers,
     )
     for line in continuation_lines(settings, target) + chosen.binding.notes(settings):
         typer.echo(f"note: {line}")

@@ -16,7 +16,7 @@ import typer
 from pipelines import scratch
 from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
-from pipelines.app.pipeline_settings import checked_settings
+from pipelines.app.pipeline_settings import TRIAL_WORKERS_HELP, checked_settings
 from pipelines.settings import (
     LOCAL_RUN_DEFAULTS,
     REGISTRY_DIR,
@@ -76,6 +76,7 @@ FeatureCacheOption = Annotated[
 WorkersOption = Annotated[
     int | None, _option("Final-job workers besides the chief (local default 1).")
 ]
+TrialWorkersOption = Annotated[int | None, _option(TRIAL_WORKERS_HELP)]
 ReplicasOption = Annotated[int | None, _option("Renamed --workers: refused.", hidden=True)]
 TrialAcceleratorsOption = Annotated[
     int | None,
@@ -169,6 +170,7 @@ def run(
     feature_cache: FeatureCacheOption = None,
     workers: WorkersOption = None,
     replicas: ReplicasOption = None,
+    trial_workers: TrialWorkersOption = None,
     trial_accelerators: TrialAcceleratorsOption = None,
     search_space: SearchSpaceOption = None,
     objectives: ObjectivesOption = None,
@@ -269,11 +271,15 @@ def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[
     choice = models_of(study_space(settings))  # a model choice: each trial's own model
     model = f"{'|'.join(choice)} (searched)" if choice else settings.architecture.model
 
+    workers = settings.training.trial_workers
+    trial_cluster = f", each 1 chief + {workers} worker(s)" if workers else ""
+
     def announce() -> None:  # once the output is this run's: a refusal stays one line
         console.print(
             f"[bold]hpt-pipeline run[/]: model={model} source={settings.data.source} "
             f"image_size={settings.data.image_size} trials={settings.study.max_trials} "
-            f"(parallel {settings.study.parallel_trials}) epochs={settings.training.epochs} "
+            f"(parallel {settings.study.parallel_trials}{trial_cluster}) "
+            f"epochs={settings.training.epochs} "
             f"final job=1 chief + {settings.training.workers} worker(s) → {settings.local.output}"
         )
         for note in notes:

@@ -86,9 +86,13 @@ def trial_bytes(image_size: int, batch_size: int, replicas: int) -> int:
 
 
 def planned_bytes(settings: Settings, image_size: int | None = None) -> int:
-    """Peak bytes of the study's parallel trials or of the final job, whichever is more."""
+    """Peak bytes of the study's parallel trials or of the final job, whichever is more.
+
+    A trial with workers (`trial_workers`) is one process per replica, as the final job.
+    """
     size = image_size or settings.data.image_size
-    trials = settings.study.parallel_trials * trial_bytes(
+    processes = settings.study.parallel_trials * (1 + settings.training.trial_workers)
+    trials = processes * trial_bytes(
         size, settings.training.batch_size, max(1, settings.machines.trial_accelerator_count)
     )
     final = (1 + settings.training.workers) * trial_bytes(
@@ -120,12 +124,19 @@ def check_memory(settings: Settings, memory: int | None = None) -> None:
         f"image_size={settings.data.image_size}: training would need ~{need / GIB:.0f} GiB "
         f"({settings.data.image_size}×{settings.data.image_size} px × batch "
         f"{settings.training.batch_size} × {settings.machines.trial_accelerator_count} logical "
-        f"replica(s) × {settings.study.parallel_trials} parallel trial(s), and the CNN's "
+        f"replica(s) × {settings.study.parallel_trials} parallel trial(s)"
+        f"{_processes_per_trial(settings)}, and the CNN's "
         f"Dense({MAX_UNITS}) weights on "
         f"{(settings.data.image_size // 8) ** 2 * DENSE_FEATURES:,} features), more than "
         f"{MEMORY_SHARE:.0%} of this machine's {memory / GIB:.0f} GiB; expected "
         f"image_size <= {fits} at these settings (or a smaller batch or fewer parallel trials)"
     )
+
+
+def _processes_per_trial(settings: Settings) -> str:
+    """` × N processes per trial` for a trial with workers, else nothing."""
+    workers = settings.training.trial_workers
+    return f" × {1 + workers} processes per trial (trial_workers={workers})" if workers else ""
 
 
 def tfds_data_dir(output: str) -> str:

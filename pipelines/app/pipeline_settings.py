@@ -38,6 +38,12 @@ def check_source(source: str) -> None:
         )
 
 
+TRIAL_WORKERS_HELP = (
+    "Workers besides the chief in every trial (default 0): each trial one cluster, "
+    "as the final job is."
+)
+
+
 def checked_settings(
     config: Path | None,
     defaults: dict[str, Any] | None,

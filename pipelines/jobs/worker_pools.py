@@ -1,11 +1,11 @@
 """Vertex job payloads: `worker_pool_specs` builders and strict checks against aiplatform_v1.
 
-`trial_worker_pool_specs` is the job every HPT trial runs (one replica);
-`training_worker_pool_specs` the final multi-worker job (pool 0: the chief, one
-replica; pool 1: R workers). Keys are snake_case, as the API's proto-plus types
-want. `validate_worker_pool_specs` parses payloads as the API's `WorkerPoolSpec`
-(`pipelines.vertex_types`) with unknown fields refused, so a payload that runs
-locally is one Vertex accepts.
+`training_worker_pool_specs` builds every job's pools, the final job's and each HPT
+trial's (pool 0: the chief, one replica; pool 1: R workers, `workers` or
+`trial_workers`); `trial_worker_pool_specs` is it without workers (the features job).
+Keys are snake_case, as the API's proto-plus types want. `validate_worker_pool_specs`
+parses payloads as the API's `WorkerPoolSpec` (`pipelines.vertex_types`) with unknown
+fields refused, so a payload that runs locally is one Vertex accepts.
 """
 
 from __future__ import annotations
@@ -74,33 +74,21 @@ def trial_worker_pool_specs(
     accelerator_count: int = 0,
     expect_gpus: bool = False,
 ) -> list[dict[str, Any]]:
-    """The `worker_pool_specs` of an HPT trial: one replica (HPT appends `--<param>=<value>`).
+    """A one-replica job's `worker_pool_specs` (the features job; a trial without workers).
 
-    Args:
-        image_uri: Trainer container image.
-        command: Container command, e.g. `["python", "-m", "trainer.task"]`.
-        args: Fixed arguments before the tuned ones.
-        env: Extra environment variables.
-        machine_type: Compute Engine machine type.
-        accelerator_type: e.g. `NVIDIA_TESLA_T4` (required when `accelerator_count` > 0).
-        accelerator_count: Accelerators on the replica (MirroredStrategy over them).
-        expect_gpus: Cloud targets: GPUs are real, so the trainer gets `--expected_gpus`
-            = `accelerator_count` for a GPU type. Locally the count means logical CPU
-            devices and no GPU is expected (False).
+    `training_worker_pool_specs` with no workers: HPT trials with `trial_workers` take that
+    function directly, so a trial's pools and the final job's are built by one function.
     """
-    return [
-        _pool(
-            replica_count=1,
-            image_uri=image_uri,
-            command=command,
-            args=args,
-            env=env,
-            machine_type=machine_type,
-            accelerator_type=accelerator_type,
-            accelerator_count=accelerator_count,
-            expect_gpus=expect_gpus,
-        )
-    ]
+    return training_worker_pool_specs(
+        image_uri=image_uri,
+        command=command,
+        args=args,
+        env=env,
+        machine_type=machine_type,
+        accelerator_type=accelerator_type,
+        accelerator_count=accelerator_count,
+        expect_gpus=expect_gpus,
+    )
 
 
 def training_worker_pool_specs(
@@ -115,14 +103,28 @@ def training_worker_pool_specs(
     worker_count: int = 0,
     expect_gpus: bool = False,
 ) -> list[dict[str, Any]]:
-    """The final job's `worker_pool_specs`: pool 0 the chief, pool 1 `worker_count` workers.
+    """A job's `worker_pool_specs`: pool 0 the chief, pool 1 `worker_count` workers.
 
-    One keyword per field of Vertex's `WorkerPoolSpec` it fills (the container's and the
-    machine's), plus the pool sizes: the job spec components pass them by these names.
+    The final job's (`workers`) and every HPT trial's (`trial_workers`; HPT appends
+    `--<param>=<value>` to each pool's args). One keyword per field of Vertex's
+    `WorkerPoolSpec` it fills (the container's and the machine's), plus the pool sizes:
+    the job spec components pass them by these names.
 
-    Every replica runs the same container on the same machine; with
-    `worker_count` = 0 the job is the chief alone. Arguments as in
-    `trial_worker_pool_specs`.
+    Every replica runs the same container on the same machine; with `worker_count` = 0 the
+    job is the chief alone.
+
+    Args:
+        image_uri: Trainer container image.
+        command: Container command, e.g. `["python", "-m", "trainer.task"]`.
+        args: Fixed arguments (a trial's tuned ones come after them).
+        env: Extra environment variables.
+        machine_type: Compute Engine machine type.
+        accelerator_type: e.g. `NVIDIA_TESLA_T4` (required when `accelerator_count` > 0).
+        accelerator_count: Accelerators per replica (MirroredStrategy over them).
+        worker_count: Replicas of pool 1, besides the chief.
+        expect_gpus: Cloud targets: GPUs are real, so the trainer gets `--expected_gpus`
+            = `accelerator_count` for a GPU type. Locally the count means logical CPU
+            devices and no GPU is expected (False).
     """
     if worker_count < 0:
         raise PayloadError(f"worker_count={worker_count}: expected >= 0")

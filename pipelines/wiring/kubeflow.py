@@ -41,7 +41,7 @@ def check_settings(settings: Settings) -> None:
         SettingsError: `kubeflow_namespace: kubeflow`, multi-node trials with
             `kubeflow_job_api: tfjob` (`job_kind`), or spot/flex-start capacity; one line.
     """
-    from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting
+    from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting, trial_nodes
 
     refuse_scheduling(
         settings,
@@ -57,19 +57,17 @@ def check_settings(settings: Settings) -> None:
             f"or set kubeflow_namespace in --config or {ENV_PREFIX}KUBEFLOW_NAMESPACE"
         )
     try:
-        job_api_setting(settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes)
+        job_api_setting(settings.kubeflow.kubeflow_job_api, trial_nodes(settings))
     except JobKindError as err:
         raise SettingsError(str(err)) from None
 
 
 def _job_api(settings: Settings) -> str:
     """The job API both steps resolve: one choice for trials and the final job (`job_kind`)."""
-    from pipelines.targets.kubeflow.job_kind import job_api_setting
+    from pipelines.targets.kubeflow.job_kind import job_api_setting, trial_nodes
 
     check_settings(settings)
-    return job_api_setting(
-        settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes
-    )
+    return job_api_setting(settings.kubeflow.kubeflow_job_api, trial_nodes(settings))
 
 
 def _cluster(settings: Settings) -> dict[str, Any]:
@@ -120,6 +118,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         "the Katib Experiment takes median stopping (scheduler=median); its hyperband restarts "
         "every promoted trial from scratch and is not mapped",
     )
+    from pipelines.targets.kubeflow.job_kind import trial_nodes
     from pipelines.targets.kubeflow.katib_tune import refuse_budgets
 
     study = settings.study
@@ -135,7 +134,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         study_dir=p.study_dir,  # given: a later run may resume the Experiment
         job_api=_job_api(settings),  # the final job's API, checked before the study
         pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
-        trial_nodes=settings.kubeflow.kubeflow_trial_nodes,  # > 1: TrainJob trials
+        trial_nodes=trial_nodes(settings),  # > 1 (trial_workers): TrainJob trials
         max_study_hours=p.max_study_hours,  # refused: Katib has no study budget
         max_trials_no_progress=p.max_trials_no_progress,
         **tracking_inputs(p, settings),  # trials nest under KFP's task run when it sets one

@@ -1,12 +1,13 @@
 """Which Kubernetes kinds a Kubeflow run creates: one choice for the Katib trials and the final job.
 
 Two settings decide both: `kubeflow_job_api` (tfjob | trainjob | auto, resolved against the
-cluster by `job_api.resolve`) and `kubeflow_trial_nodes` (pods per trial). A one-node trial
-is a `batch/v1` Job, whatever runs the final job (any Katib runs it). A multi-node trial is
-a Kubeflow Trainer v2 `TrainJob` (Katib 0.19+ runs TrainJob trials: `TrainJob` in
-`KubeflowJobKinds`, `pkg/apis/controller/experiments/v1beta1/constants.go` of
+cluster by `job_api.resolve`) and `trial_workers` (pods per trial, `trial_nodes`: it + 1).
+A one-node trial is a `batch/v1` Job, whatever runs the final job (any Katib runs it). A
+multi-node trial is a Kubeflow Trainer v2 `TrainJob` (Katib 0.19+ runs TrainJob trials:
+`TrainJob` in `KubeflowJobKinds`, `pkg/apis/controller/experiments/v1beta1/constants.go` of
 kubeflow/katib v0.19.0), so the final job is one too: `auto` becomes `trainjob`, and `tfjob`
-with several nodes per trial is refused in one line (TFJob trials are not built). Both steps
+with several nodes per trial is refused in one line naming the TrainJob path (TFJob trials
+are not built). Both steps
 and `manifests` ask this module, so the tune step refuses before the study what the train
 step could not run after it.
 """
@@ -14,6 +15,7 @@ step could not run after it.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from pipelines.settings_cloud import KUBEFLOW_JOB_APIS
 
@@ -33,10 +35,17 @@ class Kinds:
     final: str
 
 
+def trial_nodes(settings: Any) -> int:
+    """Pods per Katib trial: its chief and `trial_workers` (`Settings`)."""
+    return 1 + int(settings.training.trial_workers)
+
+
 def _nodes(trial_nodes: int) -> int:
     nodes = int(trial_nodes)
     if nodes < 1 or nodes != trial_nodes:
-        raise JobKindError(f"kubeflow_trial_nodes={trial_nodes!r}: expected an integer >= 1")
+        raise JobKindError(
+            f"trial_nodes={trial_nodes!r}: expected an integer >= 1 (trial_workers + 1)"
+        )
     return nodes
 
 
@@ -55,9 +64,9 @@ def job_api_setting(setting: str, trial_nodes: int) -> str:
         return setting
     if setting == "tfjob":
         raise JobKindError(
-            f"kubeflow_trial_nodes={trial_nodes} with kubeflow_job_api=tfjob: multi-node trials "
+            f"trial_workers={trial_nodes - 1} with kubeflow_job_api=tfjob: multi-worker trials "
             "run as Katib TrainJob trials (Katib 0.19+, Kubeflow Trainer v2); set "
-            "kubeflow_job_api: trainjob (or auto), or kubeflow_trial_nodes: 1"
+            "kubeflow_job_api: trainjob (or auto), or trial_workers: 0"
         )
     return "trainjob"
 

@@ -179,7 +179,7 @@ class StudyRequest:
         poll_s: Seconds between status reads (None: `DEFAULT_POLL_S`).
         job_api_setting: `kubeflow_job_api`; the final job's API is checked before the study.
         pending_grace_s: How long a trial pod may stay Pending (`pod_watch`).
-        trial_nodes: Pods per trial (`kubeflow_trial_nodes`): more than one makes each trial a
+        trial_nodes: Pods per trial (`trial_workers` + 1): more than one makes each trial a
             TrainJob, and the final job one too (`job_kind`).
     """
 

@@ -4,7 +4,7 @@ The final job follows `kubeflow_job_api`: `tfjob.yaml` (a TFJob), or for a Train
 `trainjob/`, the TensorFlow runtime to install once (`trainingruntime.yaml`, cluster admin)
 and an example TrainJob in each release's override field (`trainjob.yaml`: Trainer v2.2+
 `runtimePatches`; `trainjob-v2.1.yaml`: `podTemplateOverrides`); `auto` writes both kinds.
-With `kubeflow_trial_nodes` > 1 each trial is a TrainJob (`job_kind`: the final job is one
+With `trial_workers` > 0 each trial is a TrainJob (`job_kind`: the final job is one
 too), and `trainjob/` also holds what Katib needs for them (`katib.yaml`: its controller
 allowed to run TrainJobs, the step allowed to read `katib-config`) and the Experiment in
 Trainer v2.1's field (`experiment-v2.1.yaml`).
@@ -47,7 +47,7 @@ TRAINJOB_FILES = {  # file → the TrainJob override field its example uses
     "trainjob/trainjob-v2.1.yaml": trainjob.V21_OVERRIDES,
 }
 RUNTIME_FILE = "trainjob/trainingruntime.yaml"
-# Multi-node trials (kubeflow_trial_nodes > 1): Katib's side, and the Experiment whose trial
+# Multi-node trials (trial_workers > 0): Katib's side, and the Experiment whose trial
 # TrainJobs use Trainer v2.1's override field (experiment.yaml uses v2.2+'s).
 KATIB_FILE = "trainjob/katib.yaml"
 EXPERIMENT_V21_FILE = "trainjob/experiment-v2.1.yaml"
@@ -70,25 +70,28 @@ def _args(settings: Settings) -> list[str]:
     return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed)
 
 
-def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -> dict[str, Any]:
-    pools = worker_pools.trial_worker_pool_specs(
+def _pools(
+    settings: Settings, workers: int, accelerators: int, accelerator: str
+) -> list[dict[str, Any]]:
+    """A job's pools, a chief and `workers`, as `components/job_specs.py` builds them."""
+    return worker_pools.training_worker_pool_specs(
         image_uri=settings.images.trainer_image,
         command=trainer_args.TRAINER_COMMAND,
         args=_args(settings),
         accelerator_type=accelerator if accelerators else None,
         accelerator_count=accelerators,
+        worker_count=workers,
         expect_gpus=True,  # the pod requests the GPUs: the trainer refuses to train without them
     )
-    return {**pools[0], "replica_count": count}
 
 
 def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> dict[str, Any]:
     """The Experiment a run creates (trials as Jobs, or TrainJobs in `override_field`)."""
     space = study_space(settings)
     study_dir = f"{_root(settings)}/example/study"
-    trial = _pool(
+    trial = _pools(
         settings,
-        1,
+        settings.training.trial_workers,
         settings.machines.trial_accelerator_count,
         settings.machines.trial_accelerator_type,
     )
@@ -96,7 +99,7 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
         name=experiment.experiment_name(
             f"{settings.cloud.display_name}-study",
             study_dir,
-            settings.kubeflow.kubeflow_trial_nodes,
+            job_kind.trial_nodes(settings),
         ),
         namespace=settings.kubeflow.kubeflow_namespace,
         study=experiment.StudyPayload(
@@ -110,14 +113,14 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
             early_stopping=settings.study.early_stopping,
         ),
         pods=TrialPods(
-            worker_pool_specs=[trial],
+            worker_pool_specs=trial,
             cpu=settings.kubeflow.kubeflow_cpu,
             memory=settings.kubeflow.kubeflow_memory,
             base_output_directory=study_dir,
             service_account=settings.kubeflow.kubeflow_service_account or "",
             pvc_name=settings.kubeflow.data_pvc or "",
             data_mount_path=settings.kubeflow.data_mount_path if settings.kubeflow.data_pvc else "",
-            nodes=settings.kubeflow.kubeflow_trial_nodes,
+            nodes=job_kind.trial_nodes(settings),
         ),
         # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
         # submit, and then the Experiment is per run (`katib_tune`: resumable=bool(study_dir)).
@@ -131,20 +134,15 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
 def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     """The documents of each file, built and checked as the pipeline's steps do."""
     api = job_kind.job_api_setting(
-        settings.kubeflow.kubeflow_job_api, settings.kubeflow.kubeflow_trial_nodes
+        settings.kubeflow.kubeflow_job_api, job_kind.trial_nodes(settings)
     )
-    trial_trainjobs = (
-        job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB
-    )
+    trial_trainjobs = job_kind.trial_kind(job_kind.trial_nodes(settings)) == job_kind.TRAINJOB
     files: dict[str, list[dict[str, Any]]] = {"experiment.yaml": [_experiment(settings)]}
-    chief = _pool(
+    pools = _pools(
         settings,
-        1,
+        settings.training.workers,
         settings.machines.final_accelerator_count,
         settings.machines.final_accelerator_type,
-    )
-    pools = [chief] + (
-        [{**chief, "replica_count": settings.training.workers}] if settings.training.workers else []
     )
     final_dir = f"{_root(settings)}/example/final"
     nodes = 1 + settings.training.workers
@@ -190,10 +188,9 @@ def notes(settings: Settings) -> list[str]:
     """What the reader should know that no file says (`experiment.objective_notes`)."""
     space = study_space(settings)
     lines = experiment.objective_notes([m.metric_id for m in space.metrics])
-    if job_kind.trial_kind(settings.kubeflow.kubeflow_trial_nodes) == job_kind.TRAINJOB:
+    if job_kind.trial_kind(job_kind.trial_nodes(settings)) == job_kind.TRAINJOB:
         lines.append(
-            f"kubeflow_trial_nodes={settings.kubeflow.kubeflow_trial_nodes}: each trial is a "
-            "TrainJob "
+            f"trial_workers={settings.training.trial_workers}: each trial is a TrainJob "
             f"(Katib 0.19+): ConfigMap {rbac.KATIB_NAMESPACE}/{rbac.KATIB_CONFIG} must list "
             f"{TRIAL_RESOURCE} under init.controller.trialResources (Katib 0.19's installs do; "
             f"else add it and restart katib-controller); apply {KATIB_FILE} once (cluster "

@@ -7,7 +7,7 @@ checks read the namespace, the data claim, the TrainJob runtimes and (optionally
 nodes. `manifests` returns a `Role` and a `RoleBinding` (rbac.authorization.k8s.io/v1),
 and a ClusterRole reading nodes and ClusterTrainingRuntimes with its binding, as dicts,
 ready to be written as YAML and applied by a cluster admin. For TrainJob trials
-(`kubeflow_trial_nodes` > 1), `katib_trainjobs` is what Katib's side needs: its controller
+(`trial_workers` > 0), `katib_trainjobs` is what Katib's side needs: its controller
 allowed to run TrainJobs (Katib 0.19's own ClusterRole has it,
 `manifests/v1beta1/components/controller/rbac.yaml`; an older or trimmed install may not)
 and the step allowed to read `katib-config` (`trainjob_checks`).
@@ -159,7 +159,7 @@ def _binding(kind: str, name: str, role: str, account: str, namespace: str) -> d
 def katib_trainjobs(
     namespace: str, service_account: str | None = None, *, name: str = "hpt-pipeline"
 ) -> list[dict[str, Any]]:
-    """What TrainJob trials need on Katib's side (`kubeflow_trial_nodes` > 1).
+    """What TrainJob trials need on Katib's side (`trial_workers` > 0).
 
     A ClusterRole letting `katib-controller` create and watch TrainJobs (and read their
     JobSets), bound to it; a Role in Katib's namespace letting the pipeline's account read

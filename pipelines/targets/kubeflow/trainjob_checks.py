@@ -112,9 +112,9 @@ def check_katib_runs_trainjobs(core: Any, echo: Callable[[str], None] = print) -
     if TRIAL_RESOURCE not in resources:
         raise KubeflowJobError(
             f"ConfigMap {KATIB_NAMESPACE}/{KATIB_CONFIG}: trialResources lacks {TRIAL_RESOURCE} "
-            "(multi-node trials, kubeflow_trial_nodes > 1, run as TrainJobs): use Katib 0.19+ "
+            "(multi-node trials, trial_workers > 0, run as TrainJobs): use Katib 0.19+ "
             "and add it under init.controller.trialResources, apply the katib-controller "
             "ClusterRole `hpt-pipeline manifests` writes (trainjob/katib.yaml), "
-            "restart katib-controller; or set kubeflow_trial_nodes: 1"
+            "restart katib-controller; or set trial_workers: 0"
         )
     echo(f"ConfigMap {KATIB_NAMESPACE}/{KATIB_CONFIG}: Katib runs {TRIAL_RESOURCE} trials")

@@ -81,15 +81,16 @@ class TrialPods:
     """Where and how every trial's pods run: the trial pool and the tune step's cluster settings.
 
     Attributes:
-        worker_pool_specs: The trial's one pool (`trial_worker_pool_specs`), as for Vertex.
+        worker_pool_specs: The trial's pools (`job_specs.trial_job_spec`), as for Vertex: a
+            chief and `trial_workers` workers, every replica one pod of the same container.
         cpu: Each trial pod's CPU request and limit.
         memory: Each trial pod's memory request and limit.
         base_output_directory: The study folder; each trial's `AIP_*` folders under it.
         service_account: The pods' service account ("" for the namespace's default).
         pvc_name: A PVC mounted in every trial pod ("" for none).
         data_mount_path: Where it is mounted.
-        nodes: Pods per trial (`kubeflow_trial_nodes`): 1 is a Job, more a TrainJob
-            (`job_kind`).
+        nodes: Pods per trial (`trial_workers` + 1): 1 is a Job, more a TrainJob
+            (`job_kind`); the pools' replicas must add up to it.
     """
 
     worker_pool_specs: Sequence[Mapping[str, Any] | str]
@@ -114,18 +115,21 @@ class TrialContainer:
 
 
 def trial_container(pods: TrialPods, space: SearchSpace) -> TrialContainer:
-    """The trial pool's container with `--<id>=${trialParameters.<id>}` appended, checked.
+    """The trial's chief container with `--<id>=${trialParameters.<id>}` appended, checked.
+
+    Every node of a trial runs the chief pool's container (the workers' pool is the same one,
+    `worker_pools.training_worker_pool_specs`); the pools give the node count.
 
     Raises:
-        KatibSpecError: Not one pool of one replica, no image or command, a word the pod
+        KatibSpecError: Replicas other than `pods.nodes`, no image or command, a word the pod
             webhook's `sh -c` would split, or a non-NVIDIA accelerator.
     """
     pools = payload_items(pods.worker_pool_specs)
     replicas = sum(int(float(p.get("replica_count", 1))) for p in pools)
-    if not pools or replicas != 1:
+    if not pools or replicas != pods.nodes:
         raise KatibSpecError(
-            f"worker_pool_specs: {replicas} replicas; a Katib trial here runs one pod per node "
-            "(trial_worker_pool_specs gives one; kubeflow_trial_nodes sets the nodes)"
+            f"worker_pool_specs: {replicas} replicas, expected {pods.nodes}; a Katib trial here "
+            f"runs one pod per node (a chief and trial_workers={pods.nodes - 1} workers)"
         )
     container_spec = pools[0].get("container_spec") or {}
     image = container_spec.get("image_uri")
