@@ -11,6 +11,8 @@ def evaluate_model(
     dataset: dsl.Input[dsl.Dataset],
     threshold: float,
     use_threshold: bool,
+    trials: dsl.Input[dsl.Artifact],
+    best_trial_id: str,
     metrics: dsl.Output[dsl.Metrics],
     classification: dsl.Output[dsl.ClassificationMetrics],
     report: dsl.Output[dsl.HTML],
@@ -21,7 +23,9 @@ def evaluate_model(
     Logs test_accuracy, test_loss and per-class precision/recall/F1 (Metrics), the
     confusion matrix and, for two classes, the ROC curve (ClassificationMetrics),
     and the same figures as one HTML page (`report`, drawn by the console) and
-    as PNG files with evaluation.json (`figures`).
+    as PNG files with evaluation.json (`figures`). When the study was tracked (its `trials`
+    artifact names the MLflow store and study run), the final job gets a run there, whose id
+    the metrics' metadata keep (`tracking`) for the registry.
     """
     import json
     import os
@@ -29,6 +33,9 @@ def evaluate_model(
 
     from pipelines.jobs import step_process, trainer_args
     from pipelines.reports import eval_report, plotting
+    from pipelines.tracking.steps import FinalTracking
+
+    tracker = FinalTracking(trials.metadata)  # its writer warms up while the model is scored
 
     # matplotlib's import (~0.3 s), for the figures, runs while the evaluation process does.
     loading = threading.Thread(target=plotting.pyplot, name="matplotlib", daemon=True)
@@ -62,6 +69,17 @@ def evaluate_model(
     )
     if use_threshold:
         metrics.log_metric("threshold", float(threshold))
+    tracked = tracker.record(
+        params=model.metadata.get("hyperparameters", {}),
+        metrics={k: v for k, v in metrics.metadata.items() if isinstance(v, int | float)},
+        tags={
+            "hpt.best_trial_id": best_trial_id,
+            "hpt.model": model.uri,
+            "hpt.passed_threshold": str(passed).lower(),
+        },
+    )
+    if tracked:
+        metrics.metadata["tracking"] = tracked
     page = eval_report.write_report(result, figures.path, title="Evaluation of the retrained model")
     with open(report.path, "w") as f:
         f.write(page.read_text())

@@ -19,29 +19,23 @@ def register_locally(
     """Copy the model into `registry_dir/<model_name>/vN` with a model card naming its lineage.
 
     The same model already registered (a rerun that changed nothing) is reported, not copied
-    again; a model at or below chance accuracy is said in one line. When the study was tracked
-    (its trials artifact names the MLflow store and study run), the final job gets a run there
-    first; its id goes into the card and the lineage.
+    again; a model at or below chance accuracy is said in one line. The final job's MLflow run
+    (written by the evaluate step when the study was tracked) goes into the card and lineage.
     """
     from pipelines.targets.local import registry
-    from pipelines.tracking import runs
 
     classes = len(model.metadata.get("class_names") or [])
     warning = registry.chance_line(evaluation.metadata.get("test_accuracy"), classes)
     if warning:
         print(warning, flush=True)
-    final_run = runs.record_final(
-        trials.metadata,
-        params=model.metadata.get("hyperparameters", {}),
-        metrics={k: v for k, v in evaluation.metadata.items() if isinstance(v, int | float)},
-        tags={"hpt.best_trial_id": best_trial_id, "hpt.model": model.uri},
-    )
+    tracked = evaluation.metadata.get("tracking") or {}  # the final job's MLflow run
+    measured = {k: v for k, v in evaluation.metadata.items() if k != "tracking"}
     card = registry.register(
         model.path,
         registry_dir,
         model_name,
         {
-            "metrics": dict(evaluation.metadata),
+            "metrics": measured,
             "hyperparameters": model.metadata.get("hyperparameters", {}),
             "lineage": {
                 "dataset": dataset.uri,
@@ -54,16 +48,13 @@ def register_locally(
                 "best_trial_id": best_trial_id,
                 "model": model.uri,
                 "evaluation": evaluation.uri,
-                "mlflow_run_id": final_run,
+                "mlflow_run_id": tracked.get("mlflow_run_id", ""),
             },
-            "tracking": runs.card_entry(trials.metadata, final_run),
+            "tracking": tracked,
         },
     )
     if card["reused"]:
         print(f"{model_name} v{card['version']}: the same model, already registered", flush=True)
-    runs.tag_registered(
-        trials.metadata, final_run, f"{model_name}/v{card['version']}", card["path"]
-    )
     registered.uri = card["path"]
     registered.metadata.update(
         {

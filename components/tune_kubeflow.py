@@ -53,10 +53,9 @@ def tune_on_katib(
     """
     from pipelines.study import trials_artifact
     from pipelines.targets.kubeflow import katib_tune
-    from pipelines.tracking import runs, store
+    from pipelines.tracking.steps import StudyTracking
 
-    tracked_in = store.open_store(tracking, tracking_uri)
-    warm = runs.warm_up(tracked_in)  # MLflow's import and store, while the trials run
+    tracker = StudyTracking(tracking, tracking_uri)  # checked now; its writer warms up meanwhile
 
     katib_tune.refuse_budgets(float(max_study_hours), int(max_trials_no_progress))
     request = katib_tune.StudyRequest(
@@ -89,14 +88,10 @@ def tune_on_katib(
     trials_artifact.write(
         trials, converted, source="katib", study_dir=f"{meta['namespace']}/{meta['name']}"
     )
-    if tracked_in is not None:  # the artifact names the store: the final job's run joins it
-        tracked = runs.record_study(
-            tracked_in,
-            converted,
-            warm=warm,
-            experiment=experiment or display_name,
-            pipeline_run=trials.uri.rsplit("/", 2)[0],
-            target="kubeflow",
-            search_space=study_spec_parameters,
-        )
-        trials.metadata.update(tracked)
+    tracker.record(
+        trials,
+        converted,
+        experiment=experiment or display_name,
+        target="kubeflow",
+        search_space=study_spec_parameters,
+    )

@@ -39,10 +39,9 @@ def tune_locally(
     (`tracking`, `tracking_uri`: checked before any trial) the trials become MLflow runs.
     """
     from pipelines.study import continuation, local_study, trials_artifact
-    from pipelines.tracking import runs, store
+    from pipelines.tracking.steps import StudyTracking
 
-    tracked_in = store.open_store(tracking, tracking_uri)
-    warm = runs.warm_up(tracked_in)  # MLflow's import and store, while the trials run
+    tracker = StudyTracking(tracking, tracking_uri)  # checked now; its writer warms up meanwhile
 
     results = local_study.run_study(
         worker_pool_specs=worker_pool_specs,
@@ -64,15 +63,11 @@ def tune_locally(
     )
     both = continuation.combine(continued_trials, results)
     trials_artifact.write(trials, both, source="local", study_dir=base_output_directory)
-    if tracked_in is not None:  # the artifact names the store: the final job's run joins it
-        tracked = runs.record_study(
-            tracked_in,
-            both,
-            warm=warm,
-            experiment=experiment,
-            pipeline_run=trials.uri.rsplit("/", 2)[0],  # <pipeline root>/<run>/<task>/trials
-            target="local",
-            dataset_fingerprint=str(dataset.metadata.get("metadata_sha256", "")),
-            search_space=study_spec_parameters,
-        )
-        trials.metadata.update(tracked)
+    tracker.record(
+        trials,
+        both,
+        experiment=experiment,
+        target="local",
+        dataset_fingerprint=str(dataset.metadata.get("metadata_sha256", "")),
+        search_space=study_spec_parameters,
+    )

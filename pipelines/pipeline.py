@@ -231,6 +231,8 @@ def _train_evaluate_register(
         dataset=dataset,
         threshold=p.eval_threshold,
         use_threshold=p.use_eval_threshold,
+        trials=trials,  # the study's MLflow run, which the final job's joins
+        best_trial_id=best.outputs["best_trial_id"],
     ).set_display_name("Evaluate on the test split")
     binding.mount_data(evaluation, s)
     with dsl.If(evaluation.outputs["Output"] == True, name="model-passes-threshold"):  # noqa: E712

@@ -901,6 +901,33 @@ MUTANTS = [
         "test_under_kfps_task_run_the_study_nests_there",
         timeout=600.0,  # it starts an MLflow server
     ),
+    m(
+        "a tracked step writes its runs in its own process (MLflow's import on the step)",
+        "pipelines/tracking/steps.py",
+        "self.writer = Writer(self.store.uri) if self.store is not None else None",
+        "self.writer = None",
+        "tests/test_tracking.py::test_a_tracked_step_writes_its_runs_without_importing_mlflow_itself",
+        "test_a_tracked_step_writes_its_runs_without_importing_mlflow_itself",
+        timeout=600.0,
+    ),
+    m(
+        "a writer starved at nice 19 is waited on, not replaced",
+        "pipelines/tracking/writer.py",
+        "if not self._ready(0.0):  # still warming up at nice 19: a normal-priority one instead",
+        "if False:",
+        "tests/test_tracking.py::test_a_writer_starved_at_low_priority_is_replaced_and_the_study_is_written",
+        "test_a_writer_starved_at_low_priority_is_replaced_and_the_study_is_written",
+        timeout=600.0,  # the starved writer is given up after the test's 120 s
+    ),
+    m(
+        "the trainer writes no HParams session to TensorBoard",
+        "trainer/train.py",
+        "summaries.open_writer(run.tensorboard_dir, hparams)",
+        "tf.summary.create_file_writer(run.tensorboard_dir)",
+        "tests/test_trainer.py::test_mirrored_over_two_logical_cpus_reports_every_epoch",
+        "test_mirrored_over_two_logical_cpus_reports_every_epoch",
+        timeout=600.0,
+    ),
     # --- what a user would feel first: bugs that once passed the whole suite (issue 56) ---
     m(
         "trials --metric val_loss on an accuracy study ranks the highest loss first",

@@ -318,7 +318,6 @@ OVER_LIMIT = {
     "components/features.py:features_job_spec": _COMPONENT,
     "components/tune_kubeflow.py:tune_on_katib": _COMPONENT,
     "components/tune_local.py:tune_locally": _COMPONENT,  # + halving, budgets, tracking
-    "components/register_local.py:register_locally": _COMPONENT,  # + reuse, chance, tracking
     "components/evaluate.py:evaluate_model": _COMPONENT,
 }
 

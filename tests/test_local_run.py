@@ -141,7 +141,8 @@ def test_the_runs_mlflow_store_holds_the_study_its_trials_and_the_final_job(two_
     card = json.loads((Path(first["registered"]) / registry.CARD).read_text())
     assert card["tracking"]["mlflow_run_id"] == final.info.run_id
     assert card["lineage"]["mlflow_run_id"] == final.info.run_id
-    assert final.data.tags["hpt.registered_model"] == f"{card['name']}/v{card['version']}"
+    assert final.data.tags["hpt.model"] == card["lineage"]["model"]  # written before registering
+    assert final.data.tags["hpt.passed_threshold"] == "true"
 
 
 def test_final_model_was_trained_with_the_best_parameters(two_runs):

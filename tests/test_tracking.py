@@ -7,6 +7,7 @@ its end; every check reads what a user's `MlflowClient` (or the UI) would read.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from pipelines.study import trials as trials_lib
-from pipelines.tracking import runs, store
+from pipelines.tracking import runs, steps, store, writer
 from pipelines.tracking.store import Store, TrackingError
 
 SERVER_START_S = 180.0  # `mlflow server` on two shared cores: imports, migrations, uvicorn
@@ -243,12 +244,9 @@ def test_the_final_jobs_run_joins_the_studys_store(server, tmp_path):
     assert run.data.params == {"learning_rate": "0.01"} and run.data.metrics == {
         "test_accuracy": 0.8
     }
-    runs.tag_registered(tracked, final, "hpt-cnn/v3", "/runs/registry/hpt-cnn/v3")
-    tags = c.get_run(final).data.tags
-    assert tags["hpt.registered_model"] == "hpt-cnn/v3"
-    assert tags["hpt.registry_path"] == "/runs/registry/hpt-cnn/v3"
     assert runs.card_entry(tracked, final) == {"mlflow_run_id": final, "tracking_uri": server}
     assert runs.record_final({}, params={}, metrics={}, tags={}) == ""  # an untracked study
+    assert steps.FinalTracking({}).record(params={}, metrics={}, tags={}) == {}
     assert runs.card_entry({}, "") == {}
 
 
@@ -360,36 +358,92 @@ def test_run_under_auto_says_an_unreachable_store_in_one_note_and_goes_on(tmp_pa
     assert preflight(settings.replace(tracking="off", tracking_uri=None)) == []
 
 
-def test_a_local_sqlite_store_opened_while_the_study_runs_keeps_its_files_beside_it(
+STEP = """
+import json, sys, types
+from pipelines.tracking import steps
+from tests.test_tracking import make_trials
+from pathlib import Path
+
+folder = Path(sys.argv[1])
+output = types.SimpleNamespace(uri="runs/latest/artifacts/r1/tune-locally/trials", metadata={})
+tracker = steps.StudyTracking("auto", "sqlite:///" + str(folder / "run" / "mlflow.db"))
+tracker.record(output, make_trials(folder), experiment="e", target="local")
+card = steps.FinalTracking(output.metadata).record(
+    params={"learning_rate": 0.01}, metrics={"test_accuracy": 0.8}, tags={"hpt.model": "m"}
+)
+print(json.dumps({"mlflow_imported": "mlflow" in sys.modules, "study": output.metadata,
+                  "card": card}))
+"""
+
+
+def test_a_tracked_step_writes_its_runs_without_importing_mlflow_itself(tmp_path):
+    """The tune and evaluate steps hand their writes to a writer process (MLflow's import and a
+    new store's migrations cost seconds of CPU): the step's own process never imports MLflow,
+    and the store a user opens holds the study, its trials and the final job's run."""
+    done = subprocess.run(
+        [sys.executable, "-c", STEP, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # MLflow's db_init_lock file
+        check=True,
+    )
+    said, answer = done.stdout.strip().splitlines()[-2:]
+    result = json.loads(answer)
+    assert result["mlflow_imported"] is False
+    study = result["study"]
+    uri = f"sqlite:///{tmp_path / 'run' / 'mlflow.db'}"
+    ui = f"mlflow ui --backend-store-uri {uri}"
+    assert said == f"tracking: study run {study['mlflow_run_id']}; see it with {ui}"
+    c = client(uri)
+    assert len(children(c, study["mlflow_experiment_id"], study["mlflow_run_id"])) == 2
+    final = c.get_run(result["card"]["mlflow_run_id"])
+    assert result["card"]["tracking_uri"] == uri
+    assert final.data.tags["hpt.study_run_id"] == study["mlflow_run_id"]
+    assert final.data.metrics == {"test_accuracy": 0.8}
+    logs = list((tmp_path / "run" / "mlflow-artifacts").rglob("chief-0.log"))  # not ./mlruns
+    assert [p.read_text() for p in logs] == ["epoch 1\nepoch 2\nepoch 3\n"]
+
+
+def test_a_writer_starved_at_low_priority_is_replaced_and_the_study_is_written(
     tmp_path, monkeypatch
 ):
-    import tempfile
+    """On a busy host a nice-19 writer may not have imported MLflow when the trials end: the
+    step then writes through a writer at normal priority instead of waiting on the starved one."""
+    started: list[subprocess.Popen[bytes]] = []
+    real_start = writer._start
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # MLflow's db_init_lock file
-    run_folder = tmp_path / "run"
-    opened = store.open_store("auto", store.local_default(str(run_folder)), env={})
-    warm = runs.warm_up(opened)  # the tune step starts it before the trials
+    def start(uri: str, nice: bool) -> subprocess.Popen[bytes]:
+        # the niced writer never gets the CPU: a process that never says it is ready
+        process = (
+            subprocess.Popen(["sleep", "600"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            if nice
+            else real_start(uri, nice)
+        )
+        started.append(process)
+        return process
+
+    monkeypatch.setattr(writer, "_start", start)
+    monkeypatch.setattr(writer, "WRITE_TIMEOUT_S", 120.0)  # a hang guard, not a measure
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # MLflow's db_init_lock file
+    opened = store.open_store("mlflow", store.local_default(str(tmp_path / "run")), env={})
     said: list[str] = []
     tracked = runs.record_study(
         opened,
         make_trials(tmp_path),
         say=said.append,
-        warm=warm,
+        writer=writer.Writer(opened.uri),
         experiment="e",
-        pipeline_run="runs/latest/artifacts/r1",
+        pipeline_run="r",
         target="local",
     )
-    assert warm is not None and not warm.is_alive()
     assert said == [
-        f"tracking: study run {tracked['mlflow_run_id']}; see it with "
-        f"mlflow ui --backend-store-uri sqlite:///{run_folder / 'mlflow.db'}"
+        f"tracking: study run {tracked.get('mlflow_run_id')}; see it with {opened.ui_command()}"
     ]
+    assert [p.args[0] for p in started] == ["sleep", sys.executable]
+    assert started[0].returncode is not None  # the starved one was stopped, not left behind
     c = client(opened.uri)
     assert len(children(c, tracked["mlflow_experiment_id"], tracked["mlflow_run_id"])) == 2
-    logs = list((run_folder / "mlflow-artifacts").rglob("chief-0.log"))  # not ./mlruns
-    assert [p.read_text() for p in logs] == ["epoch 1\nepoch 2\nepoch 3\n"]
-    assert not Path("mlruns").exists()
-    assert runs.warm_up(None) is None
 
 
 def test_a_relative_sqlite_store_is_the_users_folder_not_the_steps(tmp_path, monkeypatch):

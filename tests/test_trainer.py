@@ -30,6 +30,28 @@ def read_hypertune(path: Path, tag: str | None = "val_accuracy") -> list[dict]:
     return [r for r in reports if tag is None or tag in r]
 
 
+def read_tensorboard(folder: Path) -> tuple[dict[str, list[tuple[int, float]]], dict]:
+    """The event files' scalars (tag → [(step, value)]) and the HParams session start info."""
+    import tensorflow as tf
+    from google.protobuf import json_format
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    events = EventAccumulator(str(folder), size_guidance={"tensors": 0})
+    events.Reload()
+    scalars = {
+        tag: [
+            (e.step, pytest.approx(float(tf.make_ndarray(e.tensor_proto))))
+            for e in events.Tensors(tag)
+        ]
+        for tag in events.Tags()["tensors"]
+        if not tag.startswith("_hparams_")
+    }
+    content = events.PluginTagToContent("hparams")["_hparams_/session_start_info"]
+    start = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info
+    return scalars, json_format.MessageToDict(start)
+
+
 def png_bytes(image: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     Image.fromarray(image).save(buffer, format="PNG")
@@ -92,7 +114,16 @@ def test_mirrored_over_two_logical_cpus_reports_every_epoch(synthetic_data, tmp_
     assert float(costs["model_size_mb"]["model_size_mb"]) == pytest.approx(on_disk / 1e6, rel=0.05)
     assert 0 < float(costs["latency_ms"]["latency_ms"]) < 10_000
     assert card["cost"] == pytest.approx({k: float(r[k]) for k, r in costs.items()})
-    assert list((tmp_path / "tb").iterdir()), "no TensorBoard event files"
+    # TensorBoard (what `tensorboard --logdir` reads): every epoch's scalars at its step, and
+    # the HParams plugin's session for this trial, its hyperparameters under its trial id.
+    scalars, session = read_tensorboard(tmp_path / "tb")
+    assert scalars["val_accuracy"] == [
+        (int(r["global_step"]), float(r["val_accuracy"])) for r in records
+    ]
+    assert [step for step, _ in scalars["train_loss"]] == [1, 2, 3]
+    assert session["groupName"] == "7"
+    assert session["hparams"]["learning_rate"] == 0.05 and session["hparams"]["batch_size"] == 16
+    assert session["hparams"]["optimizer"] == "sgd" and session["hparams"]["model"] == "cnn"
 
 
 def test_two_process_multi_worker_only_chief_exports(synthetic_data, tmp_path):

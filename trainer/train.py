@@ -21,7 +21,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from trainer import contract, distribute, feature_keys, part_cost, precision, records, stages
+from trainer import (
+    contract,
+    distribute,
+    feature_keys,
+    part_cost,
+    precision,
+    records,
+    stages,
+    summaries,
+)
 from trainer.config import HParams, RunConfig
 from trainer.contract import EXPLODED_LOSS_FACTOR, exploded
 from trainer.models import ModelSpec, model_spec
@@ -316,7 +325,7 @@ class _Loop:
             evaluation_step(model, loss_fn, batches.validation.element_spec), batches.validation
         )
         summary = (
-            tf.summary.create_file_writer(run.tensorboard_dir)
+            summaries.open_writer(run.tensorboard_dir, hparams)
             if run.tensorboard_dir and cluster.is_chief
             else None
         )
@@ -459,10 +468,7 @@ class _Loop:
         if state.manager:
             state.manager.save(checkpoint_number=epoch)
         if summary:
-            with summary.as_default(step=epoch):
-                for key in _SUMMARY_SCALARS:
-                    tf.summary.scalar(key, metrics[key])
-            summary.flush()
+            summaries.write_epoch(summary, epoch, metrics)
         _log(
             f"epoch {epoch}/{self.hparams.epochs}: train_loss={metrics['train_loss']:.4f} "
             f"train_accuracy={metrics['train_accuracy']:.4f} "
@@ -471,10 +477,6 @@ class _Loop:
             f"({metrics['seconds']:.1f}s, {metrics['images_per_second']:.0f} img/s, "
             f"input wait {metrics['input_wait']:.0%})"
         )
-
-
-# The metrics an epoch writes to TensorBoard (the chief).
-_SUMMARY_SCALARS = ("train_loss", "train_accuracy", "val_loss", "val_accuracy", "images_per_second")
 
 
 def _validator(eval_step: Any, val_data: Any) -> Callable[[], dict[str, float]]:

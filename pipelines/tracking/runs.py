@@ -1,9 +1,10 @@
 """A study as MLflow runs: one study run, a nested run per trial, and the final job's run.
 
 Written from the trials artifact once the study is over, so every trial's run says exactly
-what the trials JSON says (each measurement a metric at its step) and MLflow is imported only
-by the step that writes, never by a trial. `trial_run` is the pure part (a trial → what its
-run holds); `write_study` and `write_final` talk to the store through `MlflowClient`.
+what the trials JSON says (each measurement a metric at its step). MLflow is imported only
+where the runs are written (a step's writer process, `pipelines/tracking/writer.py`), never
+by a trial or a step itself. `trial_run` is the pure part (a trial → what its run holds);
+`write_study` and `write_final` talk to the store through `MlflowClient`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -111,38 +111,17 @@ def study_tags(
     }
 
 
-def _client(store: Store) -> Any:
+def open_client(uri: str) -> Any:
+    """An `MlflowClient` for the store at `uri`, opened (a new SQLite store: created)."""
     import logging
 
-    from mlflow.tracking import MlflowClient  # late: only the steps that write import MLflow
+    from mlflow.tracking import MlflowClient  # late: only the writer process imports MLflow
 
     for name in ("mlflow", "alembic"):  # their INFO lines (a new database's migrations) are noise
         logging.getLogger(name).setLevel(logging.WARNING)
-    return MlflowClient(tracking_uri=store.uri)
-
-
-def warm_up(store: Store | None) -> threading.Thread | None:
-    """Import MLflow and open the store in a thread while the study runs (`record_study` joins).
-
-    Importing MLflow and creating a new SQLite store take seconds of CPU; a tune step spends
-    its time waiting on trials, so there they cost the run little wall time. A package both
-    threads import is imported once, the other thread waiting on its module lock.
-    """
-    if store is None:
-        return None
-    thread = threading.Thread(
-        target=_quiet_client, args=(store,), name="mlflow-warm-up", daemon=True
-    )
-    thread.start()
-    return thread
-
-
-def _quiet_client(store: Store) -> None:
-    """`_client`, whose failure `record_study` will meet and say again."""
-    try:
-        _client(store)
-    except Exception:  # noqa: BLE001, S110 - said once, by the write that follows
-        pass
+    opened = MlflowClient(tracking_uri=uri)
+    opened.search_experiments(max_results=1)  # the store itself, not only the import
+    return opened
 
 
 def _experiment_id(client: Any, store: Store, name: str) -> str:
@@ -190,8 +169,11 @@ def write_study(
     target: str,
     dataset_fingerprint: str = "",
     search_space: Sequence[Any] = (),
+    client: Any = None,
 ) -> dict[str, str]:
     """The study run (nested under KFP's task run when there is one) and a run per trial.
+
+    `client`: an open client for `store` (`client`), else one is opened here.
 
     Returns:
         `{"tracking_uri", "mlflow_experiment_id", "mlflow_run_id"}` (the study run's), what
@@ -199,7 +181,7 @@ def write_study(
     """
     import tempfile
 
-    client = _client(store)
+    client = client or open_client(store.uri)
     experiment_id = _experiment_id(client, store, experiment or "hpt-pipeline")
     tags = study_tags(
         pipeline_run=pipeline_run,
@@ -228,25 +210,27 @@ def record_study(
     store: Store | None,
     trials: Sequence[Mapping[str, Any]],
     say: Any = print,
-    warm: threading.Thread | None = None,
+    writer: Any = None,
     **study: Any,
 ) -> dict[str, str]:
     """`write_study` for a tune step: {} when untracked or when writing fails (said in one line).
 
     Tracking never fails a study: the one refusal is `store.open_store`'s, before any trial.
-    `warm`: `warm_up`'s thread, waited for first.
+    `writer`: a `writer.Writer` warmed up while the trials ran, which writes in its process.
     """
     if store is None:
         return {}
-    if warm is not None:
-        warm.join()
     try:
-        tracked = write_study(store, trials, **study)
+        if writer is None:
+            tracked = write_study(store, trials, **study)
+        else:
+            request = {"store": dataclasses.asdict(store), "trials": list(trials), "study": study}
+            tracked = writer.ask({"write": "study", **request})
     except Exception as err:  # noqa: BLE001 - any store failure: the study's results stand
         say(f"tracking: writing the study's runs to {store.uri} failed ({err}); not tracked")
         return {}
     say(f"tracking: study run {tracked['mlflow_run_id']}; see it with {store.ui_command()}")
-    return tracked
+    return dict(tracked)
 
 
 def write_final(
@@ -255,10 +239,10 @@ def write_final(
     params: Mapping[str, Any],
     metrics: Mapping[str, float],
     tags: Mapping[str, str],
+    client: Any = None,
 ) -> str:
     """The final job's run beside the study run `tracked` (`write_study`'s return); its id."""
-    store = Store(str(tracked["tracking_uri"]))
-    client = _client(store)
+    client = client or open_client(str(tracked["tracking_uri"]))
     now = int(time.time() * 1000)
     run = RunContent(
         name="final",
@@ -278,26 +262,16 @@ def card_entry(tracked: Mapping[str, Any], final_run: str) -> dict[str, str]:
     return {"mlflow_run_id": final_run, "tracking_uri": str(tracked["tracking_uri"])}
 
 
-def tag_registered(
-    tracked: Mapping[str, Any], final_run: str, model: str, path: str, say: Any = print
-) -> None:
-    """Tag the final job's run with the version registered from it (`name/vN`) and its path."""
-    if not final_run:
-        return
-    try:
-        client = _client(Store(str(tracked["tracking_uri"])))
-        client.set_tag(final_run, "hpt.registered_model", model)
-        client.set_tag(final_run, "hpt.registry_path", path)
-    except Exception as err:  # noqa: BLE001 - the model is registered all the same
-        say(f"tracking: tagging run {final_run} with {model} failed ({err})")
-
-
-def record_final(tracked: Mapping[str, Any], say: Any = print, **final: Any) -> str:
-    """`write_final` for a register step: "" when the study was untracked or writing fails."""
+def record_final(
+    tracked: Mapping[str, Any], say: Any = print, writer: Any = None, **final: Any
+) -> str:
+    """`write_final` for the evaluate step: "" when the study was untracked or writing fails."""
     if not tracked.get("mlflow_run_id"):
         return ""
     try:
-        return write_final(tracked, **final)
-    except Exception as err:  # noqa: BLE001 - the model is registered all the same
+        if writer is None:
+            return write_final(tracked, **final)
+        return str(writer.ask({"write": "final", "tracked": dict(tracked), "final": final}))
+    except Exception as err:  # noqa: BLE001 - the evaluation stands all the same
         say(f"tracking: writing the final job's run to {tracked['tracking_uri']} failed ({err})")
         return ""

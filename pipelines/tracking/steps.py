@@ -1,0 +1,50 @@
+"""What a tracked step does: check the store first, warm a writer while it waits, write once.
+
+The tune steps of every target that tracks (`StudyTracking`: the study's runs) and the
+evaluate step (`FinalTracking`: the final job's run) share this, so a target's component
+holds two calls, not a copy of the rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pipelines.tracking import runs, store
+from pipelines.tracking.writer import Writer
+
+
+class StudyTracking:
+    """The store `tracking` and `tracking_uri` name, checked now (before any trial)."""
+
+    def __init__(self, tracking: str, tracking_uri: str) -> None:
+        self.store = store.open_store(tracking, tracking_uri)
+        self.writer = Writer(self.store.uri) if self.store is not None else None
+
+    def record(self, output: Any, trials: list[dict[str, Any]], **study: Any) -> None:
+        """Write the study's runs; the trials artifact `output` names the store and study run."""
+        if self.store is None:
+            return
+        tracked = runs.record_study(
+            self.store,
+            trials,
+            writer=self.writer,
+            pipeline_run=output.uri.rsplit("/", 2)[0],  # <pipeline root>/<run>/<task>/trials
+            **study,
+        )
+        output.metadata.update(tracked)
+
+
+class FinalTracking:
+    """The final job's run beside the study's (`tracked`: the trials artifact's metadata)."""
+
+    def __init__(self, tracked: Mapping[str, Any]) -> None:
+        self.tracked = dict(tracked)
+        self.writer = Writer(self.tracked["tracking_uri"]) if tracked.get("mlflow_run_id") else None
+
+    def record(self, **final: Any) -> dict[str, str]:
+        """Write the run; what the model card keeps of it ({} when untracked or it failed)."""
+        if self.writer is None:
+            return {}
+        run_id = runs.record_final(self.tracked, writer=self.writer, **final)
+        return runs.card_entry(self.tracked, run_id)
