@@ -198,6 +198,11 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_trial_report.py::test_durations_come_from_the_timestamps",
         "tests/test_mut_durations.py",
     ),
+    "pipelines/targets/earlier_runs.py": (
+        "tests/test_continuation_sources.py",
+        "tests/test_continuation_budget.py",
+        "tests/test_mut_earlier_runs.py",
+    ),
     # the rules and the spec, not the two studies test_budgets runs (a minute each per mutant)
     "pipelines/study/budgets.py": _named(
         "tests/test_budgets.py",
