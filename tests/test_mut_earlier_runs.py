@@ -89,3 +89,25 @@ def test_a_study_folder_whose_summary_records_no_metrics_is_read_with_none(
     (folder / "study.json").write_text(summary)  # no studySpec, or one without metrics
     got = earlier_runs.read(str(tmp_path / "out"))
     assert got.objectives == [] and len(got.trials) == 4
+
+
+def test_a_goal_this_version_does_not_know_is_named_as_recorded_in_the_refusal(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from pipelines.study import trials as tl
+    from pipelines.study.continuation import ContinuationError
+    from tests.test_continuation import FOUR
+
+    folder = tmp_path / "out" / "study"
+    folder.mkdir(parents=True)
+    tl.write_trials(str(folder / "trials.json"), FOUR)
+    spec = {"studySpec": {"metrics": [{"metric_id": "val_accuracy", "goal": 7}]}}
+    (folder / "study.json").write_text(json.dumps(spec))
+    with pytest.raises(ContinuationError) as err:
+        earlier_runs.continued(Settings(continue_from=str(tmp_path / "out")))
+    assert str(err.value) == (
+        f"continue_from={tmp_path / 'out'}: its objectives (val_accuracy 7) differ from today's "
+        "(val_accuracy maximize); a study continues only with the same metrics and goals"
+    )
