@@ -194,6 +194,22 @@ COVERING: dict[str, tuple[str, ...]] = {
         K + "trainjob.py",
     ),
     "pipelines/targets/kubeflow/pod_watch.py": (K + "pod_watch.py",),
+    "pipelines/reports/durations.py": (
+        "tests/test_trial_report.py::test_durations_come_from_the_timestamps",
+        "tests/test_mut_durations.py",
+    ),
+    "pipelines/targets/earlier_runs.py": (
+        "tests/test_continuation_sources.py",
+        "tests/test_continuation_budget.py",
+        "tests/test_mut_earlier_runs.py",
+    ),
+    # the rules and the spec, not the two studies test_budgets runs (a minute each per mutant)
+    "pipelines/study/budgets.py": _named(
+        "tests/test_budgets.py",
+        "trials_without_progress_count_since_the_best_last_improved_by_end_time",
+        "vertex_study_spec_carries_the_stopping_config_parsed_strictly",
+    )
+    + ("tests/test_mut_budgets.py",),
     "pipelines/targets/kubeflow/trainjob.py": (K + "trainjob.py", K + "trial_trainjob.py"),
     "pipelines/targets/kubeflow/job_kind.py": (K + "trial_trainjob.py",),
     "pipelines/targets/kubeflow/trial_trainjob.py": (K + "trial_trainjob.py",),
