@@ -259,9 +259,6 @@ def record_format_for(record_format: str, image_size: int) -> str:
 
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
-# Parameters of the pretrained backbones without their top (Keras's applications table), for
-# the local run's disk estimate; the head and the CNN are counted from their sizes.
-BACKBONE_PARAMS: Mapping[str, int] = {"resnet50": 23_587_712, "mobilenet_v3_small": 939_120}
 MIN_IMAGE_SIZE = 22  # the smallest side any built-in model takes (the CNN's three conv + pool)
 
 
