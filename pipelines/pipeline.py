@@ -112,6 +112,7 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
         accelerator_count=p.trial_accelerator_count,
         study_dir=p.study_dir,
         shared_root=p.shared_root,
+        study_spec_parameters=p.study_spec_parameters,
         expect_gpus=binding.expects_gpus,
         features=features,
     ).set_display_name("Build trial job spec")

@@ -113,7 +113,8 @@ TRAINER_HYPERPARAMETERS: Mapping[str, Hyperparameter] = {
             "momentum", float, 0.9, 0.0, 1.0, exclusive_maximum=True, help="SGD momentum (sgd only)"
         ),
         Hyperparameter("batch_size", int, 32, 1, help="examples per replica per step"),
-        Hyperparameter("epochs", int, 5, 1, help="passes over the training split"),
+        # Also fixed per run (`FIXED_TRAINER_SETTINGS`): the `epochs` setting's default too.
+        Hyperparameter("epochs", int, 10, 1, help="passes over the training split"),
     )
 }
 # Flags that mean something under one optimizer only (a conditional search parameter).

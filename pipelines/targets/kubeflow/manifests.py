@@ -18,6 +18,7 @@ volume's mount (`data_mount_path`) or `pipeline_root`, under `example/` folders.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -62,19 +63,21 @@ def _root(settings: Settings) -> str:
     )
 
 
-def _args(settings: Settings) -> list[str]:
+def _args(settings: Settings, tuned: Collection[str]) -> list[str]:
     fixed = {name: settings.value(name) for name in FIXED_TRAINER_SETTINGS}
     fixed["weights"] = (
         settings.architecture.weights or ""
     )  # the model's own default, as the trainer reads it
-    return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed)
+    return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed, tuned)
 
 
-def _pool(settings: Settings, count: int, accelerators: int, accelerator: str) -> dict[str, Any]:
+def _pool(
+    settings: Settings, count: int, accelerators: int, accelerator: str, tuned: Collection[str] = ()
+) -> dict[str, Any]:
     pools = worker_pools.trial_worker_pool_specs(
         image_uri=settings.images.trainer_image,
         command=trainer_args.TRAINER_COMMAND,
-        args=_args(settings),
+        args=_args(settings, tuned),
         accelerator_type=accelerator if accelerators else None,
         accelerator_count=accelerators,
         expect_gpus=True,  # the pod requests the GPUs: the trainer refuses to train without them
@@ -91,6 +94,7 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
         1,
         settings.machines.trial_accelerator_count,
         settings.machines.trial_accelerator_type,
+        tuned=[p.parameter_id for p in space.parameters],  # Katib appends each one
     )
     exp = experiment.build_experiment(
         name=experiment.experiment_name(
