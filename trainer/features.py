@@ -313,7 +313,7 @@ def _one_model(args: argparse.Namespace, model: str, values: str) -> int:
 
     try:
         metadata = records.read_metadata(args.data)
-        train.check_images(spec, metadata["image_shape"], args.data)
+        train.check_image_shape(spec, metadata["image_shape"], args.data)
         choice = train.resolve_precision(args.precision)
         if weights not in ("imagenet", "none") and not tf.io.gfile.exists(weights):
             raise ContractError(
