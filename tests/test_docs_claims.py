@@ -568,6 +568,58 @@ def test_the_backbone_recipe_is_exactly_what_adding_a_cacheable_backbone_takes(t
     assert result["disk_params"] == 218_544 + 256 * 256  # its own head width, not ResNet50's
 
 
+def _add_metric_goal(path: Path) -> None:
+    text = path.read_text()
+    line = '    "val_loss": "minimize",\n'
+    assert text.count(line) == 1, f"{path}: METRIC_GOALS no longer lists {line!r}"
+    path.write_text(text.replace(line, line + '    "val_toy": "maximize",\n'))
+
+
+def _compute_metric(path: Path) -> None:
+    text = path.read_text()
+    line = '            "val_accuracy": total_correct / max(total_seen, 1),\n'
+    assert text.count(line) == 1, f"{path}: the validation pass no longer returns {line!r}"
+    path.write_text(text.replace(line, line + '            "val_toy": 0.25,\n'))
+
+
+METRIC_STEPS = {"trainer/contract.py": _add_metric_goal, "trainer/train.py": _compute_metric}
+
+
+@pytest.mark.slow
+def test_the_metric_recipe_is_exactly_what_adding_a_metric_takes(tmp_path):
+    from tests.synthetic import write_dataset
+
+    files = recipe_files("A metric")
+    unknown = [f for f in files if f not in METRIC_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend METRIC_STEPS"
+    copy = tmp_path / "copy"
+    _copy_code(copy)
+    for file in files:
+        METRIC_STEPS[file](copy / file)
+    assert changed_files(copy) == set(files)
+
+    configs = {"toy": "objectives: [val_toy, val_loss]\n", "nope": "objectives: [val_nope]\n"}
+    result = run_probe(copy, configs)
+    assert result["toy"][0] == 0, result  # the objectives check takes it, goal and all
+    assert "val_toy" in (copy / "toy.spec.yaml").read_text()
+    assert result["nope"][0] != 0 and "val_toy" in result["nope"][1][0], result  # listed
+
+    metrics = tmp_path / "output.metrics"
+    trained = subprocess.run(
+        [sys.executable, "-m", "trainer.task", f"--data={write_dataset(str(tmp_path / 'd'))}"]
+        + ["--epochs=1", "--batch_size=16", f"--model_dir={tmp_path / 'model'}"],
+        cwd=copy,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(copy)}
+        | {"CLOUD_ML_HP_METRIC_FILE": str(metrics), "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    reported = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [float(r["val_toy"]) for r in reported if "val_toy" in r] == [0.25]  # each epoch
+
+
 def _write_preset(path: Path) -> None:
     path.write_text(
         "parameters:\n  - id: learning_rate\n    type: double\n    min: 0.001\n    max: 0.1\n"
