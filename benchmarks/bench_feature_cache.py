@@ -143,17 +143,18 @@ def seeds_trial(args: Any, folder: str, trainable_blocks: int, lr: float, model_
     import tensorflow as tf
 
     from benchmarks import seed001_trainer
-    from trainer.models import backbones, mobilenet, resnet50
+    from trainer.models import MODELS, backbones
 
     keras.utils.set_random_seed(42)
     train_data, validation_data, classes = seed001_trainer.create_dataset(
         folder, args.batch, args.size
     )
-    factory, block_of = (
-        (keras.applications.ResNet50, resnet50.BLOCK_OF)
+    factory = (
+        keras.applications.ResNet50
         if args.model == "resnet50"
-        else (keras.applications.MobileNetV3Small, mobilenet.BLOCK_OF)
+        else keras.applications.MobileNetV3Small
     )
+    block_of = MODELS[args.model].backbone.block_of
     base = factory(weights=None, include_top=False, input_shape=(args.size, args.size, 3))
     backbones.set_trainable_blocks(base, trainable_blocks, block_of)
     x = keras.layers.GlobalAveragePooling2D()(base.output)

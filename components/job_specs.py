@@ -33,6 +33,7 @@ def trial_job_spec(
     worker_count: int,
     study_dir: str,
     shared_root: str,
+    study_spec_parameters: list,
     study: dsl.Output[dsl.Artifact],
     expect_gpus: bool = False,
     features: dsl.Input[dsl.Artifact] | None = None,
@@ -42,6 +43,9 @@ def trial_job_spec(
     """Worker pools of every HPT trial: a chief and `worker_count` workers (`trial_workers`).
 
     Built by the final job's builder (HPT appends the tuned flags to each pool's args).
+    A fixed setting the study tunes for every trial (a top-level parameter of
+    `study_spec_parameters`, e.g. `epochs`) is left out of the fixed flags, so the
+    trial's command line has it once; a conditional one (given to some trials) stays.
     `expect_gpus` (cloud targets) tells the trainer to expect the pool's GPUs.
     The study's `base_output_directory` is `study_dir` when given (locally, a
     stable folder lets a rerun resume the study), else a unique folder under the
@@ -51,8 +55,10 @@ def trial_job_spec(
     from collections import namedtuple
 
     from pipelines.jobs import trainer_args, worker_pools
+    from pipelines.study.spec_reader import parse_study_spec_parameters
 
-    args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()))
+    tuned = [p.parameter_id for p in parse_study_spec_parameters(study_spec_parameters)]
+    args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()), tuned)
     pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,
         command=trainer_args.TRAINER_COMMAND,
@@ -93,6 +99,9 @@ def final_job_spec(
 ):
     """Chief + workers running the trainer with the best trial's parameters.
 
+    A fixed setting among them (a tuned `epochs`) is left out of the fixed flags: the
+    command line has the picked value once.
+
     `job_dir` reserves a unique folder under the pipeline root (or under
     `shared_root`, a volume every pod mounts) for the job's outputs
     (`AIP_MODEL_DIR` = `<base_output_directory>/model/`). The `features` step's
@@ -102,7 +111,8 @@ def final_job_spec(
 
     from pipelines.jobs import trainer_args, worker_pools
 
-    args = trainer_args.trainer_args(dataset, trainer_args.fixed_settings(locals()))
+    fixed = trainer_args.fixed_settings(locals())
+    args = trainer_args.trainer_args(dataset, fixed, tuned=best_parameters)
     args += trainer_args.features_flag(features)
     pools = worker_pools.training_worker_pool_specs(
         image_uri=trainer_image,

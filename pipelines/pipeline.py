@@ -116,6 +116,7 @@ def _dag(binding: Any, s: Settings, p: _Params) -> None:
         worker_count=p.trial_workers,
         study_dir=p.study_dir,
         shared_root=p.shared_root,
+        study_spec_parameters=p.study_spec_parameters,
         expect_gpus=binding.expects_gpus,
         features=features,
     ).set_display_name("Build trial job spec")

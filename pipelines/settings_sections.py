@@ -31,6 +31,7 @@ from trainer.contract import (
     PRECISIONS,
     PREPARATION,
     RECORD_FORMATS,
+    TRAINER_HYPERPARAMETERS,
     ContractError,
     check_goal,
 )
@@ -197,8 +198,9 @@ class ModelSettings:
 class TrainingSettings:
     """What the trainer is told, the final job's size and the bar to register its model."""
 
-    epochs: int = 10
-    batch_size: int = 32
+    # The trainer's defaults: one each, in the contract (a study may also tune them).
+    epochs: int = int(TRAINER_HYPERPARAMETERS["epochs"].default)
+    batch_size: int = int(TRAINER_HYPERPARAMETERS["batch_size"].default)
     precision: str = DEFAULT_PRECISION  # the trainer's --precision; auto: resolved per machine
     # auto: a features step caches the frozen backbone's outputs for trials that freeze it; off
     feature_cache: str = DEFAULT_FEATURE_CACHE

@@ -10,7 +10,7 @@ import pytest
 from model_registry import ModelRegistry
 
 from pipelines.targets.kubeflow import experiment as katib
-from pipelines.targets.kubeflow import model_registry, tfjob
+from pipelines.targets.kubeflow import model_registry, trainjob
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
 from tests.conftest import python_stdout
 from tests.test_kubeflow_katib import build
@@ -73,10 +73,10 @@ def test_small_studies_with_the_whole_budget_allowed_to_fail_pass_katibs_rules(m
         check_experiment(exp)
 
 
-NAMERS = {"experiment": katib.experiment_name, "tfjob": tfjob.tfjob_name}
+NAMERS = {"experiment": katib.experiment_name, "tfjob": trainjob.trainjob_name}
 NAMER_CODE = {
     "experiment": "from pipelines.targets.kubeflow.experiment import experiment_name as f",
-    "tfjob": "from pipelines.targets.kubeflow.tfjob import tfjob_name as f",
+    "tfjob": "from pipelines.targets.kubeflow.trainjob import trainjob_name as f",
 }
 
 

@@ -19,6 +19,7 @@ from pipelines.study import failure_rules, progress_lines, selection, trials_art
 from pipelines.study import trials as tl
 from pipelines.study.search_space import Metric, Parameter, SearchSpace
 from pipelines.targets.kubeflow import katib_trials
+from tests import katib_controller
 from trainer.contract import DIVERGED_METRIC_VALUE, METRIC_GOALS
 
 WORST = {tag: DIVERGED_METRIC_VALUE[goal] for tag, goal in METRIC_GOALS.items()}
@@ -118,7 +119,7 @@ def test_katib_maps_a_trial_whose_last_report_diverged_to_diverged(tmp_path, mon
     reporter.report_epoch(1, {"val_accuracy": 0.93, "val_loss": 0.3})
     reporter.report_diverged(2)
     names = ["val_accuracy", "val_loss"]
-    observation = katib_trials.collect_observation(str(metrics_file), names)
+    observation = katib_controller.collect_observation(str(metrics_file), names)
     trial = {
         "metadata": {"name": "hpt-study-a", "namespace": "team"},
         "spec": {"parameterAssignments": [{"name": "learning_rate", "value": "0.5"}]},

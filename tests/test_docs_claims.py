@@ -462,6 +462,164 @@ def test_the_model_recipe_is_exactly_what_adding_a_model_takes(tmp_path):
     assert result["builder"] == "probe"  # its builder module is the one registered
 
 
+TOY_BACKBONE_BUILDER = '''"""A toy pretrained backbone, added by the recipe's dry run."""
+
+import keras
+
+from trainer.models import backbones
+
+build = backbones.transfer_builder(
+    "toy_backbone",
+    keras.applications.MobileNet,
+    to_backbone=lambda images: images * 2.0 - 1.0,
+    alpha=0.25,
+)
+'''
+
+TOY_BACKBONE_ENTRY = """        transfer_spec(
+            "toy_backbone",
+            "toy_backbone",
+            16,
+            BackboneSpec(
+                ((2, 8), (2, 16), (4, 32), (4, 32), (8, 64), (8, 64)) + ((16, 128),) * 6
+                + ((32, 256), (32, 256)),
+                r"^(?:conv_(?:dw|pw|pad)_)?(conv1|\\d+)(?:_|$)",
+                params=218_544,
+            ),
+            "the stem and 13 depthwise blocks",
+            "a toy backbone (the recipe's dry run)",
+        ),
+"""
+
+# Runs in the copy: the toy backbone built, cut at every block boundary, planned and estimated.
+BACKBONE_PROBE = """
+import json
+import numpy as np
+import pipelines
+from pipelines.app.local_preflight import model_params
+from pipelines.settings import load_settings
+from pipelines.settings_space import study_space
+from pipelines.study.feature_plan import plan_features
+from trainer import feature_keys, frozen
+from trainer.models import MODELS, build_model
+spec = MODELS["toy_backbone"]
+model = build_model(spec, {"trainable_blocks": 1}, "none", (64, 64, 3), 3)
+images = np.random.default_rng(0).random((2, 64, 64, 3)).astype("float32")
+whole = np.asarray(model(images, training=False))
+depths = list(range(1, spec.blocks + 1))
+shapes, parts = [], []
+for depth, values in zip(depths, frozen.prefix_model(model, spec, depths)(images), strict=True):
+    shapes.append([list(values.shape[1:]), list(feature_keys.feature_shape(spec, [64, 64], depth))])
+    part = frozen.trainable_part(model, spec, depth, "float32")
+    parts.append(bool(np.allclose(np.asarray(part(values, training=False)), whole, atol=1e-5)))
+asked = {"model": "toy_backbone", "search_space": "transfer"}
+settings = load_settings(overrides=asked, environ={})
+print(json.dumps({
+    "pipelines": pipelines.__file__,
+    "blocks": spec.blocks,
+    "shapes": shapes,
+    "parts": parts,
+    "params": [frozen.backbone_of(model).count_params(), spec.backbone.params],
+    "plan": plan_features(spec, study_space(settings).parameters, "auto").reason,
+    "disk_params": model_params(settings),
+}))
+"""
+
+
+def _write_backbone_builder(path: Path) -> None:
+    path.write_text(TOY_BACKBONE_BUILDER)
+
+
+def _register_backbone(path: Path) -> None:
+    text = path.read_text()
+    anchor = "    )\n}\n"  # the end of the MODELS tuple of specs
+    assert text.count(anchor) == 1, f"{path}: MODELS no longer ends with {anchor!r}"
+    path.write_text(text.replace(anchor, TOY_BACKBONE_ENTRY + anchor))
+
+
+BACKBONE_STEPS = {
+    "trainer/models/<name>.py": _write_backbone_builder,
+    "trainer/models/__init__.py": _register_backbone,
+}
+
+
+@pytest.mark.slow
+def test_the_backbone_recipe_is_exactly_what_adding_a_cacheable_backbone_takes(tmp_path):
+    files = recipe_files("A pretrained backbone", (ROOT / "docs" / "models.md").read_text())
+    unknown = [f for f in files if f not in BACKBONE_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend BACKBONE_STEPS"
+    _copy_code(tmp_path)
+    for file in files:
+        BACKBONE_STEPS[file](tmp_path / file.replace("<name>", "toy_backbone"))
+    assert changed_files(tmp_path) == {f.replace("<name>", "toy_backbone") for f in files}
+
+    config = "model: toy_backbone\nsearch_space: transfer\nweights: none\n"
+    compiled = run_probe(tmp_path, {"toy": config})
+    assert compiled["toy"][0] == 0, compiled  # compile accepts it with the transfer preset
+    result = run_in(tmp_path, BACKBONE_PROBE)
+    assert result["blocks"] == 14
+    for found, declared in result["shapes"]:  # every block's output is the declared one
+        assert found == declared, result["shapes"]
+    assert all(result["parts"]) and len(result["parts"]) == 14  # one tensor at every cut
+    assert result["params"][0] == result["params"][1]
+    assert result["plan"].startswith(
+        "caching toy_backbone's frozen prefix for trainable_blocks 0,2"
+    )
+    assert result["disk_params"] == 218_544 + 256 * 256  # its own head width, not ResNet50's
+
+
+def _add_metric_goal(path: Path) -> None:
+    text = path.read_text()
+    line = '    "val_loss": "minimize",\n'
+    assert text.count(line) == 1, f"{path}: METRIC_GOALS no longer lists {line!r}"
+    path.write_text(text.replace(line, line + '    "val_toy": "maximize",\n'))
+
+
+def _compute_metric(path: Path) -> None:
+    text = path.read_text()
+    line = '            "val_accuracy": total_correct / max(total_seen, 1),\n'
+    assert text.count(line) == 1, f"{path}: the validation pass no longer returns {line!r}"
+    path.write_text(text.replace(line, line + '            "val_toy": 0.25,\n'))
+
+
+METRIC_STEPS = {"trainer/contract.py": _add_metric_goal, "trainer/train.py": _compute_metric}
+
+
+@pytest.mark.slow
+def test_the_metric_recipe_is_exactly_what_adding_a_metric_takes(tmp_path):
+    from tests.synthetic import write_dataset
+
+    files = recipe_files("A metric")
+    unknown = [f for f in files if f not in METRIC_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend METRIC_STEPS"
+    copy = tmp_path / "copy"
+    _copy_code(copy)
+    for file in files:
+        METRIC_STEPS[file](copy / file)
+    assert changed_files(copy) == set(files)
+
+    configs = {"toy": "objectives: [val_toy, val_loss]\n", "nope": "objectives: [val_nope]\n"}
+    result = run_probe(copy, configs)
+    assert result["toy"][0] == 0, result  # the objectives check takes it, goal and all
+    assert "val_toy" in (copy / "toy.spec.yaml").read_text()
+    assert result["nope"][0] != 0 and "val_toy" in result["nope"][1][0], result  # listed
+
+    metrics = tmp_path / "output.metrics"
+    trained = subprocess.run(
+        [sys.executable, "-m", "trainer.task", f"--data={write_dataset(str(tmp_path / 'd'))}"]
+        + ["--epochs=1", "--batch_size=16", f"--model_dir={tmp_path / 'model'}"],
+        cwd=copy,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "HOME": str(copy)}
+        | {"CLOUD_ML_HP_METRIC_FILE": str(metrics), "TF_CPP_MIN_LOG_LEVEL": "2"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    reported = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [float(r["val_toy"]) for r in reported if "val_toy" in r] == [0.25]  # each epoch
+
+
 def _write_preset(path: Path) -> None:
     path.write_text(
         "parameters:\n  - id: learning_rate\n    type: double\n    min: 0.001\n    max: 0.1\n"

@@ -37,10 +37,11 @@ def test_trainable_blocks_lists_outside_the_model_are_refused_in_one_line(text):
 def test_the_estimate_counts_train_and_validation_at_each_depth():
     counts = {"train": 10, "validation": 4, "test": 1000}  # test is not cached
     pooled = 14 * (2048 * 4 + feature_keys.RECORD_OVERHEAD)
-    assert feature_keys.estimate_bytes("resnet50", [96, 96, 3], counts, [5]) == pooled
+    resnet = MODELS["resnet50"]
+    assert feature_keys.estimate_bytes(resnet, [96, 96, 3], counts, [5]) == pooled
     stage3 = 14 * (12 * 12 * 512 * 4 + feature_keys.RECORD_OVERHEAD)  # 96 / 8 = 12
-    assert feature_keys.estimate_bytes("resnet50", [96, 96, 3], counts, [5, 3]) == pooled + stage3
-    assert feature_keys.feature_shape(MOBILENET, [33, 40, 3], 1) == (17, 20, 16)
+    assert feature_keys.estimate_bytes(resnet, [96, 96, 3], counts, [5, 3]) == pooled + stage3
+    assert feature_keys.feature_shape(MODELS[MOBILENET], [33, 40, 3], 1) == (17, 20, 16)
 
 
 def test_mismatches_name_every_key_that_differs():
@@ -66,6 +67,7 @@ def test_mismatches_name_every_key_that_differs():
 
 @pytest.mark.parametrize("name", ["resnet50", MOBILENET])
 def test_the_cut_at_every_depth_is_exact_and_its_shape_is_the_tables(name):
+    """Each block's output, cut and size are what the model's `BackboneSpec` declares."""
     from trainer import frozen
     from trainer.models import build_model
 
@@ -76,11 +78,12 @@ def test_the_cut_at_every_depth_is_exact_and_its_shape_is_the_tables(name):
     depths = list(range(1, spec.blocks + 1))
     features = frozen.prefix_model(model, spec, depths)(images, training=False)
     for depth, values in zip(depths, features, strict=True):
-        assert tuple(values.shape[1:]) == feature_keys.feature_shape(name, [40, 36, 3], depth)
+        assert tuple(values.shape[1:]) == feature_keys.feature_shape(spec, [40, 36, 3], depth)
         part = frozen.trainable_part(model, spec, depth, "float32")
         np.testing.assert_allclose(np.asarray(part(values, training=False)), whole, atol=1e-5)
     top = frozen.trainable_part(model, spec, spec.blocks, "float32")
     assert {w.path.split("/")[0] for w in top.trainable_weights} == {"hidden", "logits"}
+    assert frozen.backbone_of(model).count_params() == spec.backbone.params  # its declared size
 
 
 # ------------------------------------------------------------------ the entrypoint

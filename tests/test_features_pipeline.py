@@ -239,6 +239,7 @@ def test_the_trial_job_spec_passes_the_features_folder_to_every_replica(trial_wo
         worker_count=trial_workers,
         study_dir="/s",
         shared_root="",
+        study_spec_parameters=[],
         study=SimpleNamespace(uri="/r/s", path="/r/s"),
         features=SimpleNamespace(metadata={trainer_args.FEATURES_DIR_KEY: "/runs/f"}),
     )

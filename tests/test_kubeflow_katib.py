@@ -27,7 +27,7 @@ from pipelines.targets.kubeflow import katib_trials, katib_tune, kube
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
 from pipelines.targets.kubeflow.trial_template import TrialPods
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
-from tests import fake_trainer
+from tests import fake_trainer, katib_controller
 from tests.fake_kube import Cluster, HeldCustomObjects, call_with_request
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -778,26 +778,26 @@ def test_collector_reads_hypertune_lines_as_katib_does(tmp_path: Path) -> None:
         },  # a number: Katib skips it
     ]
     path.write_text("".join(json.dumps(x, sort_keys=True) + "\n" for x in lines))
-    logs = katib_trials.collect_metric_logs(str(path), ["val_accuracy"])
+    logs = katib_controller.collect_metric_logs(str(path), ["val_accuracy"])
     # The fraction of a float timestamp is read as nanoseconds: .25 s → 25 ns.
     assert logs == [
         ("val_accuracy", "0.5", (1700000000, 25)),
         ("val_accuracy", "0.83", (1700000001, 5)),
         ("val_accuracy", "0.8", (1700000002, 75)),
     ]
-    assert katib_trials.collect_observation(str(path), ["val_accuracy", "val_loss"]) == [
+    assert katib_controller.collect_observation(str(path), ["val_accuracy", "val_loss"]) == [
         observed("val_accuracy", "0.5", "0.83", "0.8"),
         observed("val_loss", "unavailable", "unavailable", "unavailable"),
     ]
     path.write_text('{"val_loss": "0.3"}\n')
-    assert katib_trials.collect_observation(str(path), ["val_accuracy"]) == [
+    assert katib_controller.collect_observation(str(path), ["val_accuracy"]) == [
         observed("val_accuracy", "unavailable", "unavailable", "unavailable")
     ]
     path.write_text('{"val_accuracy": "0.5"}\nepoch 1/3: val_accuracy=0.5\n')
     with pytest.raises(
         katib_trials.KatibTrialError, match=r"output.metrics:2: failed to parse the json object"
     ):
-        katib_trials.collect_metric_logs(str(path), ["val_accuracy"])
+        katib_controller.collect_metric_logs(str(path), ["val_accuracy"])
 
 
 # --- the tune component, the Kubernetes API replaced ---------------------------------------------
@@ -1072,7 +1072,9 @@ def run_trial_locally(
     exp: dict[str, Any], assignments: dict[str, str], trial_name: str, tmp_path: Path
 ) -> dict[str, Any]:
     """One Katib trial here: render, wrap, run with local_job, collect; a Katib Trial back."""
-    job = katib_trials.render_run_spec(exp, assignments, trial_name=trial_name, namespace="team")
+    job = katib_controller.render_run_spec(
+        exp, assignments, trial_name=trial_name, namespace="team"
+    )
     c = job["spec"]["template"]["spec"]["containers"][0]
     metrics_dir = tmp_path / trial_name / "hypertune"  # the emptyDir Katib mounts there
     metrics_dir.mkdir(parents=True)
@@ -1101,7 +1103,7 @@ def run_trial_locally(
     assert (metrics_dir / "completed").exists() is False
     assert any(p.suffix == ".pid" and p.read_text() == "completed\n" for p in metrics_dir.iterdir())
     names = [exp["spec"]["objective"]["objectiveMetricName"]]
-    observation = katib_trials.collect_observation(metrics_file, names)
+    observation = katib_controller.collect_observation(metrics_file, names)
     trial = katib_trial(trial_name, "2026-01-01T10:00:00Z", assignments, "Succeeded", observation)
     trial["status"]["env"] = env  # for the test's own checks
     return trial
@@ -1156,14 +1158,14 @@ def test_katib_experiment_through_the_local_executors(tmp_path: Path) -> None:
 def test_render_refuses_assignments_katib_would_refuse() -> None:
     exp = build()
     with pytest.raises(katib_trials.KatibTrialError, match="parameter 'momentum': no assignment"):
-        katib_trials.render_run_spec(
+        katib_controller.render_run_spec(
             exp, {"learning_rate": "0.01", "num_units": "64"}, trial_name="t", namespace="n"
         )
     with pytest.raises(katib_trials.KatibTrialError, match="are not all trial parameters"):
-        katib_trials.render_run_spec(
+        katib_controller.render_run_spec(
             exp, {**ASSIGN, "dropout": "0.1"}, trial_name="t", namespace="n"
         )
-    job = katib_trials.render_run_spec(exp, ASSIGN, trial_name="hpt-study-x", namespace="team")
+    job = katib_controller.render_run_spec(exp, ASSIGN, trial_name="hpt-study-x", namespace="team")
     assert job["metadata"] == {"name": "hpt-study-x", "namespace": "team"}
     assert "${" not in json.dumps(job)
     assert container({"spec": {"trialTemplate": {"trialSpec": job}}})["args"][-3:] == [
@@ -1183,7 +1185,7 @@ def test_render_fills_trial_metadata_references_as_katib_does() -> None:
             {"name": short, "reference": "${trialSpec." + key + "}"}
         )
         spec["metadata"]["annotations"][key] = "${trialParameters." + short + "}"
-    job = katib_trials.render_run_spec(exp, ASSIGN, trial_name="t-1", namespace="team")
+    job = katib_controller.render_run_spec(exp, ASSIGN, trial_name="t-1", namespace="team")
     assert job["metadata"]["annotations"] == {
         "Name": "t-1",
         "Namespace": "team",
@@ -1193,7 +1195,7 @@ def test_render_fills_trial_metadata_references_as_katib_does() -> None:
     }
     exp["spec"]["trialTemplate"]["trialParameters"][-1]["reference"] = "${trialSpec.Labels[x]}"
     with pytest.raises(katib_trials.KatibTrialError, match="illegal reference"):
-        katib_trials.render_run_spec(exp, ASSIGN, trial_name="t-1", namespace="team")
+        katib_controller.render_run_spec(exp, ASSIGN, trial_name="t-1", namespace="team")
 
 
 @pytest.mark.slow

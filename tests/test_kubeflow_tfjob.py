@@ -11,9 +11,10 @@ import pytest
 
 from pipelines.jobs.replica_env import cluster_env, output_dirs
 from pipelines.jobs.worker_pools import training_worker_pool_specs
-from pipelines.targets.kubeflow import final_job, kube, rbac, tfjob
+from pipelines.targets.kubeflow import final_job, kube, rbac, tfjob, trainjob
 from pipelines.targets.kubeflow.kube import ReplicaPods
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
+from tests import tfjob_operator
 from tests.fake_kube import Cluster, HeldCustomObjects, call_with_request
 from tests.support import tfjob_from_manifest, tfjob_replica_counts, with_pods
 from trainer import cluster
@@ -200,12 +201,12 @@ def test_the_webhook_rules() -> None:
 
 
 def test_job_names_are_stable_dns_labels_with_room_for_service_names() -> None:
-    a = tfjob.tfjob_name("HPT Pipeline: nightly!", "gs://b/run-1/final")
-    assert a == tfjob.tfjob_name("HPT Pipeline: nightly!", "gs://b/run-1/final")
-    assert a != tfjob.tfjob_name("HPT Pipeline: nightly!", "gs://b/run-2/final")
+    a = trainjob.trainjob_name("HPT Pipeline: nightly!", "gs://b/run-1/final")
+    assert a == trainjob.trainjob_name("HPT Pipeline: nightly!", "gs://b/run-1/final")
+    assert a != trainjob.trainjob_name("HPT Pipeline: nightly!", "gs://b/run-2/final")
     assert a.startswith("hpt-pipeline-nightly-final-")
-    long = tfjob.tfjob_name("9" + "x" * 200, "/mnt/hpt/r")
-    for name in (a, long, tfjob.tfjob_name("123", "r")):
+    long = trainjob.trainjob_name("9" + "x" * 200, "/mnt/hpt/r")
+    for name in (a, long, trainjob.trainjob_name("123", "r")):
         manifest = tfjob.to_manifest(build())
         manifest["metadata"]["name"] = name
         tfjob.validate_tfjob(manifest)
@@ -217,7 +218,9 @@ def test_job_names_are_stable_dns_labels_with_room_for_service_names() -> None:
 
 def test_the_operators_tf_config_for_chief_and_workers() -> None:
     replicas = {"Chief": 1, "Worker": 2}
-    config = tfjob.operator_tf_config("final", "team-a", replicas, "Worker", 1, cluster_domain="")
+    config = tfjob_operator.operator_tf_config(
+        "final", "team-a", replicas, "Worker", 1, cluster_domain=""
+    )
     assert config == {
         "cluster": {
             "chief": ["final-chief-0.team-a.svc:2222"],
@@ -226,7 +229,7 @@ def test_the_operators_tf_config_for_chief_and_workers() -> None:
         "task": {"type": "worker", "index": 1},
         "environment": "cloud",
     }
-    with_domain = tfjob.operator_tf_config(
+    with_domain = tfjob_operator.operator_tf_config(
         "final", "team-a", replicas, "Chief", 0, cluster_domain="cluster.local"
     )
     assert with_domain is not None
@@ -239,7 +242,7 @@ def test_the_trainer_reads_the_operators_tf_config_chief_is_chief_workers_are_no
     seen = []
     for rtype, count in replicas.items():
         for index in range(count):
-            config = tfjob.operator_tf_config(name, NAMESPACE, replicas, rtype, index)
+            config = tfjob_operator.operator_tf_config(name, NAMESPACE, replicas, rtype, index)
             info = cluster.resolve({"TF_CONFIG": json.dumps(config)})
             seen.append((info.task_type, info.task_id, info.is_chief, info.num_training_tasks))
     assert seen == [("chief", 0, True, 3), ("worker", 0, False, 3), ("worker", 1, False, 3)]
@@ -248,7 +251,7 @@ def test_the_trainer_reads_the_operators_tf_config_chief_is_chief_workers_are_no
 def test_the_operators_tf_config_has_the_shape_the_local_executor_gives() -> None:
     """Vertex's CLUSTER_SPEC, as the local job executor translates it, and the operator's
     TF_CONFIG differ only in addresses: the trainer sees the same cluster either way."""
-    operator = tfjob.operator_tf_config("j", "ns", {"Chief": 1, "Worker": 2}, "Worker", 1)
+    operator = tfjob_operator.operator_tf_config("j", "ns", {"Chief": 1, "Worker": 2}, "Worker", 1)
     local = json.loads(
         cluster_env({"workerpool0": ["h:1"], "workerpool1": ["h:2", "h:3"]}, 1, 1)["TF_CONFIG"]
     )
@@ -261,7 +264,7 @@ def test_the_operators_tf_config_has_the_shape_the_local_executor_gives() -> Non
 
 
 def test_a_one_replica_job_gets_no_tf_config_and_trains_alone_as_chief() -> None:
-    assert tfjob.operator_tf_config("j", "ns", {"Chief": 1}, "Chief", 0) is None
+    assert tfjob_operator.operator_tf_config("j", "ns", {"Chief": 1}, "Chief", 0) is None
     info = cluster.resolve({})
     assert info.is_chief and info.num_training_tasks == 0
 
@@ -443,7 +446,7 @@ def test_a_succeeded_job_is_returned_with_progress_lines() -> None:
     assert api.created == [("kubeflow.org", "v1", NAMESPACE, "tfjobs")]
     assert tfjob_replica_counts(api.body) == {"Chief": 1, "Worker": 2}
     assert api.body["spec"]["runPolicy"]["activeDeadlineSeconds"] == 3600
-    name = tfjob.tfjob_name("hpt-pipeline", BASE)
+    name = trainjob.trainjob_name("hpt-pipeline", BASE)
     assert lines[:3] == [  # the cluster checks, before the job is created
         f"namespace {NAMESPACE}: Kubeflow profile, Katib metrics collector on; Istio injection "
         "on (istio-injection=enabled); trial and TFJob pods opt out",
@@ -527,7 +530,10 @@ def test_the_component_describes_the_chiefs_export(
     assert model.uri == "minio://bucket/model"
     assert uri == model.metadata["location"] == f"{base}/model"
     assert model.metadata["replicas"] == 3
-    assert model.metadata["training_job"] == f"{NAMESPACE}/{tfjob.tfjob_name('hpt-pipeline', base)}"
+    assert (
+        model.metadata["training_job"]
+        == f"{NAMESPACE}/{trainjob.trainjob_name('hpt-pipeline', base)}"
+    )
     pod = api.body["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]
     assert "serviceAccountName" not in pod  # "" means the namespace's default
     assert pod["volumes"] == [

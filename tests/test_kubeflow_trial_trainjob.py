@@ -1,7 +1,7 @@
 """Multi-node Katib trials as TrainJobs (Katib 0.19+), and one job-kind choice for both steps.
 
 The trial template is rendered as Katib's controller renders it for one Trial
-(`katib_trials.render_run_spec`) and checked against Trainer v2.1.0's and v2.3.0's CRD
+(`tests/katib_controller.py:render_run_spec`) and checked against Trainer v2.1.0's and v2.3.0's CRD
 schemas (tests/crds, unknown fields refused); the tune step runs through the real
 `kubernetes` client with only HTTP faked (`fake_kube`), as do the RBAC checks below.
 """
@@ -21,7 +21,6 @@ from pipelines.settings import Settings, SettingsError
 from pipelines.targets.kubeflow import (
     final_job,
     job_kind,
-    katib_trials,
     katib_tune,
     manifests,
     rbac,
@@ -34,6 +33,7 @@ from pipelines.targets.kubeflow.katib_rules import check_experiment
 from pipelines.targets.kubeflow.kube import ReplicaPods
 from pipelines.targets.kubeflow.trial_trainjob import TRIAL_RESOURCE
 from pipelines.targets.kubeflow.waiting import KubeflowJobError
+from tests import katib_controller
 from tests.fake_kube import Cluster, call_with_request
 from tests.support import with_pods
 from tests.test_kubeflow_katib import KATIB_TRIALS, SUCCEEDED, as_kfp_renders, build, component_args
@@ -124,7 +124,9 @@ def trial_experiment(release: str = "2.3", **changes: Any) -> dict[str, Any]:
 
 
 def rendered(exp: dict[str, Any]) -> dict[str, Any]:
-    return katib_trials.render_run_spec(exp, assignments(exp), trial_name=TRIAL, namespace="team")
+    return katib_controller.render_run_spec(
+        exp, assignments(exp), trial_name=TRIAL, namespace="team"
+    )
 
 
 def env_of(trainjob_body: dict[str, Any]) -> dict[str, str]:
@@ -254,7 +256,9 @@ def test_the_tune_step_runs_trainjob_trials_in_the_served_field(release: str) ->
 
 
 def rendered_with(exp: dict[str, Any]) -> dict[str, Any]:
-    return katib_trials.render_run_spec(exp, assignments(exp), trial_name=TRIAL, namespace="team")
+    return katib_controller.render_run_spec(
+        exp, assignments(exp), trial_name=TRIAL, namespace="team"
+    )
 
 
 @pytest.mark.parametrize(

@@ -111,9 +111,9 @@ def resnet():
     [(0, set()), (2, {"conv4", "conv5"}), (5, {"stem", "conv2", "conv3", "conv4", "conv5"})],
 )
 def test_trainable_blocks_train_the_top_of_the_backbone_only(resnet, blocks, training):
-    from trainer.models import backbones, resnet50
+    from trainer.models import backbones
 
-    block_of = resnet50.BLOCK_OF
+    block_of = MODELS["resnet50"].backbone.block_of
     backbones.set_trainable_blocks(backbone_of(resnet), blocks, block_of)
     trained = {block_of(w.path.split("/")[0]) for w in backbone_of(resnet).trainable_weights}
     assert trained == training
@@ -179,24 +179,21 @@ def test_weights_on_an_object_store_are_copied_locally_before_keras_reads_them(t
 
 def test_mobilenet_trainable_blocks_13_trains_its_whole_backbone():
     """Only layers with weights are blocks: 13 is the stem, 11 blocks and the last conv."""
-    from trainer.models import mobilenet
-
+    block_of = MODELS["mobilenet_v3_small"].backbone.block_of
     model = build_model(
         MODELS["mobilenet_v3_small"], {"trainable_blocks": 13}, "none", (32, 32, 3), 2
     )
     assert model.name == "hpt_mobilenet_v3_small"  # its `Backbone`'s name
     backbone = backbone_of(model)
     trained = {w.path for w in backbone.trainable_weights}
-    blocks = {mobilenet.BLOCK_OF(path.split("/")[0]) for path in trained}
+    blocks = {block_of(path.split("/")[0]) for path in trained}
     assert len(blocks) == 13 and {"conv", "expanded_conv", "conv_1"} <= blocks
     for layer in backbone.layers:
         layer.trainable = True
     assert trained == {w.path for w in backbone.trainable_weights}
     top = build_model(MODELS["mobilenet_v3_small"], {"trainable_blocks": 1}, "none", (32, 32, 3), 2)
-    top_blocks = {mobilenet.BLOCK_OF(w.path.split("/")[0]) for w in backbone_of(top).weights}
-    training = {
-        mobilenet.BLOCK_OF(w.path.split("/")[0]) for w in backbone_of(top).trainable_weights
-    }
+    top_blocks = {block_of(w.path.split("/")[0]) for w in backbone_of(top).weights}
+    training = {block_of(w.path.split("/")[0]) for w in backbone_of(top).trainable_weights}
     assert training == {"conv_1"}
     assert len(top_blocks) == 13
 

@@ -4,8 +4,9 @@ train, the preprocessing, the head, the cut the feature cache makes.
 
 Fast: each test builds one model at most, at 32 px (the smallest side either backbone
 takes), with no ImageNet download. Written for `make mutmut MODULES=trainer/models/<file>`:
-`block_by_pattern` runs when `resnet50`/`mobilenet` are imported, before mutmut forks each
-mutant's run, so the tests build each module's `BLOCK_OF` afresh (`fresh_module`).
+`transfer_builder` runs when `resnet50`/`mobilenet` are imported, before mutmut forks each
+mutant's run, so the tests that read a builder's defaults build it afresh (`fresh_module`).
+A backbone's blocks are its spec's (`BackboneSpec.block_of`, called at test time).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import pytest
 from trainer import frozen
 from trainer.models import MODELS, backbones, build_model, cnn, mobilenet, resnet50
 
+RESNET_BLOCK_OF = MODELS["resnet50"].backbone.block_of
+MOBILENET_BLOCK_OF = MODELS["mobilenet_v3_small"].backbone.block_of
+
 SIZE = (32, 32, 3)
 IMAGES = np.random.RandomState(0).rand(4, *SIZE).astype("float32")
 MOBILENET_BLOCKS = ["conv", "expanded_conv"] + [f"expanded_conv_{i}" for i in range(1, 11)]
@@ -28,7 +32,7 @@ RESNET_BLOCKS = ["stem", "conv2", "conv3", "conv4", "conv5"]
 
 
 def fresh_module(module) -> dict:
-    """`module`'s namespace built again (its `BLOCK_OF` by today's `block_by_pattern`)."""
+    """`module`'s namespace built again (its `build` by today's `transfer_builder`)."""
     return runpy.run_path(module.__file__, run_name=module.__name__)
 
 
@@ -116,7 +120,7 @@ def mobilenet_model():
 @pytest.mark.parametrize("blocks", [0, 1, 4, 12, 13])
 def test_mobilenet_trains_its_top_trainable_blocks_blocks(mobilenet_model, blocks):
     """13 blocks hold weights (layers without weights are no block); the top ones train."""
-    block_of = fresh_module(mobilenet)["BLOCK_OF"]
+    block_of = MOBILENET_BLOCK_OF
     backbone = backbone_of(mobilenet_model)
     assert blocks_in_order(backbone, block_of) == MOBILENET_BLOCKS
     training = backbones.set_trainable_blocks(backbone, blocks, block_of)
@@ -131,22 +135,22 @@ def test_a_frozen_block_runs_its_batch_norm_in_inference_mode(mobilenet_model):
     backbone = backbone_of(mobilenet_model)
     stem = keras.Model(backbone.inputs, backbone.get_layer("conv_bn").output)
     images = IMAGES * 255.0
-    backbones.set_trainable_blocks(backbone, 12, mobilenet.BLOCK_OF)
+    backbones.set_trainable_blocks(backbone, 12, MOBILENET_BLOCK_OF)
     np.testing.assert_allclose(
         np.asarray(stem(images, training=True)), np.asarray(stem(images, training=False))
     )
-    backbones.set_trainable_blocks(backbone, 13, mobilenet.BLOCK_OF)
+    backbones.set_trainable_blocks(backbone, 13, MOBILENET_BLOCK_OF)
     assert not np.allclose(
         np.asarray(stem(images, training=True)), np.asarray(stem(images, training=False))
     )
 
 
 def test_a_layer_is_in_the_block_its_name_starts_with_and_resnets_stem_is_conv1_and_pool1():
-    block_of = fresh_module(resnet50)["BLOCK_OF"]
+    block_of = RESNET_BLOCK_OF
     assert block_of("conv1_conv") == block_of("pool1_pad") == "stem"
     assert block_of("conv3_block2_out") == "conv3"
     assert block_of("input_layer") == "input_layer"  # no block: its own name
-    of = fresh_module(mobilenet)["BLOCK_OF"]
+    of = MOBILENET_BLOCK_OF
     assert of("expanded_conv_10_project") == "expanded_conv_10"
     assert of("expanded_conv_depthwise") == "expanded_conv"
     assert of("conv_1_bn") == "conv_1" and of("conv_bn") == "conv" and of("re_lu") == "re_lu"
@@ -159,8 +163,8 @@ def test_resnet50_by_default_trains_all_five_blocks_and_feeds_its_backbone_0_255
     """Images arrive in [0, 1]; `preprocess_input` (BGR, ImageNet's means) takes 0-255."""
     from keras.applications.resnet50 import preprocess_input
 
-    block_of = fresh_module(resnet50)["BLOCK_OF"]
-    model = resnet50.build(SIZE, 2, weights=None)
+    block_of = RESNET_BLOCK_OF
+    model = fresh_module(resnet50)["build"](SIZE, 2, weights=None)
     backbone = backbone_of(model)
     assert model.name == "hpt_resnet50" and model.inputs[0].dtype == "float32"
     assert blocks_in_order(backbone, block_of) == RESNET_BLOCKS
@@ -181,17 +185,17 @@ def test_resnet50_takes_its_hyperparameters_and_input_dtype():
     )
     assert model.inputs[0].dtype == "bfloat16"
     assert model.get_layer("hidden").units == 6 and model.outputs[0].shape == (None, 3)
-    assert trained_blocks(backbone_of(model), resnet50.BLOCK_OF) == {"conv4", "conv5"}
+    assert trained_blocks(backbone_of(model), RESNET_BLOCK_OF) == {"conv4", "conv5"}
 
 
 # --- MobileNetV3Small: defaults ---
 
 
 def test_mobilenet_by_default_trains_all_13_blocks_of_a_backbone_that_scales_0_255():
-    model = mobilenet.build(SIZE, 2, weights=None)
+    model = fresh_module(mobilenet)["build"](SIZE, 2, weights=None)
     backbone = backbone_of(model)
     assert model.name == "hpt_mobilenet_v3_small" and model.inputs[0].dtype == "float32"
-    assert trained_blocks(backbone, mobilenet.BLOCK_OF) == set(MOBILENET_BLOCKS)
+    assert trained_blocks(backbone, MOBILENET_BLOCK_OF) == set(MOBILENET_BLOCKS)
     assert model.get_layer("hidden").units == 256
     # MobileNetV3 rescales 0-255 to [-1, 1] itself: the model feeds it images * 255.
     rescaling = next(x for x in backbone.layers if isinstance(x, keras.layers.Rescaling))
@@ -209,7 +213,7 @@ def test_mobilenet_takes_its_hyperparameters_and_input_dtype():
     )
     assert model.inputs[0].dtype == "bfloat16"
     assert model.get_layer("hidden").units == 5 and model.outputs[0].shape == (None, 3)
-    assert trained_blocks(backbone_of(model), mobilenet.BLOCK_OF) == {"conv_1"}
+    assert trained_blocks(backbone_of(model), MOBILENET_BLOCK_OF) == {"conv_1"}
 
 
 # --- weights ---

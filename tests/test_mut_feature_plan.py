@@ -63,7 +63,8 @@ def test_the_cache_off_line_is_whole():
 
 
 def test_a_backbone_of_one_block_caches_it_when_frozen():
-    one = dataclasses.replace(RESNET, blocks=1)
+    backbone = dataclasses.replace(RESNET.backbone, block_outputs=((32, 2048),))
+    one = dataclasses.replace(RESNET, backbone=backbone)
     assert feature_plan.plan_features(one, space(blocks("discrete", values=[0, 1])), "auto") == (
         feature_plan.FeaturePlan(
             (0,),

@@ -166,7 +166,7 @@ def test_a_usable_team_model_prints_its_whole_spec(team, capsys):
         "presets": ["optimizer"],
         "typed_input": True,  # it takes `input_dtype`
         "description": "A tiny team model.",
-        "blocks": 0,
+        "backbone": None,  # no cacheable blocks declared
         "own_metrics": False,  # no `hpt_metrics` hook: it reports the trainer's metrics only
     }
     assert list(hyper) == ["width", "mode", "rate", "name"]  # weights, input_dtype: passed

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from pipelines.targets.kubeflow import tfjob
+from pipelines.targets.kubeflow import tfjob, trainjob
 from pipelines.targets.kubeflow.kube import ReplicaPods
+from tests import tfjob_operator
 
 IMAGE = "registry.example.com/hpt/trainer:v1"
 BASE = "/mnt/hpt/runs/run-1/final-job"
@@ -24,23 +25,23 @@ def test_the_name_is_the_readable_prefix_final_and_ten_hex_digits_of_the_folder(
     """What `kubectl get tfjobs` shows; a retried step, or this release after the last one,
     looks the job up by exactly this name."""
     assert (
-        tfjob.tfjob_name("HPT Pipeline: nightly!", "gs://b/run-1/final")
+        trainjob.trainjob_name("HPT Pipeline: nightly!", "gs://b/run-1/final")
         == "hpt-pipeline-nightly-final-099ac23ebe"
     )
 
 
 def test_a_long_prefix_keeps_its_first_30_characters() -> None:
-    assert tfjob.tfjob_name("x" * 200, "r") == "x" * 30 + "-final-454349e422"
+    assert trainjob.trainjob_name("x" * 200, "r") == "x" * 30 + "-final-454349e422"
 
 
 def test_a_prefix_cut_at_a_dash_leaves_no_double_dash() -> None:
     """The 30-character cut lands on the `-` that stood for the space: it is dropped."""
-    assert tfjob.tfjob_name("a" * 29 + " b", "r") == "a" * 29 + "-final-454349e422"
+    assert trainjob.trainjob_name("a" * 29 + " b", "r") == "a" * 29 + "-final-454349e422"
 
 
 def test_a_prefix_starting_with_digits_or_dashes_starts_at_its_first_letter() -> None:
-    assert tfjob.tfjob_name("--9 Nightly", "r") == "nightly-final-454349e422"
-    assert tfjob.tfjob_name("2024!", "r") == "hpt-final-454349e422"
+    assert trainjob.trainjob_name("--9 Nightly", "r") == "nightly-final-454349e422"
+    assert trainjob.trainjob_name("2024!", "r") == "hpt-final-454349e422"
 
 
 # --------------------------------------------------------------------------- the GPUs
@@ -93,8 +94,8 @@ REPLICAS = {"Chief": 1, "Worker": 1}
 def test_without_a_cluster_domain_set_the_addresses_end_at_svc(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.delenv(tfjob.CLUSTER_DOMAIN_ENV, raising=False)
-    config = tfjob.operator_tf_config("final", "team-a", REPLICAS, "Chief", 0)
+    monkeypatch.delenv(tfjob_operator.CLUSTER_DOMAIN_ENV, raising=False)
+    config = tfjob_operator.operator_tf_config("final", "team-a", REPLICAS, "Chief", 0)
     assert config is not None
     assert config["cluster"] == {
         "chief": ["final-chief-0.team-a.svc:2222"],
@@ -106,18 +107,20 @@ def test_the_operators_custom_cluster_domain_is_read_from_its_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("CUSTOM_CLUSTER_DOMAIN", "corp.example")
-    config = tfjob.operator_tf_config("final", "team-a", REPLICAS, "Worker", 0)
+    config = tfjob_operator.operator_tf_config("final", "team-a", REPLICAS, "Worker", 0)
     assert config is not None
     assert config["cluster"]["worker"] == ["final-worker-0.team-a.svc.corp.example:2222"]
     # Given explicitly, the argument wins over the environment (none: "").
-    config = tfjob.operator_tf_config("final", "team-a", REPLICAS, "Worker", 0, cluster_domain="")
+    config = tfjob_operator.operator_tf_config(
+        "final", "team-a", REPLICAS, "Worker", 0, cluster_domain=""
+    )
     assert config is not None
     assert config["cluster"]["worker"] == ["final-worker-0.team-a.svc:2222"]
 
 
 def test_a_slash_in_the_host_name_becomes_a_dash_as_in_the_operators_gen_cluster_spec() -> None:
     """release-1.9 `common.GenGeneralName`: `strings.Replace(name, "/", "-", -1)`."""
-    config = tfjob.operator_tf_config("a/b", "ns", REPLICAS, "Chief", 0, cluster_domain="")
+    config = tfjob_operator.operator_tf_config("a/b", "ns", REPLICAS, "Chief", 0, cluster_domain="")
     assert config is not None
     assert config["cluster"]["chief"] == ["a-b-chief-0.ns.svc:2222"]
 

@@ -190,6 +190,7 @@ def test_trial_job_spec_is_one_replica_running_the_trainer(study_dir):
         worker_count=0,
         study_dir=study_dir,
         shared_root="",
+        study_spec_parameters=[],
         study=study,
     )
     assert base == (study_dir or "/root/trial-job-spec/study")

@@ -113,7 +113,8 @@ TRAINER_HYPERPARAMETERS: Mapping[str, Hyperparameter] = {
             "momentum", float, 0.9, 0.0, 1.0, exclusive_maximum=True, help="SGD momentum (sgd only)"
         ),
         Hyperparameter("batch_size", int, 32, 1, help="examples per replica per step"),
-        Hyperparameter("epochs", int, 5, 1, help="passes over the training split"),
+        # Also fixed per run (`FIXED_TRAINER_SETTINGS`): the `epochs` setting's default too.
+        Hyperparameter("epochs", int, 10, 1, help="passes over the training split"),
     )
 }
 # Flags that mean something under one optimizer only (a conditional search parameter).
@@ -259,9 +260,6 @@ def record_format_for(record_format: str, image_size: int) -> str:
 
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp")  # what decode_image reads
-# Parameters of the pretrained backbones without their top (Keras's applications table), for
-# the local run's disk estimate; the head and the CNN are counted from their sizes.
-BACKBONE_PARAMS: Mapping[str, int] = {"resnet50": 23_587_712, "mobilenet_v3_small": 939_120}
 MIN_IMAGE_SIZE = 22  # the smallest side any built-in model takes (the CNN's three conv + pool)
 
 

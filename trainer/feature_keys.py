@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from trainer.contract import ContractError
+from trainer.models import ModelSpec
 
 FEATURES_FLAG = "features"  # the trainer's `--features FEATURES_DIR` ("" = off)
 ENTRYPOINT = "trainer.features"  # `python -m trainer.features ...`
@@ -40,28 +41,6 @@ KEY_FIELDS = (
     "frozen_depth",
     "dataset_fingerprint",
 )
-# Each built-in backbone's output after 1, 2, ... blocks: (stride, channels). The last
-# one is pooled (the head's GlobalAveragePooling2D has no weights): the cache of a
-# frozen backbone (trainable_blocks=0) holds one vector per image.
-# tests/test_features.py checks this table against the built models.
-BLOCK_OUTPUTS: Mapping[str, tuple[tuple[int, int], ...]] = {
-    "resnet50": ((4, 64), (4, 256), (8, 512), (16, 1024), (32, 2048)),
-    "mobilenet_v3_small": (
-        (2, 16),
-        (4, 16),
-        (8, 24),
-        (8, 24),
-        (16, 40),
-        (16, 40),
-        (16, 40),
-        (16, 48),
-        (16, 48),
-        (32, 96),
-        (32, 96),
-        (32, 96),
-        (32, 576),
-    ),
-}
 # Bytes of one TFRecord example beyond its feature values (framing, keys, label).
 RECORD_OVERHEAD = 64
 
@@ -115,15 +94,17 @@ def entry_name(model: str, depth: int) -> str:
     return f"{model}-frozen{depth}"
 
 
-def feature_shape(model: str, image_shape: Sequence[int], depth: int) -> tuple[int, ...]:
+def feature_shape(spec: ModelSpec, image_shape: Sequence[int], depth: int) -> tuple[int, ...]:
     """The shape of one image's features at `depth` (the whole backbone: pooled).
+
+    The shapes are the spec's `BackboneSpec.block_outputs`.
 
     Raises:
         ContractError: The model declares no block outputs, or `depth` is not one of them.
     """
-    outputs = BLOCK_OUTPUTS.get(model)
+    outputs = spec.backbone.block_outputs if spec.backbone else ()
     if not outputs or not 1 <= depth <= len(outputs):
-        raise ContractError(f"model {model!r} has no cacheable frozen depth {depth}")
+        raise ContractError(f"model {spec.name!r} has no cacheable frozen depth {depth}")
     stride, channels = outputs[depth - 1]
     if depth == len(outputs):
         return (channels,)
@@ -132,12 +113,12 @@ def feature_shape(model: str, image_shape: Sequence[int], depth: int) -> tuple[i
 
 
 def estimate_bytes(
-    model: str, image_shape: Sequence[int], counts: Mapping[str, int], depths: Iterable[int]
+    spec: ModelSpec, image_shape: Sequence[int], counts: Mapping[str, int], depths: Iterable[int]
 ) -> int:
     """Bytes the entries at `depths` take for splits of `counts` images (float32 values)."""
     total = 0
     for depth in depths:
-        values = math.prod(feature_shape(model, image_shape, depth))
+        values = math.prod(feature_shape(spec, image_shape, depth))
         per_example = values * 4 + RECORD_OVERHEAD
         total += sum(int(counts[split]) * per_example for split in SPLITS)
     return total

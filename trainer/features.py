@@ -191,7 +191,7 @@ def _entry_metadata(
     """An entry's metadata: its keys, what its features are, and where they came from."""
     from trainer import part_cost
 
-    shape = list(feature_keys.feature_shape(spec.name, metadata["image_shape"], depth))
+    shape = list(feature_keys.feature_shape(spec, metadata["image_shape"], depth))
     return {
         **keys,
         "trainable_blocks": spec.blocks - depth,
@@ -313,7 +313,7 @@ def _one_model(args: argparse.Namespace, model: str, values: str) -> int:
 
     try:
         metadata = records.read_metadata(args.data)
-        train.check_images(spec, metadata["image_shape"], args.data)
+        train.check_image_shape(spec, metadata["image_shape"], args.data)
         choice = train.resolve_precision(args.precision)
         if weights not in ("imagenet", "none") and not tf.io.gfile.exists(weights):
             raise ContractError(
@@ -323,7 +323,7 @@ def _one_model(args: argparse.Namespace, model: str, values: str) -> int:
         if not todo:
             return 0
         counts = {s: int(metadata["splits"][s]["count"]) for s in feature_keys.SPLITS}
-        estimate = feature_keys.estimate_bytes(spec.name, metadata["image_shape"], counts, todo)
+        estimate = feature_keys.estimate_bytes(spec, metadata["image_shape"], counts, todo)
         check_size(estimate, args.output, args.max_bytes)
         _log(f"{choice.line}; about {estimate} bytes for {len(todo)} entry(ies)")
         keras.mixed_precision.set_global_policy(choice.policy)

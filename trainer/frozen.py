@@ -14,19 +14,13 @@ from collections.abc import Callable, Sequence
 
 import keras
 
-from trainer.models import ModelSpec, builder_of
+from trainer.models import ModelSpec
 
 HEAD_LAYERS = ("hidden", "logits")  # the layers after the pooling, in order
 
 
 class NotCacheable(ValueError):
     """The model has no single tensor at the boundary asked for; the message is one line."""
-
-
-def block_of(spec: ModelSpec) -> Callable[[str], str]:
-    """The backbone's layer name → block name function of a built-in transfer model."""
-    module = builder_of(spec).__module__
-    return __import__(module, fromlist=["BLOCK_OF"]).BLOCK_OF
 
 
 def backbone_of(model: keras.Model) -> keras.Model:
@@ -85,9 +79,9 @@ def block_boundary(
 def _top(backbone: keras.Model, spec: ModelSpec, depth: int) -> keras.KerasTensor:
     if not 1 <= depth <= spec.blocks:
         raise NotCacheable(f"model {spec.name}: frozen depth {depth} not in [1, {spec.blocks}]")
-    if depth == spec.blocks:
+    if depth == spec.blocks or spec.backbone is None:
         return backbone.output
-    return block_boundary(backbone, depth, block_of(spec))
+    return block_boundary(backbone, depth, spec.backbone.block_of)
 
 
 def prefix_model(model: keras.Model, spec: ModelSpec, depths: Sequence[int]) -> keras.Model:

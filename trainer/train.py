@@ -111,7 +111,7 @@ def _checkpoint_dir_for(run: RunConfig, is_chief: bool, task_id: int) -> str | N
     return posixpath.join(run.checkpoint_dir, name)
 
 
-def check_images(spec: ModelSpec, image_shape: list[int], data_dir: str) -> None:
+def check_image_shape(spec: ModelSpec, image_shape: list[int], data_dir: str) -> None:
     """Refuse images the model cannot take (too small, or the wrong number of channels).
 
     Raises:
@@ -250,7 +250,7 @@ def _train(
     strategy, cluster = distribute.make_strategy(run.distribution)
     global_batch = hparams.batch_size * strategy.num_replicas_in_sync
     spec = model_spec(hparams.model)
-    check_images(spec, metadata["image_shape"], run.data)
+    check_image_shape(spec, metadata["image_shape"], run.data)
     tf.random.set_seed(run.seed)
     keras.utils.set_random_seed(run.seed)
 

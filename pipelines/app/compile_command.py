@@ -50,9 +50,9 @@ def compile_command(
         typer.echo(f"note: {line}")
     try:
         if not chosen.runs_here:  # its pods pull the images: a placeholder fails the first pull
-            from pipelines.app.preflight import check_images
+            from pipelines.app.preflight import check_image_uris
 
-            check_images(settings, "set {env} (or {name} in --config) to the pushed image")
+            check_image_uris(settings, "set {env} (or {name} in --config) to the pushed image")
         path = compile_pipeline(target, settings, output)
     except SettingsError as err:  # a setting the target cannot honour
         fail(str(err))

@@ -31,10 +31,10 @@ def continuation_lines(settings: Settings, target: str) -> list[str]:
             "--continue-from to extend its study in place (with a higher --max-trials)"
         )
 
-    from pipelines.app.study_identity import dataset_fingerprint
+    from pipelines.app.study_identity import source_fingerprint
 
     try:
-        dataset = dataset_fingerprint(settings.data.source) if source else None
+        dataset = source_fingerprint(settings.data.source) if source else None
         found = earlier_runs.continued(settings, dataset=dataset)
     except ContinuationError as err:
         fail(str(err))

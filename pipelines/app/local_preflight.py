@@ -262,14 +262,18 @@ def check_imagenet_reachable(timeout: float = REACH_TIMEOUT_S) -> None:
 
 
 def model_params(settings: Settings) -> int:
-    """About how many parameters a trial's model has (0: a model not estimated here)."""
-    from trainer.contract import BACKBONE_PARAMS
+    """About how many parameters a trial's model has (0: a model not estimated here).
+
+    A pretrained backbone: its parameters and its head's, both from its `ModelSpec`.
+    """
+    from trainer.models import MODELS
 
     units = MAX_UNITS
     if settings.architecture.model == "cnn":
         return (settings.data.image_size // 8) ** 2 * DENSE_FEATURES * units
-    if settings.architecture.model in BACKBONE_PARAMS:
-        return BACKBONE_PARAMS[settings.architecture.model] + 2048 * units
+    spec = MODELS.get(settings.architecture.model)
+    if spec and spec.backbone:
+        return spec.backbone.params + spec.backbone.pooled_width * units
     return 0
 
 

@@ -25,7 +25,7 @@ def check_cloud_run(settings: Settings) -> None:
             f"pipeline_root={settings.cloud.pipeline_root}: Vertex AI Pipelines needs a gs:// URI"
         )
     check_region(settings.cloud.region)
-    check_images(
+    check_image_uris(
         settings,
         "build the images (make images PROJECT=…) and set {env} (or {name} in --config), e.g. "
         f"$(make -s image-uris PROJECT=my-project REGION={settings.cloud.region})",
@@ -68,7 +68,7 @@ def check_kubeflow_run(settings: Settings) -> None:
             "the dataset (KFP maps minio:// and s3:// to paths inside its own pods only); set "
             "data_pvc to a ReadWriteMany PersistentVolumeClaim, or pipeline_root to a gs:// folder"
         )
-    check_images(
+    check_image_uris(
         settings,
         "push the images to a registry the cluster pulls from and set {env} "
         "(or {name} in --config)",
@@ -76,7 +76,7 @@ def check_kubeflow_run(settings: Settings) -> None:
     _check_caching_and_study(settings, kubeflow=True)
 
 
-def check_images(settings: Settings, hint: str) -> None:
+def check_image_uris(settings: Settings, hint: str) -> None:
     """Refuse image URIs that still point at the placeholder registry.
 
     Args:

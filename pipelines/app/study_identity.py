@@ -42,7 +42,7 @@ def _digest(data: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
 
 
-def dataset_fingerprint(source: str) -> str:
+def source_fingerprint(source: str) -> str:
     """A short fingerprint of a dataset source's content, computed without TensorFlow.
 
     An image folder: every file's relative path, size and modification time (a file
@@ -67,7 +67,7 @@ def identity(settings: Settings) -> dict[str, Any]:
     values: dict[str, Any] = {name: settings.value(name) for name in STUDY_SETTINGS}
     if not settings.data.source.startswith(("tfds:", "gs://")) and settings.data.source != "sample":
         values["source"] = str(Path(settings.data.source).resolve())
-    values["dataset"] = dataset_fingerprint(settings.data.source)
+    values["dataset"] = source_fingerprint(settings.data.source)
     if settings.study.objectives == (
         settings.study.metric_tag,
     ):  # metric_tag alone: as recorded before

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from trainer.contract import FIXED_TRAINER_SETTINGS, flag
@@ -56,11 +56,13 @@ def fixed_settings(values: Mapping[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in FIXED_TRAINER_SETTINGS}
 
 
-def trainer_flags(data: str, settings: Mapping[str, Any]) -> list[str]:
+def trainer_flags(data: str, settings: Mapping[str, Any], tuned: Collection[str] = ()) -> list[str]:
     """Fixed trainer flags shared by every trial and the final job, for data at `data`.
 
     One flag per `FIXED_TRAINER_SETTINGS` entry, in its order; integers are cast (kfp.local
-    and compiled specs may hand `5.0` for `5`).
+    and compiled specs may hand `5.0` for `5`). A fixed setting every trial is given as a
+    study parameter (named in `tuned`: `epochs`, `batch_size`, `model`) is left out: the
+    `--<name>=<value>` appended after is then its only flag.
 
     Raises:
         ValueError: `settings` lacks a fixed setting or has one the contract does not list.
@@ -72,12 +74,15 @@ def trainer_flags(data: str, settings: Mapping[str, Any]) -> list[str]:
     return [flag("data", data)] + [
         flag(name, int(fixed[name]) if kind is int else fixed[name])
         for name, kind in FIXED_TRAINER_SETTINGS.items()
+        if name not in tuned
     ]
 
 
-def trainer_args(dataset: Any, settings: Mapping[str, Any]) -> list[str]:
+def trainer_args(
+    dataset: Any, settings: Mapping[str, Any], tuned: Collection[str] = ()
+) -> list[str]:
     """`trainer_flags` for a dataset artifact (read where `artifact_location` says)."""
-    return trainer_flags(artifact_location(dataset), settings)
+    return trainer_flags(artifact_location(dataset), settings, tuned)
 
 
 def parameter_args(parameters: Mapping[str, Any]) -> list[str]:

@@ -6,7 +6,8 @@ model in the choice, so each of them must take it; a model's own hyperparameters
 conditional children of `model` (`parent_values: [that model]`), checked against that
 model only. Ids stay unique in the whole space (Vertex's rule): a hyperparameter several
 models share (`num_units`) is one child listing them all, or a top-level parameter.
-The trial's `--model=<value>` comes after the run's fixed `--model`, so it wins.
+The trial's `--model=<value>` is its only `--model`: the fixed one is left out
+(`components/job_specs.py`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ the trainer's own `trainer.contract.TRAINER_HYPERPARAMETERS`), its input constra
 whether it takes pretrained weights, and the search-space presets that fit it.
 
 Adding a built-in model is one builder module under `trainer/models/` and one entry in
-`MODELS`. A team's own model enters by reference (`package.module:function`): its
+`MODELS`; a pretrained backbone's entry also declares its blocks (`BackboneSpec`), and
+its builder is `trainer.models.backbones.transfer_builder` over a `keras.applications`
+constructor. A team's own model enters by reference (`package.module:function`): its
 keyword-only arguments are its hyperparameters (`trainer.models.custom`).
 
 Every builder has the signature `build(image_shape, num_classes, *, <hyperparameters>)`
@@ -23,6 +25,8 @@ and the serving signature apply the same thing. Built-in builders also take
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,6 +37,42 @@ from trainer.contract import (
     ContractError,
     Hyperparameter,
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class BackboneSpec:
+    """A pretrained backbone's facts, TF-free: its blocks, where they end, what they output.
+
+    Attributes:
+        block_outputs: (stride, channels) of the backbone's output after 1, 2, ... of its
+            blocks, bottom to top; the last is the whole backbone's, which the head pools
+            (`tests/test_features.py` checks them against the built model).
+        block_pattern: A regex whose first group, matched at a layer's name, is its block
+            (a layer it does not match is a block of its own name).
+        block_aliases: (group, block) pairs naming several groups one block.
+        params: Its parameters without its top (Keras's applications table).
+    """
+
+    block_outputs: tuple[tuple[int, int], ...]
+    block_pattern: str
+    block_aliases: tuple[tuple[str, str], ...] = ()
+    params: int = 0
+
+    def block_of(self, layer: str) -> str:
+        """The name of the block the backbone's layer named `layer` belongs to."""
+        match = _compiled(self.block_pattern).match(layer)
+        block = match.group(1) if match else layer
+        return dict(self.block_aliases).get(block, block)
+
+    @property
+    def pooled_width(self) -> int:
+        """Channels of the pooled vector the head takes."""
+        return self.block_outputs[-1][1]
+
+
+@functools.cache
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,10 +90,8 @@ class ModelSpec:
         presets: Search-space presets that fit it; the first is its default.
         typed_input: The builder takes `input_dtype` (built-in models do).
         description: One line for listings.
-        blocks: Block units of a pretrained backbone, the ones its `trainable_blocks`
-            counts; a trial's frozen depth is `blocks - trainable_blocks`, and its frozen
-            prefix can be cached (`trainer.feature_keys`). 0: never cached (the CNN, a
-            team's builder: its prefix may not be a pure function of the image).
+        backbone: A pretrained backbone's blocks and size; None for a model without one
+            (the CNN, a team's builder: its prefix may not be a pure function of the image).
         own_metrics: The builder reports metrics of its own (a team's `hpt_metrics` hook,
             `trainer/cost_metrics.py`); without it a model reports `METRIC_GOALS`' tags only.
     """
@@ -68,8 +106,17 @@ class ModelSpec:
     presets: tuple[str, ...] = ("optimizer",)
     typed_input: bool = False
     description: str = ""
-    blocks: int = 0
+    backbone: BackboneSpec | None = None
     own_metrics: bool = False
+
+    @property
+    def blocks(self) -> int:
+        """Block units its `trainable_blocks` counts (0: never cached).
+
+        A trial's frozen depth is `blocks - trainable_blocks`, and its frozen prefix can
+        be cached (`trainer.feature_keys`).
+        """
+        return len(self.backbone.block_outputs) if self.backbone else 0
 
     def all_hyperparameters(self) -> dict[str, Hyperparameter]:
         """The trainer's own tunable flags and this model's, by name."""
@@ -92,24 +139,58 @@ class ModelSpec:
             Hyperparameter(**{**h, "kind": kinds[h["kind"]], "choices": tuple(h["choices"])})
             for h in data["hyperparameters"]
         )
-        fields = {k: v for k, v in data.items() if k != "hyperparameters"}
+        fields = {k: v for k, v in data.items() if k not in ("hyperparameters", "backbone")}
         for key in ("channels", "presets"):
             fields[key] = tuple(fields[key])
-        return cls(**fields, hyperparameters=hyperparameters)
+        backbone = data.get("backbone")
+        if backbone:
+            backbone = BackboneSpec(
+                block_outputs=tuple(tuple(pair) for pair in backbone["block_outputs"]),
+                block_pattern=backbone["block_pattern"],
+                block_aliases=tuple(tuple(pair) for pair in backbone["block_aliases"]),
+                params=backbone["params"],
+            )
+        return cls(**fields, hyperparameters=hyperparameters, backbone=backbone)
 
 
 def _units(default: int) -> Hyperparameter:
     return Hyperparameter("num_units", int, default, 1, help="units of the head's hidden layer")
 
 
-def _trainable_blocks(blocks: int, what: str) -> Hyperparameter:
-    return Hyperparameter(
+def transfer_spec(
+    name: str, module: str, num_units: int, backbone: BackboneSpec, what: str, description: str
+) -> ModelSpec:
+    """The spec of a pretrained backbone's transfer model (`backbones.transfer_builder`).
+
+    Args:
+        name: The `model` setting's value.
+        module: Its builder's module under `trainer/models/` (`build` in it).
+        num_units: The head's hidden units by default.
+        backbone: Its blocks and size; `trainable_blocks` ranges over its blocks.
+        what: What its blocks are, for the `trainable_blocks` flag's help.
+        description: One line for listings.
+    """
+    blocks = len(backbone.block_outputs)
+    trainable = Hyperparameter(
         "trainable_blocks",
         int,
         blocks,
         0,
         blocks,
         help=f"top blocks of the backbone that train: 0 frozen, {blocks} all ({what})",
+    )
+    return ModelSpec(
+        name,
+        f"trainer.models.{module}:build",
+        (_units(num_units), trainable),
+        min_image_size=32,
+        channels=(3,),
+        pretrained=True,
+        default_weights="imagenet",
+        presets=("transfer", "optimizer"),
+        typed_input=True,
+        description=description,
+        backbone=backbone,
     )
 
 
@@ -126,31 +207,31 @@ MODELS: Mapping[str, ModelSpec] = {
             typed_input=True,
             description="the seeds' CNN: conv 16/32/64, Dense(num_units), SGD",
         ),
-        ModelSpec(
+        transfer_spec(
             "resnet50",
-            "trainer.models.resnet50:build",
-            (_units(1016), _trainable_blocks(5, "stem and 4 stages")),
-            min_image_size=32,
-            channels=(3,),
-            pretrained=True,
-            default_weights="imagenet",
-            presets=("transfer", "optimizer"),
-            typed_input=True,
-            description="seed 001: ResNet50 backbone, GAP, Dense(num_units), fine-tuned",
-            blocks=5,
+            "resnet50",
+            1016,
+            BackboneSpec(  # the stem (conv1, pool1) and the stages conv2 … conv5
+                ((4, 64), (4, 256), (8, 512), (16, 1024), (32, 2048)),
+                r"^(conv[2-5]|conv1|pool1)",
+                block_aliases=(("conv1", "stem"), ("pool1", "stem")),
+                params=23_587_712,
+            ),
+            "stem and 4 stages",
+            "seed 001: ResNet50 backbone, GAP, Dense(num_units), fine-tuned",
         ),
-        ModelSpec(
+        transfer_spec(
             "mobilenet_v3_small",
-            "trainer.models.mobilenet:build",
-            (_units(256), _trainable_blocks(13, "stem, 11 blocks and the last conv")),
-            min_image_size=32,
-            channels=(3,),
-            pretrained=True,
-            default_weights="imagenet",
-            presets=("transfer", "optimizer"),
-            typed_input=True,
-            description="MobileNetV3Small backbone (CPU-friendly), GAP, Dense(num_units)",
-            blocks=13,
+            "mobilenet",
+            256,
+            BackboneSpec(  # the stem `conv`, expanded_conv … expanded_conv_10, `conv_1`
+                ((2, 16), (4, 16), (8, 24), (8, 24), (16, 40), (16, 40), (16, 40), (16, 48))
+                + ((16, 48), (32, 96), (32, 96), (32, 96), (32, 576)),
+                r"^(expanded_conv(?:_\d+)?|conv_1|conv)(?:_|$)",
+                params=939_120,
+            ),
+            "stem, 11 blocks and the last conv",
+            "MobileNetV3Small backbone (CPU-friendly), GAP, Dense(num_units)",
         ),
     )
 }

@@ -1,9 +1,13 @@
-"""What the pretrained-backbone builders share: weights, trainable blocks, the head.
+"""The one template of the pretrained-backbone builders: weights, trainable blocks, the head.
 
 A backbone from `keras.applications` is built with its weights (`imagenet`, none, or a
 weights file), its top `trainable_blocks` blocks left trainable (a frozen BatchNorm
 layer runs in inference mode), and topped with global average pooling, a hidden
 Dense layer and float32 logits (seed 001's head, with logits instead of softmax).
+What a backbone is (its blocks, their outputs, its size, its defaults) is its
+`ModelSpec`'s (`trainer/models/__init__.py`); its builder module names only the
+`keras.applications` constructor and the preprocessing its weights expect
+(`transfer_builder`).
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ import dataclasses
 import os
 import posixpath
 import random
-import re
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -21,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from trainer.contract import ContractError
+from trainer.models import MODELS
 
 
 class WeightsError(ContractError):
@@ -97,21 +101,6 @@ def set_trainable_blocks(
     for layer in backbone.layers:
         layer.trainable = block_of(layer.name) in training
     return training
-
-
-def block_by_pattern(
-    pattern: str, aliases: Mapping[str, str] | None = None
-) -> Callable[[str], str]:
-    """A `block_of` naming a layer's block by `pattern`'s first group, renamed by `aliases`."""
-    compiled = re.compile(pattern)
-    aliases = aliases or {}
-
-    def block_of(name: str) -> str:
-        match = compiled.match(name)
-        block = match.group(1) if match else name
-        return aliases.get(block, block)
-
-    return block_of
 
 
 def head_layers(num_units: int, num_classes: int) -> list[keras.layers.Layer]:
@@ -200,3 +189,58 @@ def transfer_model(
     for layer in head:
         x = layer(x)
     return keras.Model(inputs, x, name=backbone.name)
+
+
+def transfer_builder(
+    model: str,
+    factory: Callable[..., keras.Model],
+    to_backbone: Callable[[keras.KerasTensor], keras.KerasTensor],
+    **factory_kwargs: Any,
+) -> Callable[..., keras.Model]:
+    """The builder of catalogue model `model`: `factory`'s backbone as its spec declares it.
+
+    Args:
+        model: Its name in `MODELS` (blocks, hyperparameters' defaults, default weights).
+        factory: The `keras.applications` constructor.
+        to_backbone: The preprocessing its weights expect, inside the model (images in [0, 1]).
+        **factory_kwargs: More arguments of `factory`.
+    """
+    spec = MODELS[model]
+    if spec.backbone is None:
+        raise ContractError(f"model {model}: its ModelSpec declares no backbone")
+    backbone = Backbone(
+        factory, to_backbone, spec.backbone.block_of, f"hpt_{model}", factory_kwargs
+    )
+    defaults = {h.name: h.default for h in spec.hyperparameters}
+
+    def build(
+        image_shape: Sequence[int],
+        num_classes: int,
+        *,
+        num_units: int = int(defaults["num_units"]),
+        trainable_blocks: int = int(defaults["trainable_blocks"]),
+        weights: str | None = spec.default_weights,
+        input_dtype: str = "float32",
+    ) -> keras.Model:
+        """Images in [0, 1] → preprocessing → the backbone → GAP → Dense → logits.
+
+        Args:
+            image_shape: (height, width, 3) of the inputs, in [0, 1].
+            num_classes: Output classes.
+            num_units: Units of the head's hidden layer.
+            trainable_blocks: Top blocks that train: all of them by default, 0 a frozen
+                backbone.
+            weights: `imagenet`, None/`none`, or a Keras weights file (local or gs://).
+            input_dtype: The dtype images arrive in.
+        """
+        return transfer_model(
+            backbone,
+            image_shape,
+            num_classes,
+            num_units=num_units,
+            trainable_blocks=trainable_blocks,
+            weights=weights,
+            input_dtype=input_dtype,
+        )
+
+    return build

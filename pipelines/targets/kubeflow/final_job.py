@@ -3,7 +3,7 @@
 `run_final_job` is what the `train_with_tfjob` component does, with the
 Kubernetes API injectable so tests replace the API call, never this logic. Which API
 (`kubeflow_job_api`) is resolved against the cluster first (`job_api`). The
-job's name follows from its output folder (`tfjob.tfjob_name`), so a retried
+job's name follows from its output folder (`trainjob.trainjob_name`), so a retried
 task finds the job it started and waits on it instead of starting another.
 A cancelled run's SIGTERM deletes the job (`kube.deleted_on_sigterm`), and its pods
 with it; so does a pod that cannot run (`pod_watch`); a rerun creates it afresh.

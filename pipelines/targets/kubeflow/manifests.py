@@ -18,6 +18,7 @@ volume's mount (`data_mount_path`) or `pipeline_root`, under `example/` folders.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -62,22 +63,26 @@ def _root(settings: Settings) -> str:
     )
 
 
-def _args(settings: Settings) -> list[str]:
+def _args(settings: Settings, tuned: Collection[str]) -> list[str]:
     fixed = {name: settings.value(name) for name in FIXED_TRAINER_SETTINGS}
     fixed["weights"] = (
         settings.architecture.weights or ""
     )  # the model's own default, as the trainer reads it
-    return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed)
+    return trainer_args.trainer_flags(f"{_root(settings)}/example/dataset", fixed, tuned)
 
 
 def _pools(
-    settings: Settings, workers: int, accelerators: int, accelerator: str
+    settings: Settings,
+    workers: int,
+    accelerators: int,
+    accelerator: str,
+    tuned: Collection[str] = (),
 ) -> list[dict[str, Any]]:
     """A job's pools, a chief and `workers`, as `components/job_specs.py` builds them."""
     return worker_pools.training_worker_pool_specs(
         image_uri=settings.images.trainer_image,
         command=trainer_args.TRAINER_COMMAND,
-        args=_args(settings),
+        args=_args(settings, tuned),
         accelerator_type=accelerator if accelerators else None,
         accelerator_count=accelerators,
         worker_count=workers,
@@ -94,6 +99,7 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
         settings.training.trial_workers,
         settings.machines.trial_accelerator_count,
         settings.machines.trial_accelerator_type,
+        tuned=[p.parameter_id for p in space.parameters],  # Katib appends each one
     )
     exp = experiment.build_experiment(
         name=experiment.experiment_name(

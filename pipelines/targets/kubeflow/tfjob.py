@@ -3,7 +3,7 @@
 Built through kubeflow-training's typed models from the same `worker_pool_specs` Vertex
 gets (pool 0: the chief, one replica; pool 1: the workers), and written with the
 `kubernetes` ApiClient's serializer, so what is created is what the models accept.
-`operator_tf_config` reproduces the `TF_CONFIG` the operator gives each replica. The job
+`tests/tfjob_operator.py` reproduces the `TF_CONFIG` the operator gives each replica. The job
 fails as a whole when one replica fails (`restartPolicy: Never`, no retries), cleans up
 pods still running, opts out of Istio's sidecar, and names its container `tensorflow` with
 port `tfjob-port`. Why each, with the operator's source: docs/kubeflow.md, "The Training
@@ -13,7 +13,6 @@ Operator, as its source behaves".
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -25,7 +24,6 @@ from pipelines.targets.kubeflow.kube import (
     container_security_context,
     gpu_env,
     pod_security_context,
-    stable_name,
 )
 
 GROUP = "kubeflow.org"
@@ -41,24 +39,12 @@ CLEAN_POD_POLICY = "Running"
 GPU_RESOURCE = "nvidia.com/gpu"
 CHIEF, WORKER = "Chief", "Worker"
 DATA_VOLUME = "hpt-data"
-CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"  # tensorflow.go EnvCustomClusterDomain
 FINAL_HEAD = 30  # the most characters of the prefix a final job's name keeps
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
 class TFJobError(ValueError):
     """A TFJob the Training Operator's webhook would refuse, or bad input (one line)."""
-
-
-def tfjob_name(prefix: str, base_output_directory: str) -> str:
-    """A DNS-1035 name, the same for the same output folder (a retried task reuses the job).
-
-    Args:
-        prefix: Readable start, e.g. the display name (lowercased, other characters → `-`).
-        base_output_directory: The job's output folder, unique per run and task.
-    """
-    # The replicas' service names `<name>-worker-<i>` are DNS labels (<= 63) too.
-    return stable_name(prefix, base_output_directory, "final", FINAL_HEAD)
 
 
 def _container_spec(pool: Mapping[str, Any] | str, what: str) -> Mapping[str, Any]:
@@ -134,7 +120,7 @@ def build_tfjob(
     """The final job's `worker_pool_specs` as a `KubeflowOrgV1TFJob`.
 
     Args:
-        name: The TFJob's name (a DNS-1035 label; see `tfjob_name`).
+        name: The TFJob's name (a DNS-1035 label; see `trainjob.trainjob_name`).
         namespace: Where it is created.
         worker_pool_specs: Pool 0 the chief (one replica), pool 1 the workers (optional).
         base_output_directory: The job's output folder; the replicas get
@@ -233,50 +219,3 @@ def validate_tfjob(manifest: Mapping[str, Any]) -> None:
                 raise TFJobError(
                     f"spec.tfReplicaSpecs.{rtype}: container {c.get('name')}: no image"
                 )
-
-
-def operator_tf_config(
-    job_name: str,
-    namespace: str,
-    replicas: Mapping[str, int],
-    task_type: str,
-    index: int,
-    *,
-    port: int = DEFAULT_PORT,
-    cluster_domain: str | None = None,
-) -> dict[str, Any] | None:
-    """The `TF_CONFIG` the Training Operator gives replica (`task_type`, `index`).
-
-    Reproduces the operator's release-1.9 `genClusterSpec` and `genTFConfigJSONStr`
-    (addresses `<job>-<type>-<i>.<namespace>.svc[.<domain>]:<port>`, types lowercased;
-    nothing for a one-replica job); the source lines: docs/kubeflow.md, "The Training
-    Operator, as its source behaves".
-
-    Args:
-        job_name: The TFJob's name.
-        namespace: Its namespace.
-        replicas: Replica type as in the TFJob (`Chief`, `Worker`) → count.
-        task_type: This replica's type (`Chief`, `Worker`).
-        index: This replica's index within its type.
-        port: The `tfjob-port` container port.
-        cluster_domain: The operator's `CUSTOM_CLUSTER_DOMAIN` (default: its environment).
-
-    Returns:
-        The decoded `TF_CONFIG`, or None where the operator sets none.
-    """
-    if sum(replicas.values()) == 1:
-        return None
-    domain = os.environ.get(CLUSTER_DOMAIN_ENV, "") if cluster_domain is None else cluster_domain
-    cluster = {}
-    for rtype, count in replicas.items():
-        kind = rtype.lower()
-        hosts = []
-        for i in range(count):
-            host = f"{job_name}-{kind}-{i}".replace("/", "-") + f".{namespace}.svc"
-            hosts.append(f"{host}.{domain}:{port}" if domain else f"{host}:{port}")
-        cluster[kind] = hosts
-    return {
-        "cluster": cluster,
-        "task": {"type": task_type.lower(), "index": int(index)},
-        "environment": "cloud",
-    }

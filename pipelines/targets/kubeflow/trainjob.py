@@ -52,10 +52,11 @@ DATA_VOLUME = "hpt-data"
 
 
 def trainjob_name(prefix: str, base_output_directory: str, nodes: int = 1) -> str:
-    """`tfjob_name`, shorter where JobSet's pod name rule needs it (`kube.jobset_name_room`).
+    """The final job's stable DNS-1035 name, whichever kind runs it (a retried task reuses the job).
 
-    The same stable DNS-1035 name (a retried task reuses the job); the final job's, whichever
-    kind runs it. Its head is cut only past 100 nodes.
+    The readable prefix (its first 30 characters), `final` and a digest of the output folder;
+    shorter where JobSet's pod name rule needs it (`kube.jobset_name_room`): its head is cut
+    only past 100 nodes.
     """
     head = min(FINAL_HEAD, _room(nodes) - len("-final-") - 10)  # stable_name's role and digest
     return stable_name(prefix, base_output_directory, "final", head)
