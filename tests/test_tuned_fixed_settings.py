@@ -39,12 +39,13 @@ def study(tmp_path):
     return study_space(Settings(search_space=str(tmp_path / "space.yaml"), epochs=3))
 
 
-def trial_pools(space) -> list:
+def trial_pools(space, worker_count: int = 0) -> list:
     pools, _ = trial_job_spec.python_func(
         dataset=dataset(),
         trainer_image="img:1",
         **FIXED,
         **MACHINE,
+        worker_count=worker_count,
         study_dir="",
         shared_root="",
         study_spec_parameters=space.to_study_spec_parameters(),
@@ -59,11 +60,14 @@ def flags(args: list[str], name: str) -> list[str]:
 
 def test_a_tuned_epochs_and_batch_size_are_on_a_local_trials_command_line_once(tmp_path):
     space = study(tmp_path)
-    pools = trial_specs(trial_pools(space), {"epochs": 4, "batch_size": 8, "learning_rate": 0.01})
-    args = pools[0]["container_spec"]["args"]
-    assert flags(args, "epochs") == ["--epochs=4"]
-    assert flags(args, "batch_size") == ["--batch_size=8"]
-    assert "--seed=7" in args and "--model=cnn" in args  # the untuned fixed ones stay
+    proposed = {"epochs": 4, "batch_size": 8, "learning_rate": 0.01}
+    pools = trial_specs(trial_pools(space, worker_count=1), proposed)
+    assert len(pools) == 2  # the chief's and the worker's command lines alike
+    for pool in pools:
+        args = pool["container_spec"]["args"]
+        assert flags(args, "epochs") == ["--epochs=4"]
+        assert flags(args, "batch_size") == ["--batch_size=8"]
+        assert "--seed=7" in args and "--model=cnn" in args  # the untuned fixed ones stay
 
 
 def test_a_tuned_epochs_is_once_in_the_vertex_trial_as_the_service_appends_it(tmp_path):
