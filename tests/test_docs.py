@@ -136,3 +136,9 @@ def test_architecture_md_links_every_docs_file():
         if f"](docs/{p.name})" not in text
     ]
     assert unlinked == [], "ARCHITECTURE.md's table of behaviour notes should link these"
+
+
+def test_the_readme_sends_a_reader_of_the_code_to_architecture_md_first():
+    """The README's first screen (before its first section) links the map of the code."""
+    intro = (ROOT / "README.md").read_text().split("\n## ", 1)[0]
+    assert "[ARCHITECTURE.md](ARCHITECTURE.md)" in intro

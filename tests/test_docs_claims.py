@@ -620,6 +620,69 @@ def test_the_metric_recipe_is_exactly_what_adding_a_metric_takes(tmp_path):
     assert [float(r["val_toy"]) for r in reported if "val_toy" in r] == [0.25]  # each epoch
 
 
+def _replace_once(path: Path, line: str, new: str) -> None:
+    text = path.read_text()
+    assert text.count(line) == 1, f"{path}: no longer holds {line!r} once"
+    path.write_text(text.replace(line, new))
+
+
+HP_BATCH_SIZE = (
+    '        Hyperparameter("batch_size", int, 32, 1, help="examples per replica per step"),\n'
+)
+HP_TOY_CLIP = (
+    '        Hyperparameter("toy_clip", float, 0.0, 0.0, help="a toy: SGD\'s clip norm"),\n'
+)
+HP_EPOCHS_FIELD = '    epochs: int = int(TRAINER_HYPERPARAMETERS["epochs"].default)\n'
+HP_TOY_FIELD = '    toy_clip: float = float(TRAINER_HYPERPARAMETERS["toy_clip"].default)\n'
+HP_SGD = "keras.optimizers.SGD(hparams.learning_rate, momentum=hparams.momentum)"
+HP_TOY_SGD = HP_SGD.replace(")", ", clipnorm=hparams.toy_clip or None)")
+HYPERPARAMETER_STEPS = {
+    "trainer/contract.py": lambda path: _replace_once(
+        path, HP_BATCH_SIZE, HP_BATCH_SIZE + HP_TOY_CLIP
+    ),
+    "trainer/config.py": lambda path: _replace_once(
+        path, HP_EPOCHS_FIELD, HP_EPOCHS_FIELD + HP_TOY_FIELD
+    ),
+    "trainer/train.py": lambda path: _replace_once(path, HP_SGD, HP_TOY_SGD),
+}
+
+# Runs in the copy: the flag parsed into `HParams` and used by the optimizer.
+HYPERPARAMETER_PROBE = """
+import json, sys
+import pipelines
+from trainer import flags, train
+hparams, _ = flags.parse_args(["--data=" + sys.argv[1], "--toy_clip=0.5"])
+clipnorm = train.make_optimizer(hparams).clipnorm
+print(json.dumps({"pipelines": pipelines.__file__, "clipnorm": clipnorm}))
+"""
+
+
+@pytest.mark.slow
+def test_the_hyperparameter_recipe_is_exactly_what_adding_one_takes(tmp_path):
+    from tests.synthetic import write_dataset
+
+    files = recipe_files("A trainer hyperparameter")
+    unknown = [f for f in files if f not in HYPERPARAMETER_STEPS]
+    assert unknown == [], f"the dry run knows no step for {unknown}: extend HYPERPARAMETER_STEPS"
+    _copy_code(tmp_path)
+    for file in files:
+        HYPERPARAMETER_STEPS[file](tmp_path / file)
+    assert changed_files(tmp_path) == set(files)
+
+    space = "parameters:\n  - {id: toy_clip, type: double, min: 0.1, max: 1.0}\n"
+    (tmp_path / "toy-space.yaml").write_text(space)
+    (tmp_path / "bad-space.yaml").write_text(
+        space.replace("max: 1.0", "max: 1.0}\n  - {id: toy_clip, type: double, min: -1.0, max: 0.0")
+    )
+    configs = {"toy": "search_space: toy-space.yaml\n", "bad": "search_space: bad-space.yaml\n"}
+    result = run_probe(tmp_path, configs)
+    assert result["toy"][0] == 0, result  # the search-space check takes it
+    assert "toy_clip" in (tmp_path / "toy.spec.yaml").read_text()
+    assert result["bad"][0] != 0, result  # ... and its range
+    data = write_dataset(str(tmp_path / "data"))
+    assert run_in(tmp_path, HYPERPARAMETER_PROBE, data)["clipnorm"] == 0.5  # parsed, used
+
+
 def _write_preset(path: Path) -> None:
     path.write_text(
         "parameters:\n  - id: learning_rate\n    type: double\n    min: 0.001\n    max: 0.1\n"
