@@ -55,6 +55,7 @@ def prepare(
         _check_gcs_source(source)
     # TensorFlow's C++ start-up and per-image chatter (fd 2) go to a log file beside the output
     # (named when written to), its temporary (autograph) files to a folder beside it too.
+    said: list[str] = []  # lines to show after the table
     beside = _beside(output)
     log = native_log.new_log_file(beside.with_name(f"{beside.name}.prepare.log"))
     try:
@@ -78,13 +79,14 @@ def prepare(
                     prepare_workers=prepare_workers,
                     overwrite=overwrite,
                     progress=show,
+                    say=said.append,
                 )
     except KeyboardInterrupt:
         _interrupted(output)
     except Exception as error:
         _fail_on_known(error, log)
         raise
-    _report(output, metadata, log)
+    _report(output, metadata, log, said)
 
 
 def _interrupted(output: str) -> NoReturn:
@@ -120,13 +122,13 @@ def _fail_on_known(error: Exception, log: Path) -> None:
         fail(_with_log(message, native_log.keep_if_written(log)))
 
 
-def _report(output: str, metadata: dict[str, Any], log: Path) -> None:
+def _report(output: str, metadata: dict[str, Any], log: Path, said: list[str]) -> None:
     """The prepared dataset's table, what was left out, and TensorFlow's log if it wrote one."""
-    from dataprep.prepare import RESUMED_KEY, skipped_lines
+    from dataprep.prepare import skipped_lines
 
     console = formats.print_table(_dataset_summary(output, metadata))
-    if metadata.get(RESUMED_KEY):  # what an interrupted earlier run left: kept, or cleared
-        console.print(metadata[RESUMED_KEY], markup=False, highlight=False, soft_wrap=True)
+    for line in said:  # what an interrupted earlier run had left: kept, or cleared
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for line in skipped_lines(metadata):  # what was left out, said (as under `run`)
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     kept = native_log.keep_if_written(log)
