@@ -112,7 +112,7 @@ def test_prepare_says_in_one_line_what_it_kept(tmp_path: Path) -> None:
     )
 
     assert result.exit_code == 0, result.output
-    kept = [line for line in result.output.splitlines() if line.startswith("kept ")]
+    kept = [line for line in result.stderr.splitlines() if line.startswith("kept ")]
     assert len(kept) == 1 and "interrupted preparation of the same plan" in kept[0]
 
 
@@ -148,4 +148,4 @@ def test_an_interrupted_prepare_says_where_its_shards_are_kept(
     )
     assert "Traceback" not in result.output
     again = invoke_prepare(*args)
-    assert again.exit_code == 0 and "kept " in again.output
+    assert again.exit_code == 0 and "kept " in again.stderr
