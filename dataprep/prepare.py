@@ -59,8 +59,6 @@ __all__ = [
 IO_ERRORS = (OSError, tf.errors.OpError)
 
 DEFAULT_NUM_SHARDS = 8
-# In what `prepare_dataset` returns, not in `metadata.json`: the line saying what a rerun kept.
-RESUMED_KEY = "resumed"
 CHANNELS = (1, 3)
 
 
@@ -79,6 +77,7 @@ def prepare_dataset(
     num_shards: int = DEFAULT_NUM_SHARDS,
     overwrite: bool = False,
     progress: Progress | None = None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
     """Decode, resize and shard `source` into a prepared dataset at `output`.
 
@@ -104,10 +103,11 @@ def prepare_dataset(
         num_shards: Minimum number of files per split.
         overwrite: Replace a non-empty `output` instead of failing.
         progress: Called as images are decoded with (done, total).
+        say: Called with a line when an interrupted earlier run had left shards here
+            (`dataprep.resume`: kept, or cleared for another plan).
 
     Returns:
-        The metadata written to ``metadata.json``, and under `RESUMED_KEY` a line saying
-        what an interrupted earlier run had left that this one kept or cleared ('': nothing).
+        The metadata written to ``metadata.json``.
 
     Raises:
         PreparationError: Bad arguments or source, too many bad images. Nothing is
@@ -146,6 +146,8 @@ def prepare_dataset(
                 tasks, source=opened.spec, image_shape=image_shape, stored=stored
             )
             kept, note = resume.kept_shards(stage, document)
+            if note:
+                say(note)
             shards.write_plan(stage, document)
             splits = Splits(source, opened, counter, skipped)
             results = fanout.run_tasks(
@@ -171,7 +173,7 @@ def prepare_dataset(
             metadata = described(about, image_shape, skipped, splits.summaries(), options)
             records.write_metadata(stage, metadata)
             resume.drop_receipts(stage)  # kept until the metadata lists every shard
-    return {"format_version": records.FORMAT_VERSION, **metadata, RESUMED_KEY: note}
+    return {"format_version": records.FORMAT_VERSION, **metadata}
 
 
 def skipped_lines(metadata: dict[str, Any]) -> list[str]:
@@ -357,10 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         prepare_workers=args.prepare_workers,
         overwrite=args.overwrite,
         progress=report_lines(lambda line: print(line, flush=True)),
+        say=lambda line: print(line, flush=True),
     )
-    for line in [metadata.pop(RESUMED_KEY)] + skipped_lines(metadata):
-        if line:
-            print(line, flush=True)
+    for line in skipped_lines(metadata):
+        print(line, flush=True)
     digest = records.file_digest(posixpath.join(args.output, records.METADATA_FILE))
     with open(args.result, "w", encoding="utf-8") as f:
         json.dump({"metadata": metadata, "metadata_sha256": digest["sha256"]}, f)

@@ -331,7 +331,7 @@ COVERING: dict[str, tuple[str, ...]] = {
         "plan_is_stratified_exact_disjoint_and_seeded",
         "corrupt_files_are_skipped_and_listed_with_their_reason",
         "too_many_corrupt_files_fail_naming_them_and_leave_nothing",
-        "an_interrupted_run_leaves_nothing",
+        "an_interrupted_run_leaves_no_output_and_its_shards_for_a_rerun",
         "object_store_output_is_written_in_place_and_overwritten",
         "overwrite_replaces_a_local_dataset",
         "bad_input_gives_one_line_error_and_writes_nothing",

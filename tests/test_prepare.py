@@ -255,9 +255,10 @@ def test_an_interrupted_run_leaves_no_output_and_its_shards_for_a_rerun(
     stage = out.rsplit("/", 1)[0] + "/.out.partial"  # kept: every shard was finished
     assert sorted(os.listdir(tmp_path)) == (["src"] if where == "ram" else [".out.partial", "src"])
     monkeypatch.setattr(records, "write_metadata", write_metadata)
-    metadata = prepare_dataset(str(source), out, image_size=SIZE)
+    said: list[str] = []
+    metadata = prepare_dataset(str(source), out, image_size=SIZE, say=said.append)
     shard_count = sum(len(split["shards"]) for split in metadata["splits"].values())
-    assert metadata["resumed"].startswith(f"kept {shard_count} of {shard_count} shard(s)")
+    assert len(said) == 1 and said[0].startswith(f"kept {shard_count} of {shard_count} shard(s)")
     assert not tf.io.gfile.exists(stage)
 
 

@@ -124,7 +124,7 @@ def test_the_fanned_out_steps_write_what_one_process_writes(tmp_path):
     fanned = _fan_out(source, tmp_path / "fan", groups=3)
 
     assert shard_bytes(tmp_path / "fan") == shard_bytes(tmp_path / "one")
-    stamp = {"prepared_at": None, "resumed": None}
+    stamp = {"prepared_at": None}
     assert {**fanned, **stamp} == {**one, **stamp}
     assert records.read_metadata(str(tmp_path / "fan"))["splits"] == one["splits"]
     assert sorted(os.listdir(tmp_path / "fan")) == sorted(os.listdir(tmp_path / "one"))

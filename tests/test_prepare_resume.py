@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dataprep import shards
-from dataprep.prepare import RESUMED_KEY, PreparationError, prepare_dataset
+from dataprep.prepare import PreparationError, prepare_dataset
 from tests.test_prepare import SIZE, invoke_prepare, make_folder, shard_bytes
 from trainer import records
 
@@ -56,21 +56,18 @@ def test_a_rerun_after_a_kill_writes_only_the_missing_shards(tmp_path: Path) -> 
     before = _inodes(stage)
     assert before and all(name.startswith("train-") for name in before)
 
-    metadata = prepare_dataset(str(source), str(out), image_size=SIZE)
+    said: list[str] = []
+    metadata = prepare_dataset(str(source), str(out), image_size=SIZE, say=said.append)
 
     after = _inodes(out)
     assert {name for name in before if after[name] == before[name]} == set(before)
     assert set(after) - set(before) == {
         s["file"] for split in ("validation", "test") for s in metadata["splits"][split]["shards"]
     }
-    assert metadata[RESUMED_KEY].startswith(f"kept {len(before)} of {len(after)} shard(s)")
+    assert len(said) == 1 and said[0].startswith(f"kept {len(before)} of {len(after)} shard(s)")
     fresh = prepare_dataset(str(source), str(tmp_path / "fresh"), image_size=SIZE)
     assert shard_bytes(out) == shard_bytes(tmp_path / "fresh")
-    assert {**metadata, "prepared_at": 0, RESUMED_KEY: 0} == {
-        **fresh,
-        "prepared_at": 0,
-        RESUMED_KEY: 0,
-    }
+    assert {**metadata, "prepared_at": 0} == {**fresh, "prepared_at": 0}
     assert sorted(os.listdir(tmp_path)) == ["fresh", "out", "src"]  # no receipts, no stage
     assert not (out / shards.RECEIPTS_DIR).exists()
 
@@ -95,11 +92,14 @@ def test_a_changed_plan_starts_clean_and_says_so(tmp_path: Path) -> None:
     stage = _killed(source, tmp_path / "out")
     before = _inodes(stage)
 
-    metadata = prepare_dataset(str(source), str(tmp_path / "out"), image_size=SIZE + 8)
+    said: list[str] = []
+    metadata = prepare_dataset(
+        str(source), str(tmp_path / "out"), image_size=SIZE + 8, say=said.append
+    )
 
     after = _inodes(tmp_path / "out")
     assert not {name for name in before if after.get(name) == before[name]}
-    assert "another plan" in metadata[RESUMED_KEY] and "started clean" in metadata[RESUMED_KEY]
+    assert len(said) == 1 and "another plan" in said[0] and "started clean" in said[0]
     assert metadata["image_shape"] == [SIZE + 8, SIZE + 8, 3]
 
 
@@ -112,7 +112,7 @@ def test_prepare_says_in_one_line_what_it_kept(tmp_path: Path) -> None:
     )
 
     assert result.exit_code == 0, result.output
-    kept = [line for line in result.output.splitlines() if line.startswith("kept ")]
+    kept = [line for line in result.stderr.splitlines() if line.startswith("kept ")]
     assert len(kept) == 1 and "interrupted preparation of the same plan" in kept[0]
 
 
@@ -148,4 +148,4 @@ def test_an_interrupted_prepare_says_where_its_shards_are_kept(
     )
     assert "Traceback" not in result.output
     again = invoke_prepare(*args)
-    assert again.exit_code == 0 and "kept " in again.output
+    assert again.exit_code == 0 and "kept " in again.stderr

@@ -53,8 +53,7 @@ def prepare(
 
     if source.startswith("gs://"):  # credentials and access, before TensorFlow's slow probe
         _check_gcs_source(source)
-    # TensorFlow's C++ start-up and per-image chatter (fd 2) go to a log file beside the output
-    # (named when written to), its temporary (autograph) files to a folder beside it too.
+    # TensorFlow's C++ start-up and chatter (fd 2) go to a log beside the output, temp files too.
     beside = _beside(output)
     log = native_log.new_log_file(beside.with_name(f"{beside.name}.prepare.log"))
     try:
@@ -78,11 +77,10 @@ def prepare(
                     prepare_workers=prepare_workers,
                     overwrite=overwrite,
                     progress=show,
+                    say=lambda line: print(line, file=terminal, flush=True),  # with progress
                 )
-    except KeyboardInterrupt:
-        _interrupted(output)
-    except Exception as error:
-        _fail_on_known(error, log)
+    except (Exception, KeyboardInterrupt) as error:
+        _fail_on_known(error, log, output)
         raise
     _report(output, metadata, log)
 
@@ -108,9 +106,12 @@ def _check_gcs_source(source: str) -> None:
         fail(str(err))
 
 
-def _fail_on_known(error: Exception, log: Path) -> None:
-    """Exit with one line for a preparation or I/O error; return for anything else."""
+def _fail_on_known(error: BaseException, log: Path, output: str) -> None:
+    """Exit with one line for a preparation or I/O error or an interrupt; return for others."""
     from dataprep.prepare import IO_ERRORS, PreparationError
+
+    if isinstance(error, KeyboardInterrupt):
+        _interrupted(output)
 
     if isinstance(error, PreparationError):  # names the bad value (or unreadable files)
         log.unlink(missing_ok=True)
@@ -122,11 +123,9 @@ def _fail_on_known(error: Exception, log: Path) -> None:
 
 def _report(output: str, metadata: dict[str, Any], log: Path) -> None:
     """The prepared dataset's table, what was left out, and TensorFlow's log if it wrote one."""
-    from dataprep.prepare import RESUMED_KEY, skipped_lines
+    from dataprep.prepare import skipped_lines
 
     console = formats.print_table(_dataset_summary(output, metadata))
-    if metadata.get(RESUMED_KEY):  # what an interrupted earlier run left: kept, or cleared
-        console.print(metadata[RESUMED_KEY], markup=False, highlight=False, soft_wrap=True)
     for line in skipped_lines(metadata):  # what was left out, said (as under `run`)
         console.print(line, markup=False, highlight=False, soft_wrap=True)
     kept = native_log.keep_if_written(log)
