@@ -34,6 +34,7 @@ def tune_on_vertex(
     gcp_resources: dsl.OutputPath(str),  # type: ignore[valid-type]
     max_study_hours: float = 0.0,  # study_spec.study_stopping_config; 0: none
     max_trials_no_progress: int = 0,
+    tensorboard: str = "",
 ):
     """Create the HPT job (with the run's labels), write `gcp_resources`, wait for it.
 
@@ -59,6 +60,7 @@ def tune_on_vertex(
         max_study_hours=float(max_study_hours),
         max_trials_no_progress=int(max_trials_no_progress),
         labels=labels,
+        tensorboard=tensorboard,
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse
     hpt_job.run_hpt_job(payload, project=project, location=location, gcp_resources=gcp_resources)

@@ -66,6 +66,7 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         max_study_hours=p.max_study_hours,  # study_spec.study_stopping_config
         max_trials_no_progress=p.max_trials_no_progress,
         labels=p.labels,  # the most expensive job of the run: cost reports need them
+        tensorboard=p.tensorboard,  # the trials' TensorBoard logs (needs service_account)
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
     fetched = op(fetch_trials)(
@@ -107,6 +108,7 @@ def _vertex_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
         labels=p.labels,
+        tensorboard=p.tensorboard,
     ).set_display_name("Train final model (Vertex multi-worker job)")
     job.set_caching_options(False)  # creates a Vertex job: never replayed
     located = op(model_from_job)(

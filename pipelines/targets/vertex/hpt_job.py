@@ -53,6 +53,7 @@ def hpt_job_payload(
     max_study_hours: float = 0.0,
     max_trials_no_progress: int = 0,
     labels: Mapping[str, Any] | None = None,
+    tensorboard: str = "",
 ) -> dict[str, Any]:
     """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec and labels.
 
@@ -82,6 +83,7 @@ def hpt_job_payload(
             "worker_pool_specs": payload_items(worker_pool_specs),
             "service_account": service_account,
             "network": network,
+            "tensorboard": tensorboard,  # Vertex sets AIP_TENSORBOARD_LOG_DIR in each trial
             "base_output_directory": {"output_uri_prefix": base_output_directory},
         },
         "encryption_spec": {"kms_key_name": encryption_spec_key_name},
