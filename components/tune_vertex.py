@@ -36,6 +36,7 @@ def tune_on_vertex(
     max_trials_no_progress: int = 0,
     trial_scheduling: str = "standard",  # trial_job_spec.scheduling (pipelines/jobs/scheduling)
     max_wait_hours: float = 24.0,
+    tensorboard: str = "",
 ):
     """Create the HPT job (with the run's labels), write `gcp_resources`, wait for it.
 
@@ -63,6 +64,7 @@ def tune_on_vertex(
         trial_scheduling=trial_scheduling,
         max_wait_hours=float(max_wait_hours),
         labels=labels,
+        tensorboard=tensorboard,
     )
     hpt_job.launcher_request(payload)  # refuse here what the service would refuse
     hpt_job.run_hpt_job(payload, project=project, location=location, gcp_resources=gcp_resources)

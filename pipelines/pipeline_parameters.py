@@ -83,6 +83,7 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("network", str),
     ("encryption_spec_key_name", str),
     ("labels", dict),
+    ("tensorboard", str),
     ("continued_trials", list),
     ("tracking", str),
     ("tracking_uri", str),

@@ -21,6 +21,7 @@ _SERVICE_ACCOUNT = re.compile(
 )
 _KMS_KEY = re.compile(r"^projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+$")
 _NETWORK = re.compile(r"^projects/[^/]+/global/networks/[^/]+$")
+_TENSORBOARD = re.compile(r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$")
 _MODEL = re.compile(r"^projects/[^/]+/locations/[^/]+/models/[^/@]+$")
 _OBJECT_STORE = re.compile(r"^(gs|s3|minio)://[^/]+")
 _URL = re.compile(r"^https?://[^\s/]+")
@@ -41,6 +42,7 @@ class CloudSettings:
     service_account: str | None = None
     network: str | None = None
     kms_key: str | None = None
+    tensorboard: str | None = None  # a Vertex AI TensorBoard: the trial and final jobs' logs
     labels: dict[str, str] = dataclasses.field(default_factory=dict)
     experiment: str | None = None
     enable_caching: bool | None = None  # None: as compiled (kfp caches every task by default)
@@ -98,6 +100,14 @@ class CloudSettings:
         )
         need_match_if_set(self, "network", _NETWORK, "projects/NUMBER/global/networks/NAME")
         need_match_if_set(self, "parent_model", _MODEL, "projects/P/locations/L/models/ID")
+        need_match_if_set(
+            self, "tensorboard", _TENSORBOARD, "projects/P/locations/L/tensorboards/ID"
+        )
+        if self.tensorboard and not self.service_account:
+            raise SettingsError(
+                f"tensorboard={self.tensorboard!r}: Vertex uploads a job's TensorBoard logs "
+                "only as a service account; set service_account too"
+            )
 
 
 @dataclasses.dataclass(frozen=True)

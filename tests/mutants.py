@@ -920,6 +920,14 @@ MUTANTS = [
         timeout=600.0,  # the starved writer is given up after the test's 120 s
     ),
     m(
+        "the Vertex HPT job's trials get no TensorBoard",
+        "pipelines/targets/vertex/hpt_job.py",
+        '"tensorboard": tensorboard,  # Vertex sets AIP_TENSORBOARD_LOG_DIR in each trial',
+        '"tensorboard": "",',
+        "tests/test_pipeline_spec.py",
+        "test_a_vertex_tensorboard_reaches_every_trial_and_the_final_job",
+    ),
+    m(
         "the trainer writes no HParams session to TensorBoard",
         "trainer/train.py",
         "summaries.open_writer(run.tensorboard_dir, hparams)",

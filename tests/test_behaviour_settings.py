@@ -118,6 +118,11 @@ REFUSED = [
     ({"kubeflow_cpu": "two"}, "kubeflow_cpu='two': expected a CPU quantity"),
     ({"kubeflow_memory": "8 GB"}, "kubeflow_memory='8 GB': expected a memory quantity"),
     ({"service_account": "me@gmail.com"}, "service_account='me@gmail.com': expected a service"),
+    ({"tensorboard": "my-board"}, "tensorboard='my-board': expected projects/P/locations/L/"),
+    (
+        {"tensorboard": "projects/p/locations/l/tensorboards/1"},
+        "tensorboard='projects/p/locations/l/tensorboards/1': Vertex uploads a job's TensorBoard",
+    ),
     ({"kms_key": "my-key"}, "kms_key='my-key': expected projects/P/locations/L/keyRings"),
     ({"network": "default"}, "network='default': expected projects/NUMBER/global/networks"),
     ({"parent_model": "hpt-cnn"}, "parent_model='hpt-cnn': expected projects/P/locations/L"),

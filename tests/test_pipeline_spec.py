@@ -250,6 +250,25 @@ def test_trainer_flags_follow_the_contracts_list_and_cast_its_integers():
         trainer_args.trainer_flags("/d", {**fixed, "learning_rate": 0.1})
 
 
+def test_a_vertex_tensorboard_reaches_every_trial_and_the_final_job(tmp_path):
+    """`tensorboard` (with its required service account): the HPT job's trial spec and the
+    final CustomJob name it, so Vertex sets AIP_TENSORBOARD_LOG_DIR, which the trainer writes."""
+    from pipelines.targets.vertex import hpt_job
+    from tests.test_vertex_hpt_job import payload
+
+    board = "projects/p/locations/us-central1/tensorboards/123"
+    account = "hpt@my-project.iam.gserviceaccount.com"
+    spec = compiled(tmp_path, "vertex", Settings(tensorboard=board, service_account=account))
+    assert spec["root"]["inputDefinitions"]["parameters"]["tensorboard"]["defaultValue"] == board
+    tasks = spec["root"]["dag"]["tasks"]
+    for task in ("tune-on-vertex", "custom-training-job"):
+        given = tasks[task]["inputs"]["parameters"]["tensorboard"]
+        assert given == {"componentInputParameter": "tensorboard"}, task
+    request = hpt_job.launcher_request(payload(tensorboard=board, service_account=account))
+    assert request.trial_job_spec.tensorboard == board
+    assert not hpt_job.launcher_request(payload()).trial_job_spec.tensorboard  # unset: none
+
+
 def _all_tasks(spec: dict) -> dict:
     """Every task of the spec, sub-DAGs included, by task name."""
     tasks = dict(spec["root"]["dag"]["tasks"])

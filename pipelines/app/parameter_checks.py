@@ -31,7 +31,7 @@ MACHINES = tuple(
     tuple(f"{pool}_{part}" for part in ("machine_type", "accelerator_type", "accelerator_count"))
     for pool in ("trial", "final")
 )
-_OPTIONAL = ("parent_model", "service_account", "network", "kms_key")  # "" means unset
+_OPTIONAL = ("parent_model", "service_account", "network", "kms_key", "tensorboard")  # "": unset
 
 
 def defaults(spec: Mapping[str, Any]) -> dict[str, Any]:

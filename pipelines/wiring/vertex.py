@@ -68,6 +68,7 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         trial_scheduling=p.trial_scheduling,  # trial_job_spec.scheduling: spot, flex_start
         max_wait_hours=p.max_wait_hours,
         labels=p.labels,  # the most expensive job of the run: cost reports need them
+        tensorboard=p.tensorboard,  # the trials' TensorBoard logs (needs service_account)
     ).set_display_name("Tune (Vertex HPT job)")
     study.set_caching_options(False)  # creates a Vertex job: never replayed
     fetched = op(fetch_trials)(
@@ -114,6 +115,7 @@ def _vertex_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[
         network=p.network,
         encryption_spec_key_name=p.encryption_spec_key_name,
         labels=p.labels,
+        tensorboard=p.tensorboard,
     ).set_display_name("Train final model (Vertex multi-worker job)")
     job.set_caching_options(False)  # creates a Vertex job: never replayed
     located = op(model_from_job)(

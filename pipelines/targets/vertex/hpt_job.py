@@ -56,6 +56,7 @@ def hpt_job_payload(
     trial_scheduling: str = "standard",
     max_wait_hours: float = DEFAULT_MAX_WAIT_HOURS,
     labels: Mapping[str, Any] | None = None,
+    tensorboard: str = "",
 ) -> dict[str, Any]:
     """The job GCPC's `HyperparameterTuningJobRunOp` sends, plus the stopping spec and labels.
 
@@ -86,6 +87,7 @@ def hpt_job_payload(
             "worker_pool_specs": payload_items(worker_pool_specs),
             "service_account": service_account,
             "network": network,
+            "tensorboard": tensorboard,  # Vertex sets AIP_TENSORBOARD_LOG_DIR in each trial
             "base_output_directory": {"output_uri_prefix": base_output_directory},
             "scheduling": vertex_scheduling(trial_scheduling, max_wait_hours),
         },
