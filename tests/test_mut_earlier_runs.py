@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.settings import Settings
-from pipelines.study.continuation import Earlier
+from pipelines.study.continuation import ContinuationError, Earlier
 from pipelines.targets import earlier_runs
 from tests.test_continuation import TODAY, trial
 from tests.test_continuation_sources import trials_file
@@ -111,3 +111,15 @@ def test_a_goal_this_version_does_not_know_is_named_as_recorded_in_the_refusal(
         f"continue_from={tmp_path / 'out'}: its objectives (val_accuracy 7) differ from today's "
         "(val_accuracy maximize); a study continues only with the same metrics and goals"
     )
+
+
+@pytest.mark.parametrize("source", ["gs://b/trials.json", "projects/p/jobs/1"])
+def test_a_cloud_looking_name_is_refused_even_where_a_folder_of_that_path_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path(source).mkdir(parents=True)  # `gs:/b/trials.json` for the first: Path drops a `/`
+    assert Path(source).exists()
+    with pytest.raises(ContinuationError) as err:
+        earlier_runs.kind_of(source)
+    assert str(err.value) == f"continue_from={source}: expected {earlier_runs.EXPECTED}"

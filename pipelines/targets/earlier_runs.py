@@ -195,7 +195,7 @@ def read(
     return Earlier(source, label, [trials_lib.normalize_trial(t) for t in fetched], found)
 
 
-_CACHE: dict[tuple[str, str], Earlier] = {}
+_CACHE: dict[str, Earlier] = {}
 
 
 def continued(
@@ -214,13 +214,12 @@ def continued(
     if not source:
         return None
     space = study_space(settings)
-    key = (source, str(Path(source).resolve()) if kind_of(source) == "local" else "")
-    if key not in _CACHE or kind_of(source) == "local":  # a local run may have grown since
-        _CACHE[key] = read(
+    if source not in _CACHE or kind_of(source) == "local":  # a local run may have grown since
+        _CACHE[source] = read(
             source, credentials, space=space, namespace=settings.kubeflow.kubeflow_namespace
         )
     return continuation.reconcile(
-        _CACHE[key],
+        _CACHE[source],
         space,
         objectives(settings),
         defaults(settings),
