@@ -1100,6 +1100,23 @@ MUTANTS = [
         "test_a_truncated_shard_is_written_again_and_only_it",
         timeout=600.0,
     ),
+    # --- continue-from at other workers per trial (issue 54, item 5) ---
+    m(
+        "an earlier study of other workers per trial continues as if equal",
+        "pipelines/study/continuation.py",
+        'if "trial_workers" in differ:',
+        "if False:",
+        "tests/test_continuation_budget.py",
+        "test_a_study_of_multi_worker_trials_continues_at_the_same_workers_and_not_at_others",
+    ),
+    m(
+        "a study recorded before trial_workers is read as unknown workers (not compared)",
+        "pipelines/targets/earlier_runs.py",
+        'recorded = {"trial_workers": 0, **json.loads(identity.read_text())}',
+        "recorded = json.loads(identity.read_text())",
+        "tests/test_continuation_budget.py",
+        "test_run_refuses_another_budget_in_one_line_before_anything",
+    ),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Continuing a study compares trials only at equal budget: epochs, image size, dataset.
+"""Continuing a study compares trials only at equal budget: epochs, image size, dataset, workers.
 
 Issue 51, case 3: an earlier study's 6-epoch trials were ranked beside today's 3-epoch ones,
 and a 6-epoch score (0.9499) was retrained for 3 epochs (test 0.8278), with no word.
@@ -41,7 +41,7 @@ TODAYS = tl.make_trial(
         tl.measurement(e, {"val_accuracy": v}) for e, v in enumerate((0.6, 0.8, 0.85), 1)
     ],
 )
-SAMPLE = {"dataset": "sample", "image_size": 28, "epochs": 6}
+SAMPLE = {"dataset": "sample", "image_size": 28, "epochs": 6, "trial_workers": 0}
 
 
 def reconciled(recorded, today, trials=(SLOW_STARTER,)):
@@ -88,6 +88,12 @@ def test_equal_budgets_leave_the_earlier_trials_as_they_were():
             "continues only at the same image size: pass --image-size 28, or start a new study",
         ),
         (
+            {"trial_workers": 2},
+            "continue_from=runs/first: its trials ran with trial_workers=0, today's is 2; a "
+            "trial's global batch (and the learning rate that suits it) grows with its replicas: "
+            "pass --trial-workers 0, or start a new study",
+        ),
+        (
             {"dataset": "40 files, sha256 0123456789ab"},
             "continue_from=runs/first: its trials were measured on other data (dataset 'sample', "
             "today's '40 files, sha256 0123456789ab'); a study continues only on the same data: "
@@ -105,7 +111,8 @@ def test_a_source_that_records_no_budget_is_said_in_one_line():
     got = reconciled(None, {**SAMPLE, "dataset": None, "epochs": 3})
     assert (
         "budget: runs/first records no epochs, image size or dataset (a trials file or a cloud "
-        "run); its trials are compared as if they ran with today's image_size=28, epochs=3"
+        "run); its trials are compared as if they ran with today's image_size=28, epochs=3, "
+        "trial_workers=0"
     ) in got.notes
 
 
@@ -165,6 +172,10 @@ def test_compile_says_the_earlier_trials_are_scored_at_todays_epochs(
             "its trials ran epochs=6, today's is 12; a trial is compared only at equal budget",
         ),
         (["--epochs", "6", "--image-size", "32"], "its trials ran at image_size=28, today's is 32"),
+        (  # a study recorded before trial_workers existed ran one-machine trials
+            ["--epochs", "6", "--image-size", "28", "--trial-workers", "1"],
+            "its trials ran with trial_workers=0, today's is 1; a trial's global batch",
+        ),
     ],
 )
 def test_run_refuses_another_budget_in_one_line_before_anything(
@@ -220,4 +231,38 @@ def test_defaults_budget_leaves_epochs_out_when_the_space_tunes_them(tmp_path):
         "dataset": "sample",
         "image_size": 28,
         "epochs": None,
+        "trial_workers": 0,
     }
+
+
+def test_a_study_of_multi_worker_trials_continues_at_the_same_workers_and_not_at_others(
+    tmp_path, monkeypatch, tiny_space
+):
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    monkeypatch.setenv("HPT_EPOCHS", "6")
+    monkeypatch.setenv("HPT_IMAGE_SIZE", "28")
+    monkeypatch.setenv("HPT_SEARCH_SPACE", str(tiny_space))
+    source = earlier_run(tmp_path, trial_workers=1)
+
+    def compile_with(*flags: str, name: str):
+        out = tmp_path / name
+        got = cli(
+            "compile",
+            "--target",
+            "vertex",
+            "--output",
+            str(out),
+            "--continue-from",
+            str(source),
+            *flags,
+        )
+        return got, out
+
+    same, compiled = compile_with("--trial-workers", "1", name="p.yaml")
+    assert same.exit_code == 0, same.output
+    assert compiled.exists()
+    other, refused = compile_with(name="q.yaml")
+    assert other.exit_code == 2, other.output
+    assert "its trials ran with trial_workers=1, today's is 0" in other.output
+    assert not refused.exists()

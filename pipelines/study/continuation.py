@@ -45,8 +45,9 @@ _FINISHED = (TrialState.SUCCEEDED, TrialState.INFEASIBLE)
 
 Objective = tuple[str, str]  # (metric id, goal: maximize | minimize)
 # What a trial's score depends on beside its parameters (a local run records them in its
-# study's identity.json): compared between the runs by `check_budget`.
-BUDGET_KEYS = ("dataset", "image_size", "epochs")
+# study's identity.json): compared between the runs by `check_budget`. `trial_workers` sets
+# each trial's global batch (batch_size per replica), and so the learning rate that scores well.
+BUDGET_KEYS = ("dataset", "image_size", "epochs", "trial_workers")
 
 
 class ContinuationError(ValueError):
@@ -178,7 +179,8 @@ def check_budget(earlier: Earlier, budget: Mapping[str, Any]) -> tuple[int | Non
         (the epoch count to score the earlier trials at, or None: as they are; the notes).
 
     Raises:
-        ContinuationError: Other data, another image size, or fewer epochs than today's.
+        ContinuationError: Other data, another image size, other workers per trial, or
+            fewer epochs than today's.
     """
     src, old = earlier.source, earlier.budget
     if old is None:
@@ -202,6 +204,13 @@ def check_budget(earlier: Earlier, budget: Mapping[str, Any]) -> tuple[int | Non
         raise ContinuationError(
             f"continue_from={src}: its trials ran at image_size={was}, today's is {now}; a study "
             f"continues only at the same image size: pass --image-size {was}, or start a new study"
+        )
+    if "trial_workers" in differ:
+        was, now = differ["trial_workers"]
+        raise ContinuationError(
+            f"continue_from={src}: its trials ran with trial_workers={was}, today's is {now}; a "
+            "trial's global batch (and the learning rate that suits it) grows with its replicas: "
+            f"pass --trial-workers {was}, or start a new study"
         )
     if "epochs" not in differ:
         return None, []

@@ -93,7 +93,7 @@ def _spec_budget(study_json: Path | None) -> dict[str, Any] | None:
     identity = study_json.parent / _IDENTITY_FILE if study_json else None
     if identity is None or not identity.is_file():
         return None
-    recorded = json.loads(identity.read_text())
+    recorded = {"trial_workers": 0, **json.loads(identity.read_text())}  # one-machine trials before
     return {key: recorded.get(key) for key in continuation.BUDGET_KEYS}
 
 
@@ -107,6 +107,7 @@ def budget(settings: Settings, dataset: str | None) -> dict[str, Any]:
         "dataset": dataset,
         "image_size": settings.data.image_size,
         "epochs": None if tuned else settings.value("epochs"),
+        "trial_workers": settings.value("trial_workers"),
     }
 
 
