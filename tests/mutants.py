@@ -1112,7 +1112,8 @@ MUTANTS = [
     m(
         "a study recorded before trial_workers is read as unknown workers (not compared)",
         "pipelines/targets/earlier_runs.py",
-        'recorded = {"trial_workers": 0, **json.loads(identity.read_text())}',
+        'recorded = {"trial_workers": 0, **json.loads(identity.read_text())}'
+        "  # one-machine trials before",
         "recorded = json.loads(identity.read_text())",
         "tests/test_continuation_budget.py",
         "test_run_refuses_another_budget_in_one_line_before_anything",
