@@ -1107,7 +1107,7 @@ MUTANTS = [
         'if "trial_workers" in differ:',
         "if False:",
         "tests/test_continuation_budget.py",
-        "test_a_study_of_multi_worker_trials_continues_at_the_same_workers_and_not_at_others",
+        "test_another_budget_is_refused_in_one_line",
     ),
     m(
         "a study recorded before trial_workers is read as unknown workers (not compared)",
