@@ -302,15 +302,12 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     and the best parameters.
     """
     import yaml
-    from google.cloud.aiplatform_v1.types import CustomJob, Model
+    from google.cloud.aiplatform_v1.types import Model
     from google.protobuf import json_format
     from google_cloud_pipeline_components.container.v1.custom_job import (
         remote_runner as custom_job_runner,
     )
-    from google_cloud_pipeline_components.container.v1.gcp_launcher import (
-        job_remote_runner,
-        lro_remote_runner,
-    )
+    from google_cloud_pipeline_components.container.v1.gcp_launcher import lro_remote_runner
     from google_cloud_pipeline_components.container.v1.model.upload_model import (
         remote_runner as upload_runner,
     )
@@ -319,7 +316,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     from pipelines.compiler import compile_pipeline
     from pipelines.lineage.local import task_outputs
     from pipelines.targets.vertex import hpt_job
-    from tests.vertex_resolve import executor_args, flag, resolve_inputs
+    from tests.vertex_resolve import capture_custom_job, executor_args, flag, resolve_inputs
 
     settings, first, _ = two_runs
     spec = yaml.safe_load(
@@ -364,20 +361,7 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
     assert request.trial_job_spec.worker_pool_specs[0].replica_count == 1
 
     # Custom job: GCPC's launcher with the API call replaced.
-    sent: dict = {}
-
-    class Client:
-        def create_custom_job(self, parent, custom_job):
-            sent["job"] = CustomJob(custom_job)  # what the client does with the dict
-            return type("R", (), {"name": f"{parent}/customJobs/1"})()
-
-    def init(self, job_type, project, location, gcp_resources):
-        self.job_type, self.project, self.location = job_type, project, location
-        self.gcp_resources, self.job_client = gcp_resources, Client()
-        self.job_uri_prefix = "https://x/v1/"
-
-    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "__init__", init)
-    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "poll_job", lambda *a: None)
+    sent = capture_custom_job(monkeypatch)
     args = executor_args(spec, "custom-training-job", inputs["custom-training-job"])
     custom_job_runner.create_custom_job(
         type="CustomJob",

@@ -15,7 +15,7 @@ from pipelines.targets.vertex import hpt_job
 from pipelines.wiring.base import SCHEDULING_PARAMETERS
 from tests.test_pipeline_spec import compiled, for_target
 from tests.test_vertex_hpt_job import payload
-from tests.vertex_resolve import executor_args, flag, resolve_inputs
+from tests.vertex_resolve import capture_custom_job, executor_args, flag, resolve_inputs
 
 SPOT_STUDY = dict(trial_scheduling="spot", final_scheduling="flex_start", max_wait_hours=2.0)
 
@@ -77,7 +77,6 @@ def test_the_final_custom_job_gets_its_capacity_through_gcpcs_launcher(
     """
     from google.cloud.aiplatform_v1.types import CustomJob
     from google_cloud_pipeline_components.container.v1.custom_job import remote_runner
-    from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
 
     from components.train_final_vertex import final_scheduling
 
@@ -91,20 +90,7 @@ def test_the_final_custom_job_gets_its_capacity_through_gcpcs_launcher(
         },
     }
     inputs = resolve_inputs(spec, produced, overrides)["custom-training-job"]
-    sent: dict = {}
-
-    class Client:
-        def create_custom_job(self, parent, custom_job):
-            sent["job"] = CustomJob(custom_job)  # what the client does with the dict
-            return type("R", (), {"name": f"{parent}/customJobs/1"})()
-
-    def init(self, job_type, project, location, gcp_resources):
-        self.job_type, self.project, self.location = job_type, project, location
-        self.gcp_resources, self.job_client = gcp_resources, Client()
-        self.job_uri_prefix = "https://x/v1/"
-
-    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "__init__", init)
-    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "poll_job", lambda *a: None)
+    sent = capture_custom_job(monkeypatch)
     remote_runner.create_custom_job(
         type="CustomJob",
         project="p",

@@ -118,3 +118,30 @@ def _component_of(spec: Mapping[str, Any], task: str) -> Mapping[str, Any]:
 def flag(args: list[str], name: str) -> str:
     """The value after `name` in launcher args."""
     return args[args.index(name) + 1]
+
+
+def capture_custom_job(monkeypatch: Any) -> dict[str, Any]:
+    """Replace the API call of GCPC's custom-job launcher with a recorder.
+
+    Returns:
+        A dict whose `job` becomes the `aiplatform_v1` `CustomJob` the launcher would
+        create (parsed from the dict it sends, as the client does) once it runs.
+    """
+    from google.cloud.aiplatform_v1.types import CustomJob
+    from google_cloud_pipeline_components.container.v1.gcp_launcher import job_remote_runner
+
+    sent: dict[str, Any] = {}
+
+    class Client:
+        def create_custom_job(self, parent: str, custom_job: Any) -> Any:
+            sent["job"] = CustomJob(custom_job)  # what the client does with the dict
+            return type("R", (), {"name": f"{parent}/customJobs/1"})()
+
+    def init(self: Any, job_type: str, project: str, location: str, gcp_resources: str) -> None:
+        self.job_type, self.project, self.location = job_type, project, location
+        self.gcp_resources, self.job_client = gcp_resources, Client()
+        self.job_uri_prefix = "https://x/v1/"
+
+    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "__init__", init)
+    monkeypatch.setattr(job_remote_runner.JobRemoteRunner, "poll_job", lambda *a: None)
+    return sent
