@@ -1118,6 +1118,15 @@ MUTANTS = [
         "tests/test_continuation_budget.py",
         "test_run_refuses_another_budget_in_one_line_before_anything",
     ),
+    # --- a new MLflow store appears only whole (a killed writer left half-made tables) ---
+    m(
+        "a new SQLite store created in place, half-made when its writer is killed",
+        "pipelines/tracking/runs.py",
+        "_create_whole(uri, MlflowClient)",
+        "pass",
+        "tests/test_tracking.py",
+        "test_a_store_whose_creator_died_mid_creation_is_made_whole_by_the_next_writer",
+    ),
 ]
 
 

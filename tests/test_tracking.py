@@ -455,3 +455,24 @@ def test_a_relative_sqlite_store_is_the_users_folder_not_the_steps(tmp_path, mon
     assert tracking_uri(given) == f"sqlite:///{tmp_path / 'team' / 'mlflow.db'}?timeout=30"
     assert store.absolute("http://mlflow:5000") == "http://mlflow:5000"
     assert store.absolute("sqlite:////abs/m.db") == "sqlite:////abs/m.db"
+
+
+def test_a_store_whose_creator_died_mid_creation_is_made_whole_by_the_next_writer(tmp_path):
+    """A starved writer killed while it creates the SQLite store (seen under load: its
+    replacement failed every write with `index index_params_run_uuid already exists`)."""
+    path = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{path}"
+    dies = (  # a writer that dies after the first tables, before the migrations
+        "import os, mlflow.store.db.utils as u\n"
+        "u._upgrade_db = lambda engine: os._exit(9)\n"
+        "from pipelines.tracking import runs\n"
+        f"runs.open_client({uri!r})\n"
+    )
+    died = subprocess.run([sys.executable, "-c", dies], capture_output=True, text=True)
+    assert died.returncode == 9, died.stderr
+    assert not path.exists()  # nothing half-made where the next writer looks
+    client = runs.open_client(uri)
+    run = client.create_run(client.create_experiment("study"))
+    client.log_param(run.info.run_id, "learning_rate", "0.01")
+    assert client.get_run(run.info.run_id).data.params == {"learning_rate": "0.01"}
+    assert [p.name for p in tmp_path.glob("mlflow.db*")] == ["mlflow.db"]  # the dead one's gone

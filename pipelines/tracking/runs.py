@@ -14,6 +14,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pipelines.study import continuation
@@ -119,9 +120,44 @@ def open_client(uri: str) -> Any:
 
     for name in ("mlflow", "alembic"):  # their INFO lines (a new database's migrations) are noise
         logging.getLogger(name).setLevel(logging.WARNING)
+    _create_whole(uri, MlflowClient)
     opened = MlflowClient(tracking_uri=uri)
     opened.search_experiments(max_results=1)  # the store itself, not only the import
     return opened
+
+
+def _create_whole(uri: str, client_class: Any) -> None:
+    """Create a new SQLite store under another name and link it into place once whole.
+
+    A writer may be killed while it creates the store (a starved one is replaced): the
+    half-made tables would fail every later write (`index … already exists`). Partial
+    stores of writers no longer alive are removed.
+    """
+    if not uri.startswith("sqlite:///"):
+        return
+    path = Path(uri[len("sqlite:///") :])
+    if path.exists():
+        return
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    partial.unlink(missing_ok=True)  # this process's own earlier attempt
+    client_class(tracking_uri=f"sqlite:///{partial}").search_experiments(max_results=1)
+    try:
+        os.link(partial, path)  # atomic, and never over a store another writer made first
+    except FileExistsError:
+        pass
+    for stale in path.parent.glob(f"{path.name}.partial-*"):
+        if stale == partial or not _alive(stale.name.rsplit("-", 1)[-1]):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _experiment_id(client: Any, store: Store, name: str) -> str:
