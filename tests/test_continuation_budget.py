@@ -144,16 +144,21 @@ def tiny_space(tmp_path: Path) -> Path:
     return path
 
 
+def compile_env(monkeypatch, tiny_space: Path, epochs: int) -> None:
+    """What `compile --target vertex` needs, at image size 28 (the earlier run's)."""
+    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
+    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
+    monkeypatch.setenv("HPT_EPOCHS", str(epochs))
+    monkeypatch.setenv("HPT_IMAGE_SIZE", "28")
+    monkeypatch.setenv("HPT_SEARCH_SPACE", str(tiny_space))
+
+
 def test_compile_says_the_earlier_trials_are_scored_at_todays_epochs(
     tmp_path, monkeypatch, tiny_space
 ):
     import yaml
 
-    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
-    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
-    monkeypatch.setenv("HPT_EPOCHS", "3")
-    monkeypatch.setenv("HPT_IMAGE_SIZE", "28")
-    monkeypatch.setenv("HPT_SEARCH_SPACE", str(tiny_space))
+    compile_env(monkeypatch, tiny_space, epochs=3)
     out = tmp_path / "p.yaml"
     source = earlier_run(tmp_path)
     got = cli("compile", "--target", "vertex", "--output", str(out), "--continue-from", str(source))
@@ -238,11 +243,7 @@ def test_defaults_budget_leaves_epochs_out_when_the_space_tunes_them(tmp_path):
 def test_a_study_of_multi_worker_trials_continues_at_the_same_workers_and_not_at_others(
     tmp_path, monkeypatch, tiny_space
 ):
-    monkeypatch.setenv("HPT_TRAINER_IMAGE", "registry.example/hpt/trainer:v1")
-    monkeypatch.setenv("HPT_COMPONENTS_IMAGE", "registry.example/hpt/components:v1")
-    monkeypatch.setenv("HPT_EPOCHS", "6")
-    monkeypatch.setenv("HPT_IMAGE_SIZE", "28")
-    monkeypatch.setenv("HPT_SEARCH_SPACE", str(tiny_space))
+    compile_env(monkeypatch, tiny_space, epochs=6)
     source = earlier_run(tmp_path, trial_workers=1)
 
     def compile_with(*flags: str, name: str):
