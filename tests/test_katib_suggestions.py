@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pipelines.targets.kubeflow.katib_rules import KatibRuleError, check_experiment
-from pipelines.targets.kubeflow.katib_suggestions import distinct_configurations
+from pipelines.targets.kubeflow.katib_suggestions import (
+    distinct_configurations,
+    hyperband_min_parallel,
+    hyperband_trials,
+)
 from tests.test_kubeflow_katib import build
 
 
@@ -46,3 +50,52 @@ def test_katibs_parallel_default_counts_when_the_field_is_absent():
     del exp["spec"]["parallelTrialCount"]  # Katib defaults it to 3
     with pytest.raises(KatibRuleError, match="parallelTrialCount=3"):
         check_experiment(exp)
+
+
+# What Katib's own hyperband service (pkg/suggestion/v1beta1/hyperband/service.py at
+# kubeflow/katib 33c8ff4, imported with grpc stubbed) proposed when driven by the controller's
+# request rule, each created trial done before the next request, recorded 2026-12-01:
+# (parallelTrialCount, maxTrialCount, eta, r_l) → the resource of every trial it created.
+KATIB_HYPERBAND_RUNS = {
+    (9, 100, 3, 9): [1] * 9,  # request 9 → 3 promotions → "unexpected trials", forever
+    (9, 12, 3, 9): [1] * 9,  # request 3 → 1 promotion
+    (9, 10, 3, 9): [1] * 9 + [3],  # request 1 → 1: the only promotion that passes
+    (27, 100, 3, 27): [1] * 27,
+    (4, 100, 2, 4): [1] * 4,
+    (3, 4, 3, 3): [1, 1, 1, 3],
+    (9, 13, 3, 10): [1] * 9,
+    (16, 100, 2, 16): [1] * 16,
+    (1, 100, 2, 1): [1],  # one bracket of one trial, then an empty reply
+}
+
+
+@pytest.mark.parametrize("study", sorted(KATIB_HYPERBAND_RUNS))
+def test_the_hyperband_model_creates_the_trials_katibs_service_created(study):
+    assert hyperband_trials(*study) == KATIB_HYPERBAND_RUNS[study]
+
+
+def test_katib_hyperband_admits_no_fewer_parallel_trials_than_its_first_bracket():
+    """ValidateAlgorithmSettings l.279-285: ceil(eta ** int(log(r_l) / log(eta)))."""
+    assert hyperband_min_parallel(3, 9) == 9
+    assert hyperband_min_parallel(3, 10) == 9
+    assert hyperband_min_parallel(2, 16) == 16
+    assert hyperband_min_parallel(3, 27) == 27
+
+
+def test_hyperband_on_kubeflow_is_refused_with_what_katib_would_run(tmp_path):
+    """A user asking for hyperband on Kubeflow learns, at compile, that Katib would stall."""
+    from pipelines.compiler import compile_pipeline
+    from pipelines.settings import Settings, SettingsError
+    from tests.test_pipeline_spec import for_target
+
+    settings = for_target("kubeflow", Settings(scheduler="hyperband", epochs=9, max_trials=27))
+    with pytest.raises(SettingsError) as err:
+        compile_pipeline("kubeflow", settings, tmp_path / "p.yaml")
+    assert str(err.value) == (
+        "scheduler=hyperband: Katib's hyperband (parallelTrialCount=9, eta=3, r_l=9) would "
+        "run 9 of 27 trials, at epochs [1], then stall: it answers a promotion request with "
+        "fewer trials than asked, which Katib's controller rejects on every retry "
+        "(hyperband/service.py l.51, l.148-149; suggestionclient.go l.124-128; katib#1168); "
+        "successive halving runs on the local target"
+    )
+    assert not (tmp_path / "p.yaml").exists()

@@ -112,12 +112,21 @@ def _kubeflow_features(op: Callable, p: Any, settings: Settings, spec: Any) -> A
     return task.outputs["features"]
 
 
-def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
-    refuse_halving(
-        settings,
-        "the Katib Experiment takes median stopping (scheduler=median); its hyperband restarts "
-        "every promoted trial from scratch and is not mapped",
+def _halving_offers(settings: Settings) -> str:
+    """What Katib would run for `scheduler` asha or hyperband (refused: `refuse_halving`)."""
+    from pipelines.targets.kubeflow.katib_suggestions import hyperband_outcome
+
+    study = settings.study
+    if study.scheduler != "hyperband":
+        return "Katib has no asynchronous successive halving (scheduler=median is its medianstop)"
+    epochs = int(settings.value("epochs"))
+    return hyperband_outcome(
+        study.parallel_trials, study.max_trials, study.reduction_factor, epochs
     )
+
+
+def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
+    refuse_halving(settings, _halving_offers(settings))
     from pipelines.targets.kubeflow.job_kind import trial_nodes
     from pipelines.targets.kubeflow.katib_tune import refuse_budgets
 
