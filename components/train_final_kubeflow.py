@@ -29,8 +29,12 @@ def train_with_tfjob(
     model: dsl.Output[dsl.Model],
     job_api: str = "tfjob",
     pending_grace_s: int = 600,
+    spot_label: str = "",
 ) -> str:
-    """Create (or reuse) the job, wait for it, describe the chief's export; return where it is."""
+    """Create (or reuse) the job, wait for it, describe the chief's export; return where it is.
+
+    `spot_label` (a node label `key=value`) puts the replicas on a spot pool (`spot`).
+    """
     from pipelines.jobs import model_artifact
     from pipelines.jobs.trainer_args import artifact_location
     from pipelines.targets.kubeflow import final_job
@@ -49,6 +53,7 @@ def train_with_tfjob(
             timeout_s=timeout_s,
             job_api_setting=job_api,
             pending_grace_s=pending_grace_s,
+            spot_label=spot_label,
         )
     )
     meta = job["metadata"]

@@ -39,6 +39,7 @@ def tune_on_katib(
     trial_nodes: int = 1,
     max_study_hours: float = 0.0,
     max_trials_no_progress: int = 0,
+    spot_label: str = "",
     tracking: str = "auto",
     tracking_uri: str = "",
     experiment: str = "",
@@ -47,7 +48,8 @@ def tune_on_katib(
 
     With `study_dir` (the user's stable study folder) the Experiment can be resumed by a
     later run; without, it is per run and keeps no PVC. `trial_nodes` (`trial_workers` + 1)
-    > 1 makes each trial a TrainJob of that many nodes (Katib 0.19+). With a tracking store
+    > 1 makes each trial a TrainJob of that many nodes (Katib 0.19+). `spot_label` (a node
+    label `key=value`) puts the trial pods on a spot pool (`spot`). With a tracking store
     (checked before the Experiment is created) the trials become MLflow runs, nested under
     KFP's task run when KFP set `MLFLOW_RUN_ID` and `MLFLOW_TRACKING_URI`.
     """
@@ -82,6 +84,7 @@ def tune_on_katib(
         job_api_setting=job_api,
         pending_grace_s=pending_grace_s,
         trial_nodes=int(trial_nodes),
+        spot_label=spot_label,
     )
     done, converted = katib_tune.run_katib_study(request)
     meta = done["metadata"]

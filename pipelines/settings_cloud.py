@@ -26,6 +26,11 @@ _MODEL = re.compile(r"^projects/[^/]+/locations/[^/]+/models/[^/@]+$")
 _OBJECT_STORE = re.compile(r"^(gs|s3|minio)://[^/]+")
 _URL = re.compile(r"^https?://[^\s/]+")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A node label key=value: a key (an optional DNS prefix and a name) and a non-empty value.
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_NODE_LABEL = re.compile(
+    rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_LABEL_NAME}={_LABEL_NAME}$"
+)
 _QUANTITY = re.compile(r"^\d+(\.\d+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$")
 _COOKIE = re.compile(r"^[^=;\s]+=[^;\s]+(; ?[^=;\s]+=[^;\s]+)*$")
 _LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
@@ -130,6 +135,9 @@ class KubeflowSettings:
     # pipelines/targets/kubeflow/job_api.py resolves it.
     kubeflow_job_api: str = "auto"
     kubeflow_pending_grace_s: int = 600  # a trial/replica pod Pending longer stops the step
+    # The node label (key=value) of the spot node pool: trial_scheduling/final_scheduling spot
+    # pods get it as a node selector and tolerate its taint (pipelines/targets/kubeflow/spot.py)
+    kubeflow_spot_node_label: str = "cloud.google.com/gke-spot=true"
     # The older name of trial_workers + 1 (pods per Katib trial); read into trial_workers by
     # `Settings` and None after that: read `training.trial_workers`.
     kubeflow_trial_nodes: int | None = None
@@ -193,6 +201,12 @@ class KubeflowSettings:
             self.kubeflow_trial_nodes is None or self.kubeflow_trial_nodes >= 1,
             "kubeflow_trial_nodes",
             "an integer >= 1 (pods per trial; say trial_workers: the pods besides the first)",
+        )
+        need(
+            self,
+            bool(_NODE_LABEL.match(self.kubeflow_spot_node_label)),
+            "kubeflow_spot_node_label",
+            "key=value, the node label of the spot pool, such as cloud.google.com/gke-spot=true",
         )
         need_match_if_set(
             self,

@@ -124,12 +124,13 @@ def test_only_the_vertex_spec_carries_the_scheduling_parameters(tmp_path):
     }
 
 
-@pytest.mark.parametrize("target", ["local", "kubeflow"])
+@pytest.mark.parametrize(("target", "strategy"), [("local", "spot"), ("kubeflow", "flex_start")])
 @pytest.mark.parametrize("name", ["trial_scheduling", "final_scheduling"])
-def test_targets_without_spot_capacity_refuse_it_in_one_line(tmp_path, target, name):
-    settings = for_target(target, Settings(**{name: "spot"}))
+def test_targets_without_the_capacity_refuse_it_in_one_line(tmp_path, target, strategy, name):
+    """Kubeflow runs spot on a node pool (`test_kubeflow_spot`), not flex-start."""
+    settings = for_target(target, Settings(**{name: strategy}))
     ending = r"\(unset it, or use --target vertex\)$"
-    with pytest.raises(SettingsError, match=rf"^{name}=spot: .* {ending}"):
+    with pytest.raises(SettingsError, match=rf"^{name}={strategy}: .* {ending}"):
         compile_pipeline(target, settings, tmp_path / "p.yaml")
     assert not (tmp_path / "p.yaml").exists()
 

@@ -79,20 +79,21 @@ def refuse_halving(settings: Any, offers: str) -> None:
 SCHEDULING_PARAMETERS = frozenset({"trial_scheduling", "final_scheduling", "max_wait_hours"})
 
 
-def refuse_scheduling(settings: Any, why: str) -> None:
+def refuse_scheduling(settings: Any, why: str, allowed: tuple[str, ...] = ("standard",)) -> None:
     """Refuse spot or flex-start capacity where the target cannot ask for it, in one line.
 
-    `why`: what the target runs its jobs on, in a few words.
+    `why`: what the target runs its jobs on, in a few words; `allowed`: the strategies it runs.
 
     Raises:
-        SettingsError: The first scheduling setting that is not `standard`, and why.
+        SettingsError: The first scheduling setting not in `allowed`, and why.
     """
     from pipelines.settings import SettingsError
 
     for name in ("trial_scheduling", "final_scheduling"):
-        if (value := settings.value(name)) != "standard":
+        if (value := settings.value(name)) not in allowed:
+            what = "spot and flex_start" if allowed == ("standard",) else value
             raise SettingsError(
-                f"{name}={value}: {why}; spot and flex_start capacity is Vertex's "
+                f"{name}={value}: {why}; {what} capacity is Vertex's "
                 "(unset it, or use --target vertex)"
             )
 

@@ -39,14 +39,15 @@ def check_settings(settings: Settings) -> None:
 
     Raises:
         SettingsError: `kubeflow_namespace: kubeflow`, multi-node trials with
-            `kubeflow_job_api: tfjob` (`job_kind`), or spot/flex-start capacity; one line.
+            `kubeflow_job_api: tfjob` (`job_kind`), or flex-start capacity; one line.
     """
     from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting, trial_nodes
 
     refuse_scheduling(
         settings,
-        "Katib trials and TFJob/TrainJob replicas run on the cluster's nodes as scheduled "
-        "(no GKE spot node selector or toleration is built)",
+        "a cluster has no queued-capacity request here (spot is a node pool: "
+        "kubeflow_spot_node_label)",
+        allowed=("standard", "spot"),
     )
 
     if settings.kubeflow.kubeflow_namespace == "kubeflow":
@@ -129,6 +130,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
     refuse_halving(settings, _halving_offers(settings))
     from pipelines.targets.kubeflow.job_kind import trial_nodes
     from pipelines.targets.kubeflow.katib_tune import refuse_budgets
+    from pipelines.targets.kubeflow.spot import spot_label
 
     study = settings.study
     try:
@@ -146,6 +148,7 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
         trial_nodes=trial_nodes(settings),  # > 1 (trial_workers): TrainJob trials
         max_study_hours=p.max_study_hours,  # refused: Katib has no study budget
         max_trials_no_progress=p.max_trials_no_progress,
+        spot_label=spot_label(settings, "trial_scheduling"),  # hidden setting: a constant
         **tracking_inputs(p, settings),  # trials nest under KFP's task run when it sets one
         **_cluster(settings),
     ).set_display_name("Tune (Katib Experiment)")
@@ -155,12 +158,15 @@ def _kubeflow_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec:
 
 def _kubeflow_train(op: Callable, p: Any, settings: Settings, spec: Any) -> tuple[Any, Any]:
     job = {"tfjob": "TFJob: chief + workers", "trainjob": "TrainJob: 1 + workers nodes"}
+    from pipelines.targets.kubeflow.spot import spot_label
+
     task = op(train_with_tfjob)(
         worker_pool_specs=spec.outputs["worker_pool_specs"],
         base_output_directory=spec.outputs["base_output_directory"],
         display_name=p.final_display_name,
         job_api=_job_api(settings),  # auto: resolved against the cluster at run time
         pending_grace_s=settings.kubeflow.kubeflow_pending_grace_s,
+        spot_label=spot_label(settings, "final_scheduling"),  # hidden setting: a constant
         **_cluster(settings),
     ).set_display_name(f"Train final model ({job.get(_job_api(settings), 'TFJob or TrainJob')})")
     task.set_caching_options(False)  # a training job: never replayed
@@ -207,6 +213,7 @@ PARTS: tuple[tuple[str, str], ...] = (
     ("pipelines/targets/kubeflow/trial_trainjob.py", "a multi-node trial as a TrainJob"),
     ("pipelines/targets/kubeflow/trainjob_checks.py", "what a TrainJob needs from the cluster"),
     ("pipelines/targets/kubeflow/pod_watch.py", "stop a step whose pods cannot run"),
+    ("pipelines/targets/kubeflow/spot.py", "spot capacity: the pool's selector, toleration"),
     ("pipelines/targets/kubeflow/final_job.py", "create or reuse the final job, wait"),
     ("pipelines/targets/kubeflow/waiting.py", "waiting on a custom object's conditions"),
     ("pipelines/targets/kubeflow/kube.py", "the Kubernetes API; deleted on SIGTERM"),

@@ -82,6 +82,7 @@ class FinalJobRequest:
         poll_s: Seconds between status reads (and pod checks).
         pending_grace_s: How long a replica's pod may stay Pending (`pod_watch`).
         gpu_setting: The setting a missing GPU is blamed on (the features job: the trials').
+        spot_label: The spot pool's node label for the replicas, or "" (`spot`).
     """
 
     worker_pool_specs: Sequence[Mapping[str, Any] | str]
@@ -98,6 +99,7 @@ class FinalJobRequest:
     poll_s: float = DEFAULT_POLL_S
     pending_grace_s: float = DEFAULT_PENDING_GRACE_S
     gpu_setting: str = "final_accelerator_count"
+    spot_label: str = ""
 
     def pod(self) -> kube.ReplicaPods:
         """What the builders give every replica's pod."""
@@ -107,6 +109,7 @@ class FinalJobRequest:
             service_account=self.service_account or None,
             data_pvc=self.data_pvc or None,
             data_mount_path=self.data_mount_path,
+            spot_label=self.spot_label,
         )
 
 

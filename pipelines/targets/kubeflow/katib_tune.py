@@ -181,6 +181,7 @@ class StudyRequest:
         pending_grace_s: How long a trial pod may stay Pending (`pod_watch`).
         trial_nodes: Pods per trial (`trial_workers` + 1): more than one makes each trial a
             TrainJob, and the final job one too (`job_kind`).
+        spot_label: The spot pool's node label for the trial pods, or "" (`spot`).
     """
 
     study_spec_parameters: Sequence[Mapping[str, Any] | str]
@@ -207,6 +208,7 @@ class StudyRequest:
     job_api_setting: str = "tfjob"
     pending_grace_s: float = 600.0
     trial_nodes: int = 1
+    spot_label: str = ""
 
     def study(self) -> katib.StudyPayload:
         """The study payload the Experiment is built from."""
@@ -232,6 +234,7 @@ class StudyRequest:
             pvc_name=self.pvc_name,
             data_mount_path=self.data_mount_path,
             nodes=int(self.trial_nodes),
+            spot_label=self.spot_label,
         )
 
 

@@ -84,6 +84,8 @@ class ReplicaPods:
         service_account: The pods' service account (None: the namespace's default).
         data_pvc: A PersistentVolumeClaim mounted in every pod at `data_mount_path`.
         data_mount_path: Where `data_pvc` is mounted (the setting of that name).
+        spot_label: The spot pool's node label `key=value` (`final_scheduling: spot`), or ""
+            (`spot.placement`).
     """
 
     cpu: str
@@ -91,6 +93,7 @@ class ReplicaPods:
     service_account: str | None = None
     data_pvc: str | None = None
     data_mount_path: str = "/mnt/hpt"
+    spot_label: str = ""
 
 
 def pod_security_context() -> Any:

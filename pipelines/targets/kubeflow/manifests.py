@@ -33,6 +33,7 @@ from pipelines.targets.kubeflow import (
     katib_rules,
     kube,
     rbac,
+    spot,
     tfjob,
     trainjob,
 )
@@ -127,6 +128,7 @@ def _experiment(settings: Settings, override_field: str = trainjob.PATCHES) -> d
             pvc_name=settings.kubeflow.data_pvc or "",
             data_mount_path=settings.kubeflow.data_mount_path if settings.kubeflow.data_pvc else "",
             nodes=job_kind.trial_nodes(settings),
+            spot_label=spot.spot_label(settings, "trial_scheduling"),
         ),
         # What a run creates: the pipeline's `study_dir` parameter is empty unless given at
         # submit, and then the Experiment is per run (`katib_tune`: resumable=bool(study_dir)).
@@ -159,6 +161,7 @@ def build(settings: Settings) -> dict[str, list[dict[str, Any]]]:
         service_account=settings.kubeflow.kubeflow_service_account,
         data_pvc=settings.kubeflow.data_pvc,
         data_mount_path=settings.kubeflow.data_mount_path,
+        spot_label=spot.spot_label(settings, "final_scheduling"),
     )
     if api in ("tfjob", "auto"):
         job = tfjob.to_manifest(

@@ -25,6 +25,7 @@ from pipelines.targets.kubeflow.kube import (
     gpu_env,
     pod_security_context,
 )
+from pipelines.targets.kubeflow.spot import placement
 
 GROUP = "kubeflow.org"
 VERSION = "v1"
@@ -92,11 +93,14 @@ def _replica_spec(
         volume_mounts=mounts,
         security_context=container_security_context(),
     )
+    placed = placement(pods.spot_label)
     pod = k8s.V1PodSpec(
         security_context=pod_security_context(),
         containers=[main],
         service_account_name=pods.service_account or None,
         volumes=volumes,
+        node_selector=placed.get("nodeSelector"),
+        tolerations=placed.get("tolerations"),
     )
     return models.KubeflowOrgV1ReplicaSpec(
         replicas=replicas,

@@ -30,6 +30,7 @@ from pipelines.targets.kubeflow.kube import (
     pod_security,
     stable_name,
 )
+from pipelines.targets.kubeflow.spot import placement
 from pipelines.targets.kubeflow.tfjob import FINAL_HEAD, GPU_RESOURCE, TFJobError
 from trainer.cluster import NODE_ADDRESS_ENV, NUM_NODES_ENV
 
@@ -146,9 +147,13 @@ def pod_override(
     data_pvc: str | None,
     data_mount_path: str,
     labels: Mapping[str, str] | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(pod metadata, pod spec) the override field carries: no Istio, labels, claim, account."""
-    spec: dict[str, Any] = {}
+    """(pod metadata, pod spec) the override field carries: no Istio, labels, claim, account.
+
+    `placement`: the spot pool's node selector and toleration (`spot.placement`), or None.
+    """
+    spec: dict[str, Any] = dict(placement or {})
     if service_account:
         spec["serviceAccountName"] = service_account
     if data_pvc:
@@ -266,7 +271,9 @@ def build_trainjob(
         amounts,
         nodes,
     )
-    pod = pod_override(pods.service_account, pods.data_pvc, pods.data_mount_path)
+    pod = pod_override(
+        pods.service_account, pods.data_pvc, pods.data_mount_path, None, placement(pods.spot_label)
+    )
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,

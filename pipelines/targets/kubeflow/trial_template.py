@@ -91,6 +91,8 @@ class TrialPods:
         data_mount_path: Where it is mounted.
         nodes: Pods per trial (`trial_workers` + 1): 1 is a Job, more a TrainJob
             (`job_kind`); the pools' replicas must add up to it.
+        spot_label: The spot pool's node label `key=value` (`trial_scheduling: spot`), or ""
+            (`spot.placement`).
     """
 
     worker_pool_specs: Sequence[Mapping[str, Any] | str]
@@ -101,6 +103,7 @@ class TrialPods:
     pvc_name: str = ""
     data_mount_path: str = ""
     nodes: int = 1
+    spot_label: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,9 +168,12 @@ def trial_job(
 
     Built with the `kubernetes` client models and serialized by its `ApiClient`. Its pods
     carry `pod_labels` (the tune step finds them by its experiment label), run as the
-    pipeline's non-root uid, and see no GPU when they ask for none.
+    pipeline's non-root uid, and see no GPU when they ask for none. On spot capacity they
+    run on the spot pool, and a preempted pod is replaced rather than failing the trial.
     """
     from kubernetes import client
+
+    from pipelines.targets.kubeflow import spot
 
     made = trial_container(pods, space)
     mounts, volumes = None, None
@@ -191,11 +197,13 @@ def trial_job(
         volume_mounts=mounts,
         security_context=container_security_context(),
     )
+    placed = spot.placement(pods.spot_label)
     job = client.V1Job(
         api_version="batch/v1",
         kind="Job",
         spec=client.V1JobSpec(
-            backoff_limit=0,  # a failed trial is failed, as on Vertex
+            backoff_limit=0,  # a failed trial is failed, as on Vertex; a preempted one is not
+            pod_failure_policy=spot.PREEMPTED_POD_IGNORED if placed else None,
             template=client.V1PodTemplateSpec(
                 metadata=client.V1ObjectMeta(
                     annotations=dict(NO_SIDECAR), labels=dict(pod_labels or {}) or None
@@ -206,6 +214,8 @@ def trial_job(
                     restart_policy="Never",
                     service_account_name=pods.service_account or None,
                     volumes=volumes,
+                    node_selector=placed.get("nodeSelector"),
+                    tolerations=placed.get("tolerations"),
                 ),
             ),
         ),

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipelines.study.search_space import SearchSpace
-from pipelines.targets.kubeflow import trainjob
+from pipelines.targets.kubeflow import spot, trainjob
 from pipelines.targets.kubeflow.trial_template import (
     TRIAL_NAME_PARAMETER,
     TrialPods,
@@ -72,7 +72,11 @@ def trial_trainjob(
         made.image, made.command, made.args, env, made.resources["limits"], pods.nodes
     )
     pod = trainjob.pod_override(
-        pods.service_account or None, pods.pvc_name or None, pods.data_mount_path, pod_labels
+        pods.service_account or None,
+        pods.pvc_name or None,
+        pods.data_mount_path,
+        pod_labels,
+        spot.placement(pods.spot_label),
     )
     return {
         "apiVersion": trainjob.API_VERSION,
