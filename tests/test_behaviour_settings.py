@@ -107,6 +107,10 @@ REFUSED = [
     ({"kubeflow_timeout_s": 59}, "kubeflow_timeout_s=59: expected an integer >= 60"),
     ({"kubeflow_job_api": "tfjobs"}, "kubeflow_job_api='tfjobs': expected auto | tfjob | trainjob"),
     ({"kubeflow_pending_grace_s": 29}, "kubeflow_pending_grace_s=29: expected an integer >= 30"),
+    (
+        {"kubeflow_spot_node_label": "gke-spot"},
+        "kubeflow_spot_node_label='gke-spot': expected key=value, the node label of the spot pool",
+    ),
     ({"model_registry_url": "mr.example"}, "model_registry_url='mr.example': expected an http"),
     ({"kubeflow_trial_nodes": 0}, "kubeflow_trial_nodes=0: expected an integer >= 1 (pods"),
     ({"kubeflow_token": "a b"}, "kubeflow_token: expected a bearer token without spaces"),
@@ -159,6 +163,7 @@ ACCEPTED = [
     {"kubeflow_timeout_s": 60},
     {"kubeflow_job_api": "trainjob"},
     {"kubeflow_pending_grace_s": 30},
+    {"kubeflow_spot_node_label": "example.com/pool=spot-a100"},
     {"kubeflow_cookie": "oauth2_proxy=abc; other=1"},
     {"kubeflow_cpu": "500m", "kubeflow_memory": "512Mi"},
     {"project": "my-project", "region": "europe-west4", "pipeline_root": "s3://bucket/root"},

@@ -65,16 +65,6 @@ def test_flex_start_stays_refused_on_kubeflow_in_one_line(tmp_path):
     assert not (tmp_path / "p.yaml").exists()
 
 
-def test_a_bad_spot_label_is_refused_in_one_line():
-    with pytest.raises(SettingsError) as err:
-        Settings(kubeflow_spot_node_label="gke-spot")
-    assert str(err.value) == (
-        "kubeflow_spot_node_label='gke-spot': expected key=value, the node label of the spot "
-        "pool, such as cloud.google.com/gke-spot=true"
-    )
-    Settings(kubeflow_spot_node_label="pool=spot-a100")  # a non-GKE pool's own label
-
-
 def test_a_spot_trial_runs_on_the_pool_and_a_preempted_pod_is_replaced():
     """The trial Job tolerates the pool, and ignores a pod failed by a disruption (preemption).
 

@@ -59,7 +59,7 @@ TARGETS: dict[str, Target] = {
             {"kubeflow_host", "kubeflow_namespace", "kubeflow_service_account", "data_pvc"}
             | {"data_mount_path", "kubeflow_cpu", "kubeflow_memory", "model_registry_url"}
             | {"kubeflow_timeout_s", "kubeflow_job_api", "kubeflow_pending_grace_s"}
-            | {"kubeflow_trial_nodes"}
+            | {"kubeflow_trial_nodes", "kubeflow_spot_node_label"}
             | {"kubeflow_token", "kubeflow_token_file", "kubeflow_cookie"}
         ),
         flags=("host", "namespace", "token", "cookie"),
