@@ -1127,6 +1127,31 @@ MUTANTS = [
         "tests/test_tracking.py",
         "test_a_store_whose_creator_died_mid_creation_is_made_whole_by_the_next_writer",
     ),
+    # --- issue 53 on Kubeflow: hyperband's stall modelled, spot node pools ---
+    m(
+        "Katib's hyperband modelled as promoting every trial it is asked for (no stall)",
+        "pipelines/targets/kubeflow/katib_suggestions.py",
+        "top = math.ceil(math.ceil(request * eta ** (-i)) / eta)",
+        "top = request",
+        "tests/test_katib_suggestions.py",
+        "test_the_hyperband_model_creates_the_trials_katibs_service_created",
+    ),
+    m(
+        "a spot trial whose pod is preempted fails the trial",
+        "pipelines/targets/kubeflow/trial_template.py",
+        "pod_failure_policy=spot.PREEMPTED_POD_IGNORED if placed else None,",
+        "pod_failure_policy=None,",
+        "tests/test_kubeflow_spot.py",
+        "test_a_spot_trial_runs_on_the_pool_and_a_preempted_pod_is_replaced",
+    ),
+    m(
+        "spot pods select the pool but do not tolerate its taint",
+        "pipelines/targets/kubeflow/spot.py",
+        'return {"nodeSelector": {key: value}, "tolerations": [toleration]}',
+        'return {"nodeSelector": {key: value}}',
+        "tests/test_kubeflow_spot.py",
+        "test_a_spot_trial_runs_on_the_pool_and_a_preempted_pod_is_replaced",
+    ),
 ]
 
 
