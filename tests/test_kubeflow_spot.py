@@ -116,3 +116,19 @@ def test_the_final_trainjob_nodes_run_on_the_pool_in_each_release(release):
         (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
         pod = node["template"]["spec"]["template"]["spec"]
     assert _placed(pod) == ON_SPOT
+
+
+def test_a_spot_pod_waiting_for_the_pool_is_given_the_pending_grace():
+    """Unschedulable stops a step at once; a spot pod waits for its pool (scale-up, capacity)."""
+    import datetime as dt
+
+    from pipelines.targets.kubeflow import pod_watch
+    from tests.test_kubeflow_pod_watch import START, read, unschedulable
+
+    obj = unschedulable("a")
+    obj["spec"] = {"containers": [{"name": "node"}], "nodeSelector": ON_SPOT["nodeSelector"]}
+    assert pod_watch.pod_problem(read(obj), START + dt.timedelta(seconds=30), 600) is None
+    late = pod_watch.pod_problem(read(obj), START + dt.timedelta(seconds=601), 600)
+    assert late is not None and late.startswith("pod team/a: Pending for 601s, longer than")
+    standard = pod_watch.pod_problem(read(unschedulable("a")), START, 600)
+    assert standard is not None and "Unschedulable" in standard

@@ -6,9 +6,10 @@ sits at Created while its pods cannot start, so without this a run waits until
 `kubectl describe` shows it: Unschedulable (the scheduler's message), an image that cannot
 be pulled (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), a container in
 `CrashLoopBackOff` or `CreateContainerConfigError`, or a pod still Pending past
-`kubeflow_pending_grace_s`; `watcher` turns that into an `on_status` callback for
-`waiting.wait_for` that raises `PodProblem`, one line naming the pod, the reason and the
-remedy. The caller deletes its Experiment or job, as on cancel.
+`kubeflow_pending_grace_s` (a pod with a node selector, a spot pod, is not Unschedulable
+before that: its pool may be scaling up or out of spot capacity for a while); `watcher`
+turns that into an `on_status` callback for `waiting.wait_for` that raises `PodProblem`,
+one line naming the pod, the reason and the remedy. The caller deletes its Experiment or job, as on cancel.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ def pod_problem(pod: Any, now: dt.datetime, grace_s: float) -> str | None:
     where = f"pod {meta.namespace}/{meta.name}"
     if status is None:
         return None
+    on_a_pool = bool(pod.spec and pod.spec.node_selector)  # spot: waits for the pool's nodes
     for cond in status.conditions or []:
+        if on_a_pool:
+            break
         if cond.type == "PodScheduled" and cond.status == "False" and cond.reason == UNSCHEDULABLE:
             return (
                 f"{where}: {UNSCHEDULABLE} ({_short(cond.message)}): no node has what it "
