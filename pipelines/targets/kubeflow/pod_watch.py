@@ -9,7 +9,8 @@ be pulled (`ErrImagePull`, `ImagePullBackOff`, `InvalidImageName`), a container 
 `kubeflow_pending_grace_s` (a pod with a node selector, a spot pod, is not Unschedulable
 before that: its pool may be scaling up or out of spot capacity for a while); `watcher`
 turns that into an `on_status` callback for `waiting.wait_for` that raises `PodProblem`,
-one line naming the pod, the reason and the remedy. The caller deletes its Experiment or job, as on cancel.
+one line naming the pod, the reason and the remedy. The caller deletes its Experiment or
+job, as on cancel.
 """
 
 from __future__ import annotations
