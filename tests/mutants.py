@@ -1152,6 +1152,14 @@ MUTANTS = [
         "tests/test_kubeflow_spot.py",
         "test_a_spot_trial_runs_on_the_pool_and_a_preempted_pod_is_replaced",
     ),
+    m(
+        "a spot pod waiting for its pool is stopped at once as Unschedulable",
+        "pipelines/targets/kubeflow/pod_watch.py",
+        "on_a_pool = bool(pod.spec and pod.spec.node_selector)  # spot: waits for the pool's nodes",
+        "on_a_pool = False",
+        "tests/test_kubeflow_spot.py",
+        "test_a_spot_pod_waiting_for_the_pool_is_given_the_pending_grace",
+    ),
 ]
 
 
