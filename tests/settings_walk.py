@@ -10,6 +10,8 @@ is a *climb* back up (imports only run down, so the settings climb when a functi
 them to its caller, which hands them down again). Issue 57 asks for ≤ 25 stays and ≤ 3
 climbs; `tests/test_settings_walk.py` holds the figures.
 
+`run_local` is given what `hpt-pipeline run` gives it: the run's plan, resolved from the
+settings before (`pipelines.plan.resolve`; before issue 57 item 3, the settings themselves).
 The kfp.local execution and the fork server are left out (`_run` makes an empty run folder):
 their steps run in processes of their own, which receive pipeline parameters, never the
 settings; everything the settings meet in this process runs as in a real run.
@@ -67,21 +69,25 @@ def _ours(module: str) -> bool:
     return module.split(".")[0] in PROJECT
 
 
+def _is_settings(value: Any) -> bool:
+    """The settings, or an object that holds them (the run's plan)."""
+    return isinstance(value, Settings) or isinstance(getattr(value, "settings", None), Settings)
+
+
 def _holds_settings(frame: FrameType) -> bool:
     code = frame.f_code
     count = code.co_argcount + code.co_kwonlyargcount
     count += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
     names = code.co_varnames[:count]
-    if names[:1] == ("self",) and isinstance(frame.f_locals.get("self"), Settings):
-        return False  # the settings' own methods: no stay elsewhere
+    if names[:1] == ("self",) and _is_settings(frame.f_locals.get("self")):
+        return False  # the settings' (or the plan's) own methods: no stay elsewhere
     for name in names:
         value = frame.f_locals.get(name)
         values = value.values() if isinstance(value, dict) else value
-        if isinstance(value, Settings) or isinstance(getattr(value, "settings", None), Settings):
+        if _is_settings(value):
             return True
-        if (
-            isinstance(values, tuple | list | type({}.values()))
-            and any(isinstance(v, Settings) for v in values)
+        if isinstance(values, tuple | list | type({}.values())) and any(
+            isinstance(v, Settings) for v in values
         ):
             return True
     return False
@@ -118,12 +124,14 @@ def walk_run_local(root: Path) -> Walk:
     from unittest import mock
 
     from pipelines.app import local_run
+    from pipelines.plan import resolve
 
     settings = load_settings(
         defaults=LOCAL_RUN_DEFAULTS,
         overrides={"output": str(root / "run"), "registry": str(root / "registry")},
         environ={},
     )
+    plan = resolve(settings, importable=True, runs_here=True)  # as `run` hands it over
 
     def no_execution(pipeline: Any, artifacts: Path, *args: Any, **kwargs: Any) -> None:
         (artifacts / "run-0").mkdir()  # what kfp.local leaves: a run folder
@@ -135,7 +143,7 @@ def walk_run_local(root: Path) -> Walk:
         ),
         followed() as walk,
     ):
-        local_run.run_local(settings, echo=lambda line: None)
+        local_run.run_local(plan, echo=lambda line: None)
     return walk
 
 
