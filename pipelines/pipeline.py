@@ -1,4 +1,4 @@
-"""The pipeline, written once: `build_pipeline(target, settings)`.
+"""The pipeline, written once: `build_pipeline(target, plan)`.
 
 prepare_dataset → features (a frozen backbone's outputs, once) → build trial job spec → tune →
 select_best_trial → build final job spec → train_final → evaluate → (if it passes) register.
@@ -24,9 +24,8 @@ from components.prepare_fanout import finish_dataset, plan_dataset, prepare_grou
 from components.select_best_trial import select_best_trial
 from components.study_metric import study_metric
 from pipelines.pipeline_parameters import parameter_defaults, signature
+from pipelines.plan import RunPlan, resolve
 from pipelines.settings import Settings, SettingsError
-from pipelines.settings_space import listed_objectives, settings_model, study_space
-from pipelines.study.model_choice import models_of
 from pipelines.wiring import binding_for
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
@@ -36,8 +35,10 @@ PIPELINE_DESCRIPTION = (
 )
 
 
-def build_pipeline(target: str, settings: Settings) -> Any:
-    """The pipeline for `target` (local, vertex, kubeflow), parameter defaults from `settings`.
+def build_pipeline(target: str, plan: RunPlan | Settings) -> Any:
+    """The pipeline for `target` (local, vertex, kubeflow), parameter defaults from `plan`.
+
+    Settings given instead are resolved here (`pipelines.plan.resolve`).
 
     Raises:
         ValueError: Unknown target.
@@ -45,8 +46,9 @@ def build_pipeline(target: str, settings: Settings) -> Any:
         SettingsError: A setting the target cannot honour.
     """
     binding = binding_for(target)
-    s = settings
-    defaults = parameter_defaults(s, _derived_defaults(s, target, binding))
+    plan = plan if isinstance(plan, RunPlan) else resolve(plan)
+    s = plan.settings
+    defaults = parameter_defaults(s, _derived_defaults(plan, target, binding))
 
     shown = [name for name in defaults if name not in binding.hidden_parameters]
 
@@ -60,11 +62,10 @@ def build_pipeline(target: str, settings: Settings) -> Any:
     return dsl.pipeline(name=s.cloud.display_name, description=PIPELINE_DESCRIPTION)(hpt_pipeline)
 
 
-def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
+def _derived_defaults(plan: RunPlan, target: str, binding: Any) -> dict[str, Any]:
     """The defaults of the parameters that do not carry a setting as it is."""
-    known = settings_model(s)
-    space = study_space(s, known)
-    binding.check_space(space)
+    s = plan.settings
+    binding.check_space(plan.space)
     if s.kubeflow.data_pvc and target != "kubeflow":
         raise SettingsError(
             f"data_pvc={s.kubeflow.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
@@ -78,19 +79,19 @@ def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
             "use tracking=auto or off and no tracking_uri"
         )
     return {
-        "study_spec_parameters": space.to_study_spec_parameters(),
-        "objectives": listed_objectives(s),
+        "study_spec_parameters": plan.space.to_study_spec_parameters(),
+        "objectives": list(plan.objectives),
         "trial_threshold": s.study.trial_threshold or 0.0,
         "use_trial_threshold": s.study.trial_threshold is not None,
         # A model choice (`model_choice`): unset weights stay unset, each model's own default.
         "weights": s.architecture.weights
-        or ("" if models_of(space) else known.spec.default_weights),
+        or ("" if plan.models else plan.known.spec.default_weights),
         "features_dir": "",
         "eval_threshold": s.training.eval_threshold or 0.0,
         "use_eval_threshold": s.training.eval_threshold is not None,
         "study_display_name": f"{s.cloud.display_name}-study",
         "final_display_name": f"{s.cloud.display_name}-final",
-        "continued_trials": _continued_trials(s),
+        "continued_trials": plan.continued.trials if plan.continued else [],
         "study_dir": "",
         "shared_root": s.kubeflow.data_mount_path
         if s.kubeflow.data_pvc
@@ -248,18 +249,6 @@ def _train_evaluate_register(
             dataset=dataset,
             best_trial_id=best.outputs["best_trial_id"],
         )
-
-
-def _continued_trials(settings: Settings) -> list[dict[str, Any]]:
-    """The earlier run's trials the study continues from (`continue_from`), checked; or []."""
-    from pipelines.study.continuation import ContinuationError
-    from pipelines.targets import earlier_runs
-
-    try:
-        found = earlier_runs.continued(settings)
-    except ContinuationError as err:
-        raise SettingsError(str(err)) from None
-    return found.trials if found else []
 
 
 class _Params:

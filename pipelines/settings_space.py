@@ -95,18 +95,21 @@ def study_space(settings: Settings, known: KnownModel | None = None) -> SearchSp
     return SearchSpace(space.parameters, metrics)
 
 
-def weights_warning(settings: Settings) -> str:
+def weights_warning(
+    settings: Settings, known: KnownModel | None = None, space: SearchSpace | None = None
+) -> str:
     """One line when the search space freezes a backbone that `weights=none` leaves random.
 
     A preset that searches `trainable_blocks` below the backbone's depth (`transfer`) is
     meant for pretrained weights (imagenet or a file): a frozen random backbone passes noise
     to the head, and the study finds nothing. Empty when the combination is not that.
+    `known` and `space`: the settings' model and search space, when already resolved.
     """
-    known = settings_model(settings)
+    known = known or settings_model(settings)
     spec = known.spec
     if not spec.pretrained or check_weights(spec, settings.architecture.weights) != "none":
         return ""
-    space = study_space(settings, known)
+    space = space or study_space(settings, known)
     blocks = next((p for p in space.all_parameters() if p.parameter_id == "trainable_blocks"), None)
     depth = spec.all_hyperparameters()["trainable_blocks"].default
     lowest = (min(map(float, blocks.values)) if blocks.values else blocks.min) if blocks else None

@@ -532,7 +532,7 @@ MUTANTS = [
     ),
     m(
         "a dataset rewritten in place at the same sizes resumes the old study",
-        "pipelines/app/study_identity.py",
+        "pipelines/plan.py",
         "entries.append((str(path.relative_to(root)), stat.st_size, stat.st_mtime_ns))",
         "entries.append((str(path.relative_to(root)), stat.st_size))",
         "tests/test_run_ownership.py",
@@ -1159,6 +1159,15 @@ MUTANTS = [
         "on_a_pool = False",
         "tests/test_kubeflow_spot.py",
         "test_a_spot_pod_waiting_for_the_pool_is_given_the_pending_grace",
+    ),
+    # --- a run's settings resolved once into its plan (issue 57 item 3) ---
+    m(
+        "the study's identity derives the model and the search space from the settings again",
+        "pipelines/app/study_identity.py",
+        "space = plan.space",
+        "space = resolve(settings).space",
+        "tests/test_settings_walk.py::test_hpt_pipeline_run_derives_the_model_and_the_space_once",
+        "test_hpt_pipeline_run_derives_the_model_and_the_space_once",
     ),
 ]
 

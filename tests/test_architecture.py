@@ -105,6 +105,7 @@ ROOMS: list[tuple[str, tuple[str, ...]]] = [
     ("app", ("pipelines.app",)),
     ("compiler", ("pipelines.compiler",)),
     ("pipeline", ("pipelines.pipeline",)),
+    ("plan", ("pipelines.plan",)),
     ("wiring", ("pipelines.wiring",)),
     ("components", ("components",)),
     ("reports", ("pipelines.reports",)),

@@ -129,8 +129,8 @@ def test_without_template_the_vertex_target_is_compiled_to_a_temporary_file(
 
     calls: list[Any] = []
 
-    def compile_pipeline(target: str, settings: Any, output_path: str) -> str:
-        calls.append((target, settings, Path(output_path)))
+    def compile_pipeline(target: str, plan: Any, output_path: str) -> str:
+        calls.append((target, plan.settings, Path(output_path)))  # the run's resolved plan
         shutil.copy(template, output_path)
         return output_path
 

@@ -294,8 +294,8 @@ def test_without_template_the_kubeflow_target_is_compiled(
 
     calls: list[Any] = []
 
-    def compile_pipeline(target: str, settings: Any, output_path: str) -> str:
-        calls.append((target, settings))
+    def compile_pipeline(target: str, plan: Any, output_path: str) -> str:
+        calls.append((target, plan.settings))  # the run's resolved plan
         shutil.copy(template, output_path)
         return output_path
 

@@ -38,7 +38,7 @@ def compile_command(
         refuse_other_flags(chosen, {"namespace": namespace})
     except SettingsError as err:
         fail(str(err))
-    settings = checked_settings(
+    plan = checked_settings(
         config,
         None,
         runs_here=chosen.runs_here,
@@ -46,14 +46,15 @@ def compile_command(
         kubeflow_namespace=namespace,
         trial_workers=trial_workers,
     )
-    for line in continuation_lines(settings, target) + chosen.binding.notes(settings):
+    settings = plan.settings
+    for line in continuation_lines(plan, target) + chosen.binding.notes(settings):
         typer.echo(f"note: {line}")
     try:
         if not chosen.runs_here:  # its pods pull the images: a placeholder fails the first pull
             from pipelines.app.preflight import check_image_uris
 
             check_image_uris(settings, "set {env} (or {name} in --config) to the pushed image")
-        path = compile_pipeline(target, settings, output)
+        path = compile_pipeline(target, plan, output)
     except SettingsError as err:  # a setting the target cannot honour
         fail(str(err))
     except OSError as err:  # a folder that cannot be created or written

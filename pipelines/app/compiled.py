@@ -21,7 +21,7 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
 
     Raises:
         SettingsError: `template` was compiled for another target (`templates.check_target`),
-            or comes with a `continue_from`.
+            or comes with a `continue_from`; settings the plan refuses (`plan.resolve`).
     """
     if template is not None:
         if settings.study.continue_from:
@@ -39,12 +39,15 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
 
     from pipelines.app.continuing import continuation_lines
     from pipelines.compiler import compile_pipeline
+    from pipelines.plan import resolve
+    from pipelines.wiring import TARGETS
 
-    for line in continuation_lines(settings, target):
+    plan = resolve(settings, runs_here=TARGETS[target].runs_here)
+    for line in continuation_lines(plan, target):
         typer.echo(f"note: {line}", err=True)
 
     with tempfile.TemporaryDirectory(prefix="hpt-pipeline-") as tmp:
-        yield Path(compile_pipeline(target, settings, str(Path(tmp) / "pipeline.yaml")))
+        yield Path(compile_pipeline(target, plan, str(Path(tmp) / "pipeline.yaml")))
 
 
 def check_output(output: Path | None, dry_run: bool) -> None:

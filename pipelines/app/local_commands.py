@@ -17,6 +17,7 @@ from pipelines import scratch
 from pipelines.app.continuing import CONTINUE_HELP, continuation_lines
 from pipelines.app.errors import fail
 from pipelines.app.pipeline_settings import TRIAL_WORKERS_HELP, checked_settings
+from pipelines.plan import RunPlan
 from pipelines.settings import (
     LOCAL_RUN_DEFAULTS,
     REGISTRY_DIR,
@@ -197,15 +198,15 @@ def run(
     if replicas is not None:
         fail(str(renamed("replicas", "flag")))
     notes: list[str] = []
-    settings = checked_settings(
+    plan = checked_settings(
         config, LOCAL_RUN_DEFAULTS, runs_here=True, notes=notes, **run_fields(ctx.params)
     )
-    notes += continuation_lines(settings, "local")
-    notes += _preflight(settings)
+    notes += continuation_lines(plan, "local")
+    notes += _preflight(plan)
     # The default output starts a fresh study when the settings changed (README's second
     # command); an output the user named keeps its study or is refused.
-    fresh = output is None and settings.local.output == Settings.default("output")
-    _run(settings, notes, fresh_when_different=fresh, verbose=verbose)
+    fresh = output is None and plan.settings.local.output == Settings.default("output")
+    _run(plan, notes, fresh_when_different=fresh, verbose=verbose)
 
 
 def run_fields(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -248,28 +249,29 @@ def preflight(settings: Settings) -> list[str]:
     return notes
 
 
-def _preflight(settings: Settings) -> list[str]:
+def _preflight(plan: RunPlan) -> list[str]:
     """The local target's preflight (`TARGETS["local"]`), exit 2 on a refusal; the notes."""
     from pipelines.app import dispatch, local_preflight
     from pipelines.wiring import TARGETS
 
+    settings = plan.settings
     try:
         notes = dispatch.preflight(TARGETS["local"], settings) or []
     except SettingsError as err:
         fail(str(err))
     from pipelines.settings_space import weights_warning
 
-    warnings = [local_preflight.replica_warning(settings), weights_warning(settings)]
+    warnings = [
+        local_preflight.replica_warning(settings),
+        weights_warning(settings, plan.known, plan.space),
+    ]
     return [*notes, *(w for w in warnings if w)]
 
 
-def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[], None]:
+def _announcer(console: Any, plan: RunPlan, notes: list[str]) -> Callable[[], None]:
     """What prints the run's first line and its notes, once the output is this run's."""
-    from pipelines.settings_space import study_space
-    from pipelines.study.model_choice import models_of
-
-    choice = models_of(study_space(settings))  # a model choice: each trial's own model
-    model = f"{'|'.join(choice)} (searched)" if choice else settings.architecture.model
+    settings = plan.settings
+    model = plan.model_line  # a model choice: each trial's own model
 
     workers = settings.training.trial_workers
     trial_cluster = f", each 1 chief + {workers} worker(s)" if workers else ""
@@ -288,9 +290,7 @@ def _announcer(console: Any, settings: Settings, notes: list[str]) -> Callable[[
     return announce
 
 
-def _run(
-    settings: Settings, notes: list[str], *, fresh_when_different: bool, verbose: bool
-) -> None:
+def _run(plan: RunPlan, notes: list[str], *, fresh_when_different: bool, verbose: bool) -> None:
     """Run the pipeline with kfp.local and show its summary; every failure is one line."""
     from rich.console import Console
 
@@ -298,11 +298,12 @@ def _run(
     from pipelines.app import interrupts, local_run, run_summary
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
+    settings = plan.settings
     try:
         result = local_run.run_local(
-            settings,
+            plan,
             echo=console.out,
-            announce=_announcer(console, settings, notes),
+            announce=_announcer(console, plan, notes),
             fresh_when_different=fresh_when_different,
             verbose=verbose,
         )

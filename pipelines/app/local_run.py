@@ -15,6 +15,7 @@ from pipelines import ownership, scratch
 from pipelines.app import interrupts, local_preflight, study_identity
 from pipelines.jobs import fork_client
 from pipelines.lineage.local import SPEC_FILE, task_outputs
+from pipelines.plan import RunPlan, resolve
 from pipelines.settings import Settings
 
 LOG_FILE = "pipeline.log"
@@ -142,15 +143,16 @@ def latest_run_dir(artifacts_root: Path, before: set[Path]) -> Path:
 
 
 def run_local(
-    settings: Settings,
+    plan: RunPlan | Settings,
     echo: Callable[[str], None] | None = None,
     announce: Callable[[], None] | None = None,
     *,
     fresh_when_different: bool = False,
     verbose: bool = False,
 ) -> dict[str, Any]:
-    """Run the whole pipeline on this machine; return a summary of the run.
+    """Run the whole pipeline of `plan` on this machine; return a summary of the run.
 
+    Settings given instead of the plan are resolved here (`pipelines.plan.resolve`).
     Artifacts go to `<output>/artifacts/<run>/`, the study to `<output>/study/`
     (a rerun with the same output resumes it), registered models to
     `settings.registry`, and the full log to `<output>/pipeline.log`. Progress
@@ -171,18 +173,20 @@ def run_local(
         KeyboardInterrupt: The run was interrupted (`interrupts.RunInterrupted` for a
             signal); its steps have recorded their trials for a resume.
     """
+    plan = plan if isinstance(plan, RunPlan) else resolve(plan)
+    settings = plan.settings
     terminal = sys.stdout
     echo = echo or (lambda line: print(line, file=terminal, flush=True))
     output = Path(settings.local.output).resolve()
     with ownership.owned(str(output / LOCK_FILE), f"--output={settings.local.output}"):
         resumed = study_identity.check_and_record(
-            settings, output, fresh_when_different=fresh_when_different
+            plan, output, fresh_when_different=fresh_when_different
         )
         if announce is not None:
             announce()
         if resumed:
             echo(resumed)
-        return _owned_run(settings, output, echo, verbose)
+        return _owned_run(plan, output, echo, verbose)
 
 
 @contextlib.contextmanager
@@ -200,9 +204,10 @@ def _environ(name: str, value: str) -> Iterator[None]:
 
 
 def _owned_run(
-    settings: Settings, output: Path, echo: Callable[[str], None], verbose: bool = False
+    plan: RunPlan, output: Path, echo: Callable[[str], None], verbose: bool = False
 ) -> dict[str, Any]:
     """`run_local` once the output is this run's."""
+    settings = plan.settings
     artifacts = output / "artifacts"
     artifacts.mkdir(parents=True, exist_ok=True)
     registry = Path(settings.local.registry).resolve()
@@ -219,21 +224,21 @@ def _owned_run(
         # and builds the pipeline.
         fork_client.shared_for_children(log_path=str(output / fork_client.LOG_FILE)) as server,
     ):
-        from pipelines.compiler import compile_pipeline
+        from pipelines.compiler import write_spec
         from pipelines.pipeline import build_pipeline
 
         keep = {server.process.pid} if server is not None and server.process else set()
-        pipeline = build_pipeline("local", settings)
+        tracking_uri = local_preflight.tracking_uri(settings)
+        pipeline = build_pipeline("local", plan)
         with interrupts.forwarded(keep) as signalled:
             try:
-                tracking_uri = local_preflight.tracking_uri(settings)
                 _run(pipeline, artifacts, output, registry, echo, verbose, tracking_uri)
             except KeyboardInterrupt:  # the steps record their trials before the server goes
                 steps = signalled or [p for p in interrupts.children() if p not in keep]
                 interrupts.wait_for(steps)
                 raise
     run_dir = latest_run_dir(artifacts, before)
-    compile_pipeline("local", settings, run_dir / SPEC_FILE)  # the DAG, for lineage
+    write_spec(pipeline, "local", run_dir / SPEC_FILE)  # the DAG it ran, for lineage
     return {
         "trial_report": write_trial_report(run_dir),
         "run_dir": str(run_dir),

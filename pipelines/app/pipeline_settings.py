@@ -12,8 +12,10 @@ from typing import Any
 
 import typer
 
+from pipelines import plan
 from pipelines.app.errors import fail
-from pipelines.settings import Settings, SettingsError, load_settings
+from pipelines.plan import RunPlan
+from pipelines.settings import SettingsError, load_settings
 from trainer.contract import PREPARED_METADATA
 
 
@@ -51,8 +53,8 @@ def checked_settings(
     runs_here: bool,
     notes: list[str] | None = None,
     **flags: Any,
-) -> Settings:
-    """Settings from flags > `config` > environment > `defaults`, their study checked.
+) -> RunPlan:
+    """Settings from flags > `config` > environment > `defaults`, resolved into the run's plan.
 
     Args:
         config: The `--config` file.
@@ -61,18 +63,14 @@ def checked_settings(
         notes: Where lines about lowered defaults are appended.
         **flags: Settings fields from the command's flags (None: unset).
     """
-    from pipelines.settings_space import settings_model, study_space
     from pipelines.study.search_space import SearchSpaceError
 
     try:
         settings = load_settings(config=config, overrides=flags, defaults=defaults, notes=notes)
         check_source(settings.data.source)
-        # A model that cannot be built, a bad space, or one the algorithm cannot search,
-        # fails here, before any work. A run builds the model here: its module must import.
-        known = settings_model(settings, importable=runs_here)
-        if known.note:
-            typer.echo(f"note: {known.note}; its hyperparameters are checked by the trainer")
-        study_space(settings, known)
+        # A model that cannot be built, a bad space, or one the algorithm cannot search, or
+        # earlier trials that cannot continue the study, fail here, before any work. A run
+        # builds the model here: its module must import.
+        return plan.resolve(settings, importable=runs_here, runs_here=runs_here, say=typer.echo)
     except (SettingsError, SearchSpaceError) as err:
         fail(str(err))
-    return settings

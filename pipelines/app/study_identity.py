@@ -14,7 +14,6 @@ parallel_trials, max_failed_trials, thresholds, final-job workers) may change on
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -22,61 +21,36 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.lineage import local as local_layout
+from pipelines.plan import RunPlan, content_digest, resolve
 from pipelines.settings import SECTION_OF, STUDY_SETTINGS, Settings, SettingsError
-from pipelines.settings_space import study_space
 from pipelines.study import trials as trials_lib
-from pipelines.study.model_choice import models_of
 
 IDENTITY_FILE = "identity.json"
 STUDY_DIR = local_layout.STUDY_DIR  # a link into STUDIES_DIR (a folder before issue 51)
 STUDIES_DIR = "studies"  # every study's own folder, by the UTC time it was made; never moved
-_DIGEST_CHARS = 12
 
 
 class StudyMismatch(SettingsError):
     """A rerun whose settings would change what the study's trials mean."""
 
 
-def _digest(data: Any) -> str:
-    text = json.dumps(data, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:_DIGEST_CHARS]
-
-
-def source_fingerprint(source: str) -> str:
-    """A short fingerprint of a dataset source's content, computed without TensorFlow.
-
-    An image folder: every file's relative path, size and modification time (a file
-    added, removed or rewritten changes it). The sample and `tfds:` datasets are named
-    by their spec (their content is fixed by the installed packages); gs:// by its path.
-    """
-    if source == "sample" or source.startswith(("tfds:", "gs://")):
-        return source
-    root = Path(source)
-    entries = []
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(files):
-            path = Path(folder) / name
-            stat = path.stat()
-            entries.append((str(path.relative_to(root)), stat.st_size, stat.st_mtime_ns))
-    return f"{len(entries)} files, sha256 {_digest(entries)}"
-
-
-def identity(settings: Settings) -> dict[str, Any]:
+def identity(plan: RunPlan | Settings) -> dict[str, Any]:
     """The settings that define the study, plus the dataset and search-space digests."""
+    plan = plan if isinstance(plan, RunPlan) else resolve(plan)
+    settings = plan.settings
     values: dict[str, Any] = {name: settings.value(name) for name in STUDY_SETTINGS}
     if not settings.data.source.startswith(("tfds:", "gs://")) and settings.data.source != "sample":
         values["source"] = str(Path(settings.data.source).resolve())
-    values["dataset"] = source_fingerprint(settings.data.source)
+    values["dataset"] = plan.dataset
     if settings.study.objectives == (
         settings.study.metric_tag,
     ):  # metric_tag alone: as recorded before
         values.pop("objectives", None)
-    space = study_space(settings)
-    values["search_space_content"] = _digest(
+    space = plan.space
+    values["search_space_content"] = content_digest(
         [space.to_study_spec_parameters(), space.to_study_spec_metrics()]
     )
-    if models := models_of(space):  # a model choice: `model` above is each trial's default only
+    if models := plan.models:  # a model choice: `model` above is each trial's default only
         values["models"] = list(models)
     return values
 
@@ -149,7 +123,7 @@ def study_home(output: Path) -> Path:
 
 
 def check_and_record(
-    settings: Settings, output: Path, *, fresh_when_different: bool = False
+    plan: RunPlan | Settings, output: Path, *, fresh_when_different: bool = False
 ) -> str | None:
     """Refuse a run that would change the study in `output`; record the study's identity.
 
@@ -166,7 +140,8 @@ def check_and_record(
     """
     study = output / STUDY_DIR
     path = study / IDENTITY_FILE
-    current = json.loads(json.dumps(identity(settings), default=str))
+    plan = plan if isinstance(plan, RunPlan) else resolve(plan)
+    current = json.loads(json.dumps(identity(plan), default=str))
     if path.is_file():
         recorded = json.loads(path.read_text())
         changed = differences(recorded, current)
@@ -181,7 +156,7 @@ def check_and_record(
             )
         if changed:
             raise StudyMismatch(
-                f"--output={settings.local.output} holds a study of other settings ("
+                f"--output={plan.settings.local.output} holds a study of other settings ("
                 + "; ".join(changed)
                 + "); rerun with the same settings to resume it, or pass a new --output"
             )

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pipelines.models import KnownModel
 from pipelines.settings import Settings
 from pipelines.settings_space import settings_model, study_space
 from pipelines.study import continuation
@@ -68,9 +69,9 @@ def objectives(settings: Settings) -> list[Objective]:
     return [(m.metric_id, m.goal) for m in metrics]
 
 
-def defaults(settings: Settings) -> dict[str, Any]:
-    """The value each tunable flag takes when a trial does not tune it."""
-    spec = settings_model(settings).spec
+def defaults(settings: Settings, known: KnownModel | None = None) -> dict[str, Any]:
+    """The value each tunable flag takes when a trial does not tune it (`known`: the model)."""
+    spec = (known or settings_model(settings)).spec
     values: dict[str, Any] = {name: h.default for name, h in spec.all_hyperparameters().items()}
     for name in FIXED_TRAINER_SETTINGS:  # a fixed setting is passed to every trial
         if name in values and settings.value(name) is not None:
@@ -97,12 +98,16 @@ def _spec_budget(study_json: Path | None) -> dict[str, Any] | None:
     return {key: recorded.get(key) for key in continuation.BUDGET_KEYS}
 
 
-def budget(settings: Settings, dataset: str | None) -> dict[str, Any]:
+def budget(
+    settings: Settings, dataset: str | None, space: SearchSpace | None = None
+) -> dict[str, Any]:
     """Today's `continuation.BUDGET_KEYS`: `dataset` is its fingerprint (None: not compared).
 
-    `epochs` is None when the search space tunes it: each trial then carries its own.
+    `epochs` is None when the search space (`space`: the settings') tunes it: each trial
+    then carries its own.
     """
-    tuned = any(p.parameter_id == "epochs" for p in study_space(settings).all_parameters())
+    space = space or study_space(settings)
+    tuned = any(p.parameter_id == "epochs" for p in space.all_parameters())
     return {
         "dataset": dataset,
         "image_size": settings.data.image_size,
@@ -200,12 +205,19 @@ _CACHE: dict[str, Earlier] = {}
 
 
 def continued(
-    settings: Settings, credentials: Any = None, *, dataset: str | None = None
+    settings: Settings,
+    known: KnownModel | None = None,
+    space: SearchSpace | None = None,
+    credentials: Any = None,
+    *,
+    dataset: str | None = None,
 ) -> Continued | None:
     """The earlier trials fit for the settings' study, with one note per rule applied.
 
     None when `settings.continue_from` is unset. A cloud source is read once per process.
-    `dataset`: today's dataset fingerprint, compared with the earlier run's (None: not).
+    `known` and `space`: the settings' model and search space, as the run's plan resolved
+    them (None: derived here). `dataset`: today's dataset fingerprint, compared with the
+    earlier run's (None: not).
 
     Raises:
         ContinuationError: Unreadable, other objectives, a removed parameter, another
@@ -214,7 +226,7 @@ def continued(
     source = settings.study.continue_from
     if not source:
         return None
-    space = study_space(settings)
+    space = space or study_space(settings, known)
     if source not in _CACHE or kind_of(source) == "local":  # a local run may have grown since
         _CACHE[source] = read(
             source, credentials, space=space, namespace=settings.kubeflow.kubeflow_namespace
@@ -223,8 +235,8 @@ def continued(
         _CACHE[source],
         space,
         objectives(settings),
-        defaults(settings),
-        budget=budget(settings, dataset),
+        defaults(settings, known),
+        budget=budget(settings, dataset, space),
         selection=settings.study.measurement_selection,
     )
 
