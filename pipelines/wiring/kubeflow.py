@@ -29,6 +29,7 @@ from pipelines.wiring.base import (
     Binding,
     refuse_halving,
     refuse_scheduling,
+    refuse_vertex_only,
     study_inputs,
     tracking_inputs,
 )
@@ -39,7 +40,8 @@ def check_settings(settings: Settings) -> None:
 
     Raises:
         SettingsError: `kubeflow_namespace: kubeflow`, multi-node trials with
-            `kubeflow_job_api: tfjob` (`job_kind`), or spot/flex-start capacity; one line.
+            `kubeflow_job_api: tfjob` (`job_kind`), spot/flex-start capacity, or
+            `tracking: vertex` or a `tensorboard` (Vertex's); one line.
     """
     from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting, trial_nodes
 
@@ -48,6 +50,7 @@ def check_settings(settings: Settings) -> None:
         "Katib trials and TFJob/TrainJob replicas run on the cluster's nodes as scheduled "
         "(no GKE spot node selector or toleration is built)",
     )
+    refuse_vertex_only(settings, "kubeflow")
 
     if settings.kubeflow.kubeflow_namespace == "kubeflow":
         raise SettingsError(
