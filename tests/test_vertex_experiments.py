@@ -94,7 +94,7 @@ def test_compile_vertex_with_tracking_vertex_writes_an_experiment_run_per_trial(
     contexts = {r.context_id: r.context for r in fake.of("create_context")}
     assert contexts["hpt-pipeline-v2"].schema_title == "system.Experiment"
     assert fake.nodes[experiment].metadata["backing_tensorboard_resource"] == TENSORBOARD
-    runs = [f"hpt-pipeline-v2-trial-{i}" for i in ("1", "2", "3")]
+    runs = [f"hpt-pipeline-v2-42-trial-{i}" for i in ("1", "2", "3")]
     assert [c for c in contexts if c != "hpt-pipeline-v2"] == runs
     assert all(contexts[r].schema_title == "system.ExperimentRun" for r in runs)
     assert fake.children[experiment] == [f"{STORE}/contexts/{r}" for r in runs] + [PIPELINE_CONTEXT]
@@ -105,7 +105,7 @@ def test_compile_vertex_with_tracking_vertex_writes_an_experiment_run_per_trial(
     assert dict(first.metadata["_params"]) == {"learning_rate": 0.01, "optimizer": "adam"}
     assert dict(first.metadata["_metrics"]) == {"val_accuracy": 0.7, "val_loss": 0.9}
     assert first.metadata["_state"] == "COMPLETE" and failed.metadata["_state"] == "FAILED"
-    assert fake.time_series("trial-1") == {
+    assert fake.time_series("42-trial-1") == {
         "val_accuracy": [(1, 0.5), (2, 0.7)],
         "val_loss": [(1, 1.2), (2, 0.9)],
     }
@@ -125,7 +125,7 @@ def test_without_a_tensorboard_the_runs_get_no_time_series_and_that_is_said(
     assert printed == [experiments.NO_TIME_SERIES]
     assert len(fake.of("create_context")) == 1 + len(TRIALS)  # the Experiment, a run per trial
     assert not fake.of("write_tensorboard_run_data") and not fake.of("get_tensorboard")
-    metrics = fake.nodes[f"{STORE}/contexts/hpt-pipeline-trial-2"].metadata["_metrics"]
+    metrics = fake.nodes[f"{STORE}/contexts/hpt-pipeline-42-trial-2"].metadata["_metrics"]
     assert dict(metrics) == {"val_accuracy": 0.8, "val_loss": 0.6}
 
 
@@ -156,12 +156,25 @@ def test_a_failed_write_is_said_in_one_line_and_the_trials_stand(tmp_path, monke
     assert len(json.loads((tmp_path / "trials.json").read_text())) == len(TRIALS)
 
 
+def test_each_pipeline_run_adds_its_own_trial_runs_to_the_one_experiment(monkeypatch, capsys):
+    """The Experiment is the pipeline's: the next run's trial 1 is a run beside the last's."""
+    fake = FakeVertex(monkeypatch)
+    for job in (HPT_JOB, f"{WHERE}/hyperparameterTuningJobs/43"):
+        experiments.record_trials(TRIALS[:1], experiment="hpt-pipeline", job_name=job)
+    assert fake.children[f"{STORE}/contexts/hpt-pipeline"] == [
+        f"{STORE}/contexts/hpt-pipeline-42-trial-1",
+        f"{STORE}/contexts/hpt-pipeline-43-trial-1",
+    ]
+    [experiment] = [r for r in fake.of("create_context") if r.context_id == "hpt-pipeline"]
+    assert experiment.context.display_name == "hpt-pipeline"  # the second found it
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [
         ("hpt-pipeline", "hpt-pipeline"),
         ("HPT Nightly_run #3", "hpt-nightly-run-3"),
-        ("--x" + "y" * 130, "x" + "y" * 99),
+        ("--x" + "y" * 130, "x" + "y" * 63),
     ],
 )
 def test_the_experiment_is_the_pipeline_name_as_a_vertex_context_id(name, expected):

@@ -2,7 +2,8 @@
 
 Vertex's own convention, written with `aiplatform`'s Experiments API after the HPT job, from
 the trials the fetch step read (so each run says what the trials JSON says): an Experiment
-named after the pipeline (`experiment_id`), an ExperimentRun `trial-<id>` per trial holding
+named after the pipeline (`experiment_id`), an ExperimentRun per trial (`run_name`: the HPT
+job's id and the trial's, so every pipeline run's trials are runs of their own) holding
 every hyperparameter as a param, the final measurement's metrics, each epoch's metrics as
 time series (through the Experiment's backing TensorBoard: the `tensorboard` setting) and
 the trial's end state; the pipeline run itself becomes a run of the Experiment (a child of
@@ -20,8 +21,9 @@ from pipelines.study import trials as trials_lib
 
 # MetadataService.CreateContext: a context id is 4-128 of [a-z0-9-]; aiplatform makes a
 # run's id `<experiment>-<run>`, at most 121 long (`_EXPERIMENT_RUN_MAX_LENGTH`: room for
-# `-tb-run`), so the Experiment keeps 100 and leaves 21 for `-trial-<id>`.
-MIN_ID, MAX_EXPERIMENT_ID = 4, 100
+# `-tb-run`), so the Experiment keeps 64 and leaves 56 for `<job id>-trial-<id>` (an HPT
+# job's id is at most 19 digits).
+MIN_ID, MAX_EXPERIMENT_ID = 4, 64
 _NOT_ID = re.compile(r"[^a-z0-9-]+")
 _HPT_JOB = re.compile(r"^projects/([^/]+)/locations/([^/]+)/hyperparameterTuningJobs/[^/]+$")
 NO_TIME_SERIES = (
@@ -48,9 +50,9 @@ def experiment_id(display_name: str) -> str:
     return name
 
 
-def run_name(trial: Mapping[str, Any]) -> str:
-    """A trial's ExperimentRun name (`trial-<id>`, in the ids' characters)."""
-    return _NOT_ID.sub("-", f"trial-{trial['id']}".lower())
+def run_name(job_name: str, trial: Mapping[str, Any]) -> str:
+    """A trial's ExperimentRun name: `<HPT job id>-trial-<id>`, in the ids' characters."""
+    return _NOT_ID.sub("-", f"{job_name.rsplit('/', 1)[-1]}-trial-{trial['id']}".lower())
 
 
 def _numbers(values: Mapping[str, Any]) -> dict[str, float | int | str]:
@@ -92,7 +94,7 @@ def record_trials(
         say(NO_TIME_SERIES)
     names = []
     for trial in trials:
-        run = aiplatform.ExperimentRun.create(run_name(trial), experiment=exp, **where)
+        run = aiplatform.ExperimentRun.create(run_name(job_name, trial), experiment=exp, **where)
         run.log_params(_numbers(trials_lib.trial_parameters(trial)))
         if tensorboard:
             for m in trial.get("measurements", []):
