@@ -20,15 +20,16 @@ def register_locally(
 
     The same model already registered (a rerun that changed nothing) is reported, not copied
     again; a model at or below chance accuracy is said in one line. The final job's MLflow run
-    (written by the evaluate step when the study was tracked) goes into the card and lineage.
+    (the evaluate step's) goes into the card and lineage, and is tagged with the version.
     """
     from pipelines.targets.local import registry
+    from pipelines.tracking.steps import RegisteredTracking
 
     classes = len(model.metadata.get("class_names") or [])
-    warning = registry.chance_line(evaluation.metadata.get("test_accuracy"), classes)
-    if warning:
+    if warning := registry.chance_line(evaluation.metadata.get("test_accuracy"), classes):
         print(warning, flush=True)
     tracked = evaluation.metadata.get("tracking") or {}  # the final job's MLflow run
+    tracker = RegisteredTracking(tracked)  # its writer warms up while the model is copied
     measured = {k: v for k, v in evaluation.metadata.items() if k != "tracking"}
     card = registry.register(
         model.path,
@@ -55,6 +56,7 @@ def register_locally(
     )
     if card["reused"]:
         print(f"{model_name} v{card['version']}: the same model, already registered", flush=True)
+    tracker.record(model=f"{model_name}/v{card['version']}", path=card["path"])
     registered.uri = card["path"]
     registered.metadata.update(
         {

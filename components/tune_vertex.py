@@ -76,11 +76,16 @@ def fetch_trials(
     base_output_directory: str,
     pipeline_job: str,
     trials: dsl.Output[dsl.Artifact],
+    experiment: str = "",
+    tensorboard: str = "",
 ):
     """Read the finished HPT job into the artifact the local run writes too.
 
     Each trial is also recorded in Vertex ML Metadata (Vertex itself never
-    records trials), linked to the trials artifact in this run's context.
+    records trials), linked to the trials artifact in this run's context. With an
+    `experiment` (`tracking: vertex`) each becomes an ExperimentRun of it, time series
+    through `tensorboard` (`pipelines/targets/vertex/experiments.py`); a write that fails
+    is said in one line and the study's results stand.
     """
     from pipelines.study import trials_artifact
     from pipelines.targets.vertex import metadata as vertex_metadata
@@ -96,3 +101,20 @@ def fetch_trials(
         trials_artifact=trials.name,
         pipeline_job=pipeline_job,
     )
+    if experiment:
+        from pipelines.targets.vertex import experiments
+
+        try:
+            experiments.record_trials(
+                fetched,
+                experiment=experiment,
+                job_name=job_name,
+                tensorboard=tensorboard,
+                pipeline_job=pipeline_job,
+            )
+        except Exception as err:  # noqa: BLE001 - tracking never fails a study
+            said = (str(err).splitlines() or [""])[0]
+            print(
+                f"tracking: writing the trials to Vertex AI Experiment {experiment} failed "
+                f"({type(err).__name__}: {said}); the study's results stand"
+            )

@@ -928,6 +928,22 @@ MUTANTS = [
         "test_a_vertex_tensorboard_reaches_every_trial_and_the_final_job",
     ),
     m(
+        "Vertex AI ExperimentRuns get no per-epoch time series",
+        "pipelines/targets/vertex/experiments.py",
+        'run.log_time_series_metrics(metrics, step=int(m.get("stepCount", 0)))',
+        "pass",
+        "tests/test_vertex_experiments.py",
+        "test_compile_vertex_with_tracking_vertex_writes_an_experiment_run_per_trial",
+    ),
+    m(
+        "a Vertex AI TensorBoard is dropped silently by the local target",
+        "pipelines/wiring/local.py",
+        'refuse_vertex_only(settings, "local")',
+        "pass",
+        "tests/test_vertex_experiments.py",
+        "test_a_tensorboard_is_refused_where_the_target_reads_none",
+    ),
+    m(
         "the trainer writes no HParams session to TensorBoard",
         "trainer/train.py",
         "summaries.open_writer(run.tensorboard_dir, hparams)",

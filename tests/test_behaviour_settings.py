@@ -132,7 +132,7 @@ REFUSED = [
     ({"parent_model": "hpt-cnn"}, "parent_model='hpt-cnn': expected projects/P/locations/L"),
     ({"labels": {"Team": "ml"}}, "labels=Team=ml: expected lowercase letters"),
     ({"labels": {"team": "ML"}}, "labels=team=ML: expected lowercase letters"),
-    ({"tracking": "vertex"}, "tracking='vertex': expected one of auto, mlflow, off"),
+    ({"tracking": "wandb"}, "tracking='wandb': expected one of auto, mlflow, vertex, off"),
     ({"tracking_uri": "localhost:5000"}, "tracking_uri='localhost:5000': expected an MLflow"),
 ]
 
@@ -177,6 +177,7 @@ ACCEPTED = [
     {"labels": {"team": "vision", "run_kind": "nightly-1"}},
     {"tracking": "off", "tracking_uri": "http://127.0.0.1:5000"},
     {"tracking": "mlflow", "tracking_uri": "sqlite:///runs/latest/mlflow.db"},
+    {"tracking": "vertex"},
 ]
 
 

@@ -143,6 +143,11 @@ def test_the_runs_mlflow_store_holds_the_study_its_trials_and_the_final_job(two_
     assert card["lineage"]["mlflow_run_id"] == final.info.run_id
     assert final.data.tags["hpt.model"] == card["lineage"]["model"]  # written before registering
     assert final.data.tags["hpt.passed_threshold"] == "true"
+    # and the version registered from it (the register step's writer; lost once, issue 55)
+    registered = Path(first["registered"])
+    version = f"{registered.parent.name}/v{first['version']}"
+    assert final.data.tags["hpt.registered_model"] == version
+    assert final.data.tags["hpt.registry_path"] == str(registered)
 
 
 def test_final_model_was_trained_with_the_best_parameters(two_runs):

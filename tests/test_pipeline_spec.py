@@ -51,13 +51,33 @@ def compiled(tmp_path: Path, target: str, settings: Settings | None = None) -> d
     return spec
 
 
-@pytest.mark.parametrize("target", ["local", "vertex", "kubeflow"])
-def test_golden_spec(tmp_path, target):
+# Golden cases beyond each target's defaults: name -> (target, settings).
+GOLDEN_CASES = {
+    "local": ("local", Settings()),
+    "vertex": ("vertex", Settings()),
+    "kubeflow": ("kubeflow", Settings()),
+    # tracking: vertex, time series through a TensorBoard: the fetch step's experiment inputs
+    "vertex_tracking": (
+        "vertex",
+        Settings(
+            tracking="vertex",
+            tensorboard="projects/p/locations/us-central1/tensorboards/1",
+            service_account="trainer@p.iam.gserviceaccount.com",
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(GOLDEN_CASES))
+def test_golden_spec(tmp_path, case):
     """`make golden` (UPDATE_GOLDEN=1) regenerates these after an intended change."""
+    target, settings = GOLDEN_CASES[case]
     text = normalize_spec(
-        Path(compile_pipeline(target, for_target(target), tmp_path / "p.yaml")).read_text()
+        Path(
+            compile_pipeline(target, for_target(target, settings), tmp_path / "p.yaml")
+        ).read_text()
     )
-    golden = GOLDEN / f"pipeline_{target}.yaml"
+    golden = GOLDEN / f"pipeline_{case}.yaml"
     if os.environ.get("UPDATE_GOLDEN"):
         golden.write_text(text)
     assert golden.exists(), "run `make golden` to create the golden specs"

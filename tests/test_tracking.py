@@ -340,7 +340,7 @@ def test_run_refuses_an_unreachable_store_under_mlflow_before_any_work(tmp_path)
     out = tmp_path / "o"
     args = ["run", "--tracking", "mlflow", "--tracking-uri", uri, "--output", str(out)]
     _one_line_error(args, f"tracking_uri={uri}: is unreachable")
-    _one_line_error(["run", "--tracking", "vertex"], "tracking='vertex': expected one of auto, ")
+    _one_line_error(["run", "--tracking", "wandb"], "tracking='wandb': expected one of auto, ")
     assert not out.exists()
 
 

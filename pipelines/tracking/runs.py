@@ -23,6 +23,7 @@ from pipelines.tracking.store import Store
 
 KIND_TAG = "hpt.kind"  # study | trial | final
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
+REGISTERED_TAG = "hpt.registered_model"  # the final job's run: `<name>/v<N>` registered from it
 FINAL_PREFIX = "final_"  # the final measurement's metrics (the one selection used)
 TAG_LIMIT = 8000  # MLflow's longest tag value
 _STATUS = {
@@ -289,6 +290,33 @@ def write_final(
         end_ms=now,
     )
     return _write(client, str(tracked["mlflow_experiment_id"]), run)
+
+
+def write_registered(
+    tracked: Mapping[str, str], *, model: str, path: str, client: Any = None
+) -> str:
+    """Tag the final job's run (`card_entry`'s) with the version registered from it; its id."""
+    client = client or open_client(str(tracked["tracking_uri"]))
+    run_id = str(tracked["mlflow_run_id"])
+    client.set_tag(run_id, REGISTERED_TAG, model)
+    client.set_tag(run_id, "hpt.registry_path", path)
+    return run_id
+
+
+def record_registered(
+    tracked: Mapping[str, Any], say: Any = print, writer: Any = None, **registered: Any
+) -> None:
+    """`write_registered` for the register step; a failure is said, the model stays registered."""
+    if not tracked.get("mlflow_run_id"):
+        return
+    try:
+        if writer is None:
+            write_registered(tracked, **registered)
+        else:
+            writer.ask({"write": "registered", "tracked": dict(tracked), "registered": registered})
+    except Exception as err:  # noqa: BLE001 - the model is registered all the same
+        run = tracked["mlflow_run_id"]
+        say(f"tracking: tagging run {run} with {registered.get('model')} failed ({err})")
 
 
 def card_entry(tracked: Mapping[str, Any], final_run: str) -> dict[str, str]:

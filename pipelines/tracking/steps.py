@@ -1,8 +1,9 @@
 """What a tracked step does: check the store first, warm a writer while it waits, write once.
 
-The tune steps of every target that tracks (`StudyTracking`: the study's runs) and the
-evaluate step (`FinalTracking`: the final job's run) share this, so a target's component
-holds two calls, not a copy of the rules.
+The tune steps of every target that tracks (`StudyTracking`: the study's runs), the
+evaluate step (`FinalTracking`: the final job's run) and the local register step
+(`RegisteredTracking`: that run's registered version) share this, so a component holds
+two calls, not a copy of the rules.
 """
 
 from __future__ import annotations
@@ -48,3 +49,21 @@ class FinalTracking:
             return {}
         run_id = runs.record_final(self.tracked, writer=self.writer, **final)
         return runs.card_entry(self.tracked, run_id)
+
+
+class RegisteredTracking:
+    """The final job's run, to be tagged with the version registered from it.
+
+    `tracked`: the evaluation's `tracking` metadata (`runs.card_entry`); {} when untracked.
+    The writer warms up while the model is copied into the registry.
+    """
+
+    def __init__(self, tracked: Mapping[str, Any]) -> None:
+        self.tracked = dict(tracked)
+        self.writer = Writer(self.tracked["tracking_uri"]) if tracked.get("mlflow_run_id") else None
+
+    def record(self, *, model: str, path: str) -> None:
+        """Tag the run `hpt.registered_model` = `model` (`name/vN`), `hpt.registry_path`."""
+        if self.writer is None:
+            return
+        runs.record_registered(self.tracked, writer=self.writer, model=model, path=path)

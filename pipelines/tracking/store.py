@@ -18,7 +18,8 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Mapping
 
-MODES = ("auto", "mlflow", "off")
+MODES = ("auto", "mlflow", "vertex", "off")
+VERTEX = "vertex"  # Vertex AI Experiments: the vertex target's fetch step, no MLflow store
 URI_ENV = "MLFLOW_TRACKING_URI"  # set by KFP in a task's container (KEP-12862)
 RUN_ENV = "MLFLOW_RUN_ID"  # the task's own run there
 HEALTH_TIMEOUT_S = 5.0
@@ -78,7 +79,7 @@ def open_store(
     env = os.environ if env is None else env
     if mode not in MODES:
         raise TrackingError(f"tracking={mode!r}: expected one of {', '.join(MODES)}")
-    if mode == "off":
+    if mode in ("off", VERTEX):
         return None
     kfp_uri = env.get(URI_ENV, "")
     uri = uri or kfp_uri

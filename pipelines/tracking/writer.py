@@ -3,10 +3,11 @@
 Importing MLflow and opening (for a new SQLite store: creating) the store cost seconds of
 CPU. A step that tracks starts this process first (`Writer(uri)`): at `nice` 19 it takes
 only CPU the trials or the evaluation leave idle, then says it is ready and waits. After the
-wait the step asks it for one write (`Writer.ask`: the study's runs, or the final job's),
-which it answers with the write's result as one JSON line and exits. Not ready by then (a
-busy host starves a niced process) it is replaced by one at normal priority, so a loaded
-host never waits on a starved writer. One MLflow import per step, none in the step itself.
+wait the step asks it for one write (`Writer.ask`: the study's runs, the final job's, or
+the version registered from it), which it answers with the write's result as one JSON
+line and exits. Not ready by then (a busy host starves a niced process) it is replaced by
+one at normal priority, so a loaded host never waits on a starved writer. One MLflow
+import per step, none in the step itself.
 
 Protocol: argv `<uri>`; stdout: `{"ready": true}` (or `{"error": …}`), then after one JSON
 request on stdin `{"result": …}` or `{"error": …}`. MLflow's own prints go to stderr.
@@ -48,7 +49,7 @@ class Writer:
         return bool(select.select([stdout], [], [], wait_s)[0])
 
     def ask(self, request: Mapping[str, Any]) -> Any:
-        """Send `request` (`{"write": "study" | "final", ...}`); the write's result.
+        """Send `request` (`{"write": "study" | "final" | "registered", ...}`); the result.
 
         Raises:
             WriterError: The writer failed, or gave no answer within `WRITE_TIMEOUT_S`.
@@ -91,6 +92,8 @@ def _write(client: Any, request: Mapping[str, Any]) -> Any:
         return runs.write_study(
             Store(**request["store"]), request["trials"], client=client, **request["study"]
         )
+    if request["write"] == "registered":
+        return runs.write_registered(request["tracked"], client=client, **request["registered"])
     return runs.write_final(request["tracked"], client=client, **request["final"])
 
 

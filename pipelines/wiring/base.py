@@ -98,6 +98,29 @@ def refuse_scheduling(settings: Any, why: str, allowed: tuple[str, ...] = ("stan
             )
 
 
+def refuse_vertex_only(settings: Any, target: str) -> None:
+    """Refuse `tracking: vertex` and a `tensorboard` where the target reads neither, in one line.
+
+    Raises:
+        SettingsError: The setting, what reads it, and what `target` takes instead.
+    """
+    from pipelines.settings import SettingsError
+    from pipelines.tracking.store import MODES, VERTEX
+
+    if settings.results.tracking == VERTEX:
+        takes = ", ".join(mode for mode in MODES if mode != VERTEX)
+        raise SettingsError(
+            f"tracking={VERTEX}: Vertex AI Experiments are written by the vertex target only; "
+            f"the {target} target takes {takes}"
+        )
+    if settings.cloud.tensorboard:
+        raise SettingsError(
+            f"tensorboard={settings.cloud.tensorboard}: a Vertex AI TensorBoard, read by the "
+            f"vertex target's jobs only; the {target} target's trials write their TensorBoard "
+            "logs to the study folder (unset it, or use --target vertex)"
+        )
+
+
 def study_inputs(p: Any, trial_spec: Any) -> dict[str, Any]:
     """The study payload every tune binding passes on, in GCPC's HPT argument names."""
     return dict(

@@ -29,6 +29,7 @@ from pipelines.wiring.base import (
     Binding,
     refuse_halving,
     refuse_scheduling,
+    refuse_vertex_only,
     study_inputs,
     tracking_inputs,
 )
@@ -39,7 +40,8 @@ def check_settings(settings: Settings) -> None:
 
     Raises:
         SettingsError: `kubeflow_namespace: kubeflow`, multi-node trials with
-            `kubeflow_job_api: tfjob` (`job_kind`), or flex-start capacity; one line.
+            `kubeflow_job_api: tfjob` (`job_kind`), flex-start capacity, or
+            `tracking: vertex` or a `tensorboard` (Vertex's); one line.
     """
     from pipelines.targets.kubeflow.job_kind import JobKindError, job_api_setting, trial_nodes
 
@@ -49,6 +51,7 @@ def check_settings(settings: Settings) -> None:
         "kubeflow_spot_node_label)",
         allowed=("standard", "spot"),
     )
+    refuse_vertex_only(settings, "kubeflow")
 
     if settings.kubeflow.kubeflow_namespace == "kubeflow":
         raise SettingsError(

@@ -19,6 +19,7 @@ from pipelines.wiring.base import (
     SCHEDULING_PARAMETERS,
     Binding,
     refuse_scheduling,
+    refuse_vertex_only,
     study_inputs,
     tracking_inputs,
 )
@@ -28,9 +29,11 @@ def check_settings(settings: Settings) -> None:
     """Refuse what this machine cannot honour (`run`'s preflight and `compile` both check).
 
     Raises:
-        SettingsError: Spot or flex-start capacity (`trial_scheduling`, `final_scheduling`).
+        SettingsError: Spot or flex-start capacity (`trial_scheduling`, `final_scheduling`),
+            `tracking: vertex` or a `tensorboard` (Vertex's).
     """
     refuse_scheduling(settings, "the local target runs every job on this machine")
+    refuse_vertex_only(settings, "local")
 
 
 def _local_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:

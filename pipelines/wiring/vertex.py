@@ -25,6 +25,8 @@ from components.train_final_vertex import final_scheduling, model_from_job
 from components.tune_vertex import fetch_trials, tune_on_vertex
 from pipelines.jobs.machines import MachineError, check_machine
 from pipelines.settings import Settings, SettingsError
+from pipelines.targets.vertex.experiments import NO_TIME_SERIES, experiment_id
+from pipelines.tracking.store import VERTEX
 from pipelines.wiring.base import HALVING_PARAMETERS, Binding, refuse_halving, study_inputs
 
 with warnings.catch_warnings():  # GCPC's preview package warns about kfp's future default image
@@ -45,6 +47,22 @@ def _check_machines(settings: Settings) -> None:
             check_machine(machine, accelerator, count, what=f"{pool}_machine_type")
         except MachineError as err:
             raise SettingsError(str(err)) from None
+
+
+def _experiment(settings: Settings) -> str:
+    """The Vertex AI Experiment of the trials under `tracking: vertex`, else ""."""
+    if settings.results.tracking != VERTEX:
+        return ""
+    try:
+        return experiment_id(settings.cloud.display_name)
+    except ValueError as err:
+        raise SettingsError(str(err)) from None
+
+
+def _notes(settings: Settings) -> list[str]:
+    """Under `tracking: vertex` without a `tensorboard`: the runs get no time series."""
+    vertex = settings.results.tracking == VERTEX
+    return [NO_TIME_SERIES] if vertex and not settings.cloud.tensorboard else []
 
 
 def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: Any) -> Any:
@@ -75,6 +93,8 @@ def _vertex_tune(op: Callable, p: Any, settings: Settings, dataset: Any, spec: A
         gcp_resources=study.outputs["gcp_resources"],
         base_output_directory=spec.outputs["base_output_directory"],
         pipeline_job=dsl.PIPELINE_JOB_RESOURCE_NAME_PLACEHOLDER,
+        experiment=_experiment(settings),  # tracking: vertex; "" writes no ExperimentRuns
+        tensorboard=p.tensorboard,  # the Experiment's backing TensorBoard: time series
     )
     fetched.set_caching_options(False)  # asks Vertex for the job's trials
     return fetched.set_display_name("Fetch trials").outputs["trials"]
@@ -188,6 +208,10 @@ PARTS: tuple[tuple[str, str], ...] = (
         "lineage in Vertex ML Metadata; trials recorded",
     ),
     ("pipelines/targets/vertex/models.py", "Model Registry look-ups (versions)"),
+    (
+        "pipelines/targets/vertex/experiments.py",
+        "tracking: vertex, a Vertex AI ExperimentRun per trial",
+    ),
     ("pipelines/targets/vertex/serving.py", "the serving container's end of availability"),
     ("pipelines/targets/vertex/client.py", "PipelineJob and schedules, built offline or sent"),
     ("pipelines/jobs/machines.py", "Vertex's machine and GPU table, checked at compile time"),
@@ -211,5 +235,6 @@ BINDING = Binding(
     )
     | HALVING_PARAMETERS,
     tracks=False,
+    notes=_notes,
     fans_out=True,  # prepare_workers > 1: shard groups as parallel pipeline tasks
 )
