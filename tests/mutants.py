@@ -223,7 +223,7 @@ MUTANTS = [
     ),
     m(
         "5 resume re-runs failed trials",
-        "pipelines/study/local_study.py",
+        "pipelines/targets/local/local_study.py",
         "k for k, t in self.trials.items() if trials_lib.trial_state(t) == TrialState.ACTIVE",
         "k for k, t in self.trials.items() if trials_lib.trial_state(t) != TrialState.SUCCEEDED",
         B + "study.py::test_resume_never_reruns_a_failed_trial",
@@ -362,7 +362,7 @@ MUTANTS = [
     ),
     m(
         "a trial found finished in its folder is retrained on resume",
-        "pipelines/study/local_study.py",
+        "pipelines/targets/local/local_study.py",
         "if kept is not None and (kept.state == TrialState.SUCCEEDED or kept.diverged):",
         "if False:",
         "tests/test_study_faults.py",
@@ -413,7 +413,7 @@ MUTANTS = [
     ),
     m(
         "the memory estimate counts one process per trial",
-        "pipelines/app/local_preflight.py",
+        "pipelines/targets/local/cli/preflight.py",
         "processes = settings.study.parallel_trials * (1 + settings.training.trial_workers)",
         "processes = settings.study.parallel_trials",
         "tests/test_run_ownership.py::test_a_trial_with_workers_counts_a_process_per_replica_in_the_memory_estimate",
@@ -751,7 +751,7 @@ MUTANTS = [
     ),
     m(
         "manifests write the default namespace",
-        "pipelines/app/kubeflow_commands.py",
+        "pipelines/targets/kubeflow/cli/commands.py",
         "check_settings(settings)  # the namespace and job kind, as compile and submit check",
         "pass",
         "tests/test_behaviour_kubeflow_cli.py",
@@ -859,7 +859,7 @@ MUTANTS = [
     ),
     m(
         "an output that cannot be written is found when the run takes its lock",
-        "pipelines/app/local_commands.py",
+        "pipelines/targets/local/cli/commands.py",
         'local_preflight.check_writable("output", settings.local.output)',
         "pass",
         "tests/test_local_cli.py",
@@ -979,7 +979,7 @@ MUTANTS = [
     ),
     m(
         "a signal to the study leaves its stopped trials running",
-        "pipelines/study/local_study.py",
+        "pipelines/targets/local/local_study.py",
         "self._record_stopped(running)",
         "pass",
         "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
@@ -1004,7 +1004,7 @@ MUTANTS = [
     ),
     m(
         "the memory preflight uses the host's RAM in a memory-limited container",
-        "pipelines/app/local_preflight.py",
+        "pipelines/targets/local/cli/preflight.py",
         "total = min(total, int(limit))",
         "total = total",
         "tests/test_run_ownership.py",
@@ -1060,7 +1060,7 @@ MUTANTS = [
     ),
     m(
         "the final custom job left on GCPC's default strategy",
-        "pipelines/wiring/vertex.py",
+        "pipelines/targets/vertex/wiring.py",
         'strategy=scheduling.outputs["strategy"],  # STANDARD, SPOT or FLEX_START',
         "",
         "tests/test_scheduling.py",
@@ -1068,7 +1068,7 @@ MUTANTS = [
     ),
     m(
         "run's preflight lets spot trials through to the pipeline",
-        "pipelines/app/local_commands.py",
+        "pipelines/targets/local/cli/commands.py",
         "check_settings(settings)  # what the target cannot honour, as compile refuses it",
         "pass",
         "tests/test_scheduling.py::test_run_refuses_spot_trials_before_any_work",
