@@ -91,7 +91,7 @@ def _derived_defaults(s: Settings, target: str, binding: Any) -> dict[str, Any]:
         "final_display_name": f"{s.cloud.display_name}-final",
         "continued_trials": _continued_trials(s),
         "study_dir": "",
-        "shared_root": binding.shared_root(s),  # e.g. Kubeflow's data PVC's mount path
+        "shared_root": binding.shared_root(s),  # e.g. the Kubeflow data PVC mount path
     }
 
 

@@ -1127,6 +1127,31 @@ MUTANTS = [
         "tests/test_tracking.py",
         "test_a_store_whose_creator_died_mid_creation_is_made_whole_by_the_next_writer",
     ),
+    # --- a target is one package (issue 57 item 1): the shared DAG asks, never branches ---
+    m(
+        "the shared DAG reads Kubeflow's settings again instead of asking the binding",
+        "pipelines/pipeline.py",
+        '"shared_root": binding.shared_root(s),  # e.g. the Kubeflow data PVC mount path',
+        '"shared_root": s.kubeflow.data_mount_path if target == "kubeflow" else "",',
+        "tests/test_targets.py",
+        "test_no_code_outside_a_targets_package_and_the_registry_branches_on_its_name",
+    ),
+    m(
+        "Kubeflow's binding gives no shared root: replicas miss the data PVC's paths",
+        "pipelines/targets/kubeflow/wiring.py",
+        'shared_root=lambda s: s.kubeflow.data_mount_path if s.kubeflow.data_pvc else "",',
+        'shared_root=lambda s: "",',
+        "tests/test_pipeline_spec.py",
+        "test_kubeflow_mounts_the_data_pvc_on_every_step_that_touches_the_data",
+    ),
+    m(
+        "a setting only Kubeflow takes is compiled into another target's spec",
+        "pipelines/wiring/__init__.py",
+        'exclusive={"data_pvc": "a PersistentVolumeClaim is for the kubeflow target"},',
+        "exclusive={},",
+        "tests/test_pipeline_spec.py",
+        "test_a_data_pvc_is_refused_for_targets_that_cannot_mount_it",
+    ),
 ]
 
 
