@@ -64,9 +64,10 @@ def study_best(
 ) -> float | None:
     """Best final metric of a `run_study` over the seeds' space (None if no trial succeeded)."""
     from pipelines.jobs.worker_pools import trial_worker_pool_specs
-    from pipelines.study import local_study, measurements
+    from pipelines.study import measurements
     from pipelines.study import trials as trials_lib
     from pipelines.study.search_space import default_search_space
+    from pipelines.targets.local import local_study
 
     space = default_search_space()
     results = local_study.run_study(

@@ -4,7 +4,7 @@ Shared by every target, as the trial and final job specs are: the plan
 (`pipelines/study/feature_plan.py`) for each model a trial can be, from the study's
 parameters and `feature_cache`, and a one-replica `worker_pool_specs` on the trial machine
 type with one accelerator (the entrypoint uses one device) running
-`python -m trainer.features`. Each target's features step (`features_<target>.py`)
+`python -m trainer.features`. Each target's features step (`steps/features.py`)
 executes the pools, or does nothing when they are empty.
 """
 

@@ -6,7 +6,7 @@ in one of them. Each is its own because each is read by a different side of a bo
 * `trainer.models.MODELS` (the model catalogue): name → `ModelSpec`. TF-free so that the
   settings, the CLI and the search-space checks read a model's flags and presets without
   importing what builds it.
-* `pipelines.wiring.TARGETS`: the targets, each a module `pipelines/wiring/<target>.py`
+* `pipelines.wiring.TARGETS`: the targets, each a package `pipelines/targets/<target>/`
   imported by name, so compiling for one target never imports another's SDK.
 * `ALGORITHMS`: Vertex's names in `pipelines/study/options.py` (what a user writes and
   Vertex receives), and one translation per other executor beside the code that speaks

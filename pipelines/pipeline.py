@@ -3,7 +3,7 @@
 prepare_dataset → features (a frozen backbone's outputs, once) → build trial job spec → tune →
 select_best_trial → build final job spec → train_final → evaluate → (if it passes) register.
 
-The targets differ in what executes the same payloads (`pipelines/wiring/`):
+The targets differ in what executes the same payloads (each `pipelines/targets/<target>/wiring.py`):
 `vertex` binds tune, train and register to an HPT job sent with GCPC's launcher,
 CustomTrainingJobOp and ModelUploadOp; `kubeflow` to a Katib Experiment, a TFJob
 and a KFP Model; `local` to the local executors.
@@ -26,7 +26,7 @@ from components.study_metric import study_metric
 from pipelines.pipeline_parameters import parameter_defaults, signature
 from pipelines.plan import RunPlan, resolve
 from pipelines.settings import Settings, SettingsError
-from pipelines.wiring import binding_for
+from pipelines.wiring import TARGETS, binding_for
 from trainer.contract import FIXED_TRAINER_SETTINGS
 
 PIPELINE_DESCRIPTION = (
@@ -66,11 +66,10 @@ def _derived_defaults(plan: RunPlan, target: str, binding: Any) -> dict[str, Any
     """The defaults of the parameters that do not carry a setting as it is."""
     s = plan.settings
     binding.check_space(plan.space)
-    if s.kubeflow.data_pvc and target != "kubeflow":
-        raise SettingsError(
-            f"data_pvc={s.kubeflow.data_pvc}: a PersistentVolumeClaim is for the kubeflow target; "
-            f"unset it for {target}"
-        )
+    for other in TARGETS.values():  # a setting only another target reads is refused
+        for name, why in other.exclusive.items():
+            if other.name != target and (value := s.value(name)):
+                raise SettingsError(f"{name}={value}: {why}; unset it for {target}")
     if not binding.tracks and (s.results.tracking == "mlflow" or s.results.tracking_uri):
         asked = s.results.tracking_uri or s.results.tracking
         name = "tracking_uri" if s.results.tracking_uri else "tracking"
@@ -93,9 +92,7 @@ def _derived_defaults(plan: RunPlan, target: str, binding: Any) -> dict[str, Any
         "final_display_name": f"{s.cloud.display_name}-final",
         "continued_trials": plan.continued.trials if plan.continued else [],
         "study_dir": "",
-        "shared_root": s.kubeflow.data_mount_path
-        if s.kubeflow.data_pvc
-        else "",  # the data PVC's mount path
+        "shared_root": binding.shared_root(s),  # e.g. the Kubeflow data PVC mount path
     }
 
 

@@ -50,12 +50,14 @@ def read_template(path: str | Path) -> dict[str, Any]:
 # The first line `compile` writes: the target the spec was compiled for (a YAML comment, so
 # every reader of the spec ignores it; the golden tests' `normalize_spec` drops it).
 TARGET_MARK = "# hpt-pipeline target: "
-# A spec without the mark (compiled before it existed) is known by its tune step.
-_TUNE_TASKS = {"tune-locally": "local", "tune-on-vertex": "vertex", "tune-on-katib": "kubeflow"}
 
 
-def recorded_target(path: str | Path) -> str | None:
-    """The target a compiled file was made for: its mark, else its tune step; None: unknown."""
+def recorded_target(path: str | Path, tune_tasks: Mapping[str, str]) -> str | None:
+    """The target a compiled file was made for: its mark, else its tune step; None: unknown.
+
+    `tune_tasks`: each target's tune task name → the target (`pipelines.wiring.tune_tasks`),
+    which knows a spec without the mark (compiled before it existed).
+    """
     text = Path(path).read_text()
     for line in text.splitlines():
         if not line.startswith("#"):
@@ -63,17 +65,19 @@ def recorded_target(path: str | Path) -> str | None:
         if line.startswith(TARGET_MARK):
             return line[len(TARGET_MARK) :].strip()
     tasks = read_template(path)["root"].get("dag", {}).get("tasks", {})
-    found = {_TUNE_TASKS[t] for t in tasks if t in _TUNE_TASKS}
+    found = {tune_tasks[t] for t in tasks if t in tune_tasks}
     return found.pop() if len(found) == 1 else None
 
 
-def check_target(path: str | Path, target: str) -> None:
+def check_target(path: str | Path, target: str, tune_tasks: Mapping[str, str]) -> None:
     """Refuse a compiled file made for another target (its steps would call the wrong APIs).
+
+    `tune_tasks`: as `recorded_target` takes it.
 
     Raises:
         SettingsError: Naming the file, its target and the command that makes the right one.
     """
-    found = recorded_target(path)
+    found = recorded_target(path, tune_tasks)
     if found is not None and found != target:
         raise SettingsError(
             f"--template={path}: compiled for --target {found}, not {target}; compile it with "

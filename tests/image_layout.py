@@ -144,7 +144,7 @@ def import_from_layout(site: Path, modules: list[str], cwd: Path) -> dict[str, d
 
 
 def components_imports(site: Path) -> list[str]:
-    """Every module the `components` package imports, in function bodies too.
+    """Every module the component shells import, in function bodies too.
 
     A lightweight component imports project code inside its body, so importing the
     component's module alone proves nothing about the step: these are what it runs.
@@ -152,7 +152,7 @@ def components_imports(site: Path) -> list[str]:
     "<module>", ...)`) count too.
     """
     names: set[str] = set()
-    for path in (site / "components").glob("*.py"):
+    for path in shell_files(site):
         for node in ast.walk(ast.parse(path.read_text())):
             if (
                 isinstance(node, ast.Call)
@@ -175,10 +175,17 @@ def components_imports(site: Path) -> list[str]:
     return sorted(names - {"__future__"})
 
 
+def shell_files(site: Path) -> list[Path]:
+    """The component shells installed in `site`: the shared steps (`components/`) and each
+    target's own (`pipelines/targets/<name>/steps/`)."""
+    shared = sorted((site / "components").glob("*.py"))
+    return shared + sorted((site / "pipelines" / "targets").glob("*/steps/*.py"))
+
+
 def component_modules(site: Path) -> list[str]:
-    """Every module of the `components` package as installed in `site`."""
+    """Every module of the component shells as installed in `site`."""
     return sorted(
-        f"components.{path.stem}"
-        for path in (site / "components").glob("*.py")
+        ".".join(path.relative_to(site).with_suffix("").parts)
+        for path in shell_files(site)
         if path.stem != "__init__"
     )

@@ -223,7 +223,7 @@ MUTANTS = [
     ),
     m(
         "5 resume re-runs failed trials",
-        "pipelines/study/local_study.py",
+        "pipelines/targets/local/local_study.py",
         "k for k, t in self.trials.items() if trials_lib.trial_state(t) == TrialState.ACTIVE",
         "k for k, t in self.trials.items() if trials_lib.trial_state(t) != TrialState.SUCCEEDED",
         B + "study.py::test_resume_never_reruns_a_failed_trial",
@@ -362,7 +362,7 @@ MUTANTS = [
     ),
     m(
         "a trial found finished in its folder is retrained on resume",
-        "pipelines/study/local_study.py",
+        "pipelines/targets/local/local_study.py",
         "if kept is not None and (kept.state == TrialState.SUCCEEDED or kept.diverged):",
         "if False:",
         "tests/test_study_faults.py",
@@ -413,7 +413,7 @@ MUTANTS = [
     ),
     m(
         "the memory estimate counts one process per trial",
-        "pipelines/app/local_preflight.py",
+        "pipelines/targets/local/cli/preflight.py",
         "processes = settings.study.parallel_trials * (1 + settings.training.trial_workers)",
         "processes = settings.study.parallel_trials",
         "tests/test_run_ownership.py::test_a_trial_with_workers_counts_a_process_per_replica_in_the_memory_estimate",
@@ -751,7 +751,7 @@ MUTANTS = [
     ),
     m(
         "manifests write the default namespace",
-        "pipelines/app/kubeflow_commands.py",
+        "pipelines/targets/kubeflow/cli/commands.py",
         "check_settings(settings)  # the namespace and job kind, as compile and submit check",
         "pass",
         "tests/test_behaviour_kubeflow_cli.py",
@@ -859,7 +859,7 @@ MUTANTS = [
     ),
     m(
         "an output that cannot be written is found when the run takes its lock",
-        "pipelines/app/local_commands.py",
+        "pipelines/targets/local/cli/commands.py",
         'local_preflight.check_writable("output", settings.local.output)',
         "pass",
         "tests/test_local_cli.py",
@@ -937,7 +937,7 @@ MUTANTS = [
     ),
     m(
         "a Vertex AI TensorBoard is dropped silently by the local target",
-        "pipelines/wiring/local.py",
+        "pipelines/targets/local/wiring.py",
         'refuse_vertex_only(settings, "local")',
         "pass",
         "tests/test_vertex_experiments.py",
@@ -995,7 +995,7 @@ MUTANTS = [
     ),
     m(
         "a signal to the study leaves its stopped trials running",
-        "pipelines/study/local_study.py",
+        "pipelines/targets/local/local_study.py",
         "self._record_stopped(running)",
         "pass",
         "tests/test_interruption.py::test_a_stop_signal_to_the_study_keeps_its_trials_to_rerun",
@@ -1020,7 +1020,7 @@ MUTANTS = [
     ),
     m(
         "the memory preflight uses the host's RAM in a memory-limited container",
-        "pipelines/app/local_preflight.py",
+        "pipelines/targets/local/cli/preflight.py",
         "total = min(total, int(limit))",
         "total = total",
         "tests/test_run_ownership.py",
@@ -1076,7 +1076,7 @@ MUTANTS = [
     ),
     m(
         "the final custom job left on GCPC's default strategy",
-        "pipelines/wiring/vertex.py",
+        "pipelines/targets/vertex/wiring.py",
         'strategy=scheduling.outputs["strategy"],  # STANDARD, SPOT or FLEX_START',
         "",
         "tests/test_scheduling.py",
@@ -1084,7 +1084,7 @@ MUTANTS = [
     ),
     m(
         "run's preflight lets spot trials through to the pipeline",
-        "pipelines/app/local_commands.py",
+        "pipelines/targets/local/cli/commands.py",
         "check_settings(settings)  # what the target cannot honour, as compile refuses it",
         "pass",
         "tests/test_scheduling.py::test_run_refuses_spot_trials_before_any_work",
@@ -1184,6 +1184,31 @@ MUTANTS = [
         "space = resolve(settings).space",
         "tests/test_settings_walk.py::test_hpt_pipeline_run_derives_the_model_and_the_space_once",
         "test_hpt_pipeline_run_derives_the_model_and_the_space_once",
+    ),
+    # --- a target is one package (issue 57 item 1): the shared DAG asks, never branches ---
+    m(
+        "the shared DAG reads Kubeflow's settings again instead of asking the binding",
+        "pipelines/pipeline.py",
+        '"shared_root": binding.shared_root(s),  # e.g. the Kubeflow data PVC mount path',
+        '"shared_root": s.kubeflow.data_mount_path if target == "kubeflow" else "",',
+        "tests/test_targets.py",
+        "test_no_code_outside_a_targets_package_and_the_registry_branches_on_its_name",
+    ),
+    m(
+        "Kubeflow's binding gives no shared root: replicas miss the data PVC's paths",
+        "pipelines/targets/kubeflow/wiring.py",
+        'shared_root=lambda s: s.kubeflow.data_mount_path if s.kubeflow.data_pvc else "",',
+        'shared_root=lambda s: "",',
+        "tests/test_pipeline_spec.py",
+        "test_kubeflow_mounts_the_data_pvc_on_every_step_that_touches_the_data",
+    ),
+    m(
+        "a setting only Kubeflow takes is compiled into another target's spec",
+        "pipelines/wiring/__init__.py",
+        'exclusive={"data_pvc": "a PersistentVolumeClaim is for the kubeflow target"},',
+        "exclusive={},",
+        "tests/test_pipeline_spec.py",
+        "test_a_data_pvc_is_refused_for_targets_that_cannot_mount_it",
     ),
 ]
 

@@ -15,12 +15,12 @@ import pytest
 
 from pipelines.study import optuna_study, sampler
 from pipelines.study import trials as tl
-from pipelines.study.local_study import EarlyStopping
 from pipelines.study.measurements import best_trial
 from pipelines.study.search_space import Metric, SearchSpace
 from pipelines.study.selection import SelectionError, select_best_trial
 from pipelines.study.trials import TrialState
 from pipelines.targets.kubeflow import experiment as katib
+from pipelines.targets.local.local_study import EarlyStopping
 from tests.fake_trainer import epoch_value, objective
 from tests.test_local_study import SPACE, states, study
 

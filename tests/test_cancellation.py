@@ -162,8 +162,8 @@ def vertex_tune(tmp_path: Path, container: dict[str, Any]) -> tuple[subprocess.P
 
 
 def test_every_lightweight_component_execs_python() -> None:
-    from components.tune_kubeflow import tune_on_katib
-    from components.tune_vertex import tune_on_vertex
+    from pipelines.targets.kubeflow.steps.tune import tune_on_katib
+    from pipelines.targets.vertex.steps.tune import tune_on_vertex
 
     for op in (tune_on_vertex, tune_on_katib):
         command = list(op.component_spec.implementation.container.command)

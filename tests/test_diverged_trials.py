@@ -156,7 +156,7 @@ def test_a_pick_at_chance_is_said_in_one_line(accuracy, said):
 def test_the_local_study_runs_on_past_diverged_trials_and_records_them_diverged(tmp_path):
     """Trials 1 and 2 diverge (the trainer's report, exit 0): no failure, the study goes on."""
     from pipelines.jobs.worker_pools import trial_worker_pool_specs
-    from pipelines.study.local_study import run_study
+    from pipelines.targets.local.local_study import run_study
     from tests.conftest import ROOT
 
     space = SearchSpace(

@@ -496,7 +496,7 @@ BACKBONE_PROBE = """
 import json
 import numpy as np
 import pipelines
-from pipelines.app.local_preflight import model_params
+from pipelines.targets.local.cli.preflight import model_params
 from pipelines.settings import load_settings
 from pipelines.settings_space import study_space
 from pipelines.study.feature_plan import plan_features

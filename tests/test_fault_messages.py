@@ -57,7 +57,7 @@ def test_an_unknown_machine_type_is_said_so_not_a_gpu_combination(
 
 
 def test_an_unknown_region_is_one_line_with_the_regions_sorted():
-    from pipelines.app.preflight import check_region
+    from pipelines.targets.vertex.cli.preflight import check_region
 
     with pytest.raises(SettingsError) as refused:
         check_region("mars-central1")

@@ -292,7 +292,7 @@ def test_a_new_or_rewritten_entry_means_computed_else_reused(tmp_path):
 
 
 def test_the_local_step_with_nothing_to_cache_records_why_and_runs_nothing():
-    from components.features_local import features_locally
+    from pipelines.targets.local.steps.features import features_locally
 
     artifact = SimpleNamespace(metadata={})
     features_locally.python_func(

@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.app import local_preflight
-from pipelines.app.local_run import LOG_FILE, run_local
 from pipelines.app.run_summary import summarize
 from pipelines.jobs import fork_client
 from pipelines.lineage.local import local_lineage
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
+from pipelines.targets.local.cli import preflight as local_preflight
+from pipelines.targets.local.cli.run import LOG_FILE, run_local
 from tests.conftest import use_temp_folder
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.app import cli, gcs_access, local_preflight
+from pipelines.app import cli, gcs_access
 from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings
+from pipelines.targets.local.cli import preflight as local_preflight
 from tests.fake_gcs import FakeGcs
 
 IMAGES = ["images/cats/1.png", "images/cats/2.jpg", "images/dogs/3.png", "images/README.txt"]
@@ -152,7 +153,7 @@ def test_a_gs_output_is_refused_for_a_local_run(tmp_path, no_credentials):
 
 def _run(tmp_path: Path, source: str, monkeypatch) -> tuple[int, str, bool]:
     """`run --source …`; (exit code, stderr, whether the run itself was reached)."""
-    from pipelines.app import local_run
+    from pipelines.targets.local.cli import run as local_run
 
     reached = []
 

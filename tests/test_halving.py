@@ -15,9 +15,9 @@ from pipelines.settings import Settings, SettingsError
 from pipelines.study import halving, progress_lines, selection
 from pipelines.study import trials as tl
 from pipelines.study.halving import Halving, Rungs
-from pipelines.study.local_study import StudyError
 from pipelines.study.search_space import Metric, SearchSpace
 from pipelines.study.trials import TrialState
+from pipelines.targets.local.local_study import StudyError
 from tests.test_local_study import SPACE, study
 from tests.test_pipeline_spec import compiled, for_target
 

@@ -20,8 +20,8 @@ import pytest
 
 from pipelines.study import interruption, progress_lines
 from pipelines.study import trials as tl
-from pipelines.study.local_study import run_study
 from pipelines.study.trials import TrialState
+from pipelines.targets.local.local_study import run_study
 from tests.conftest import ROOT
 from tests.test_local_study import SPACE, fake_specs, ledger, processes_mentioning
 
@@ -36,7 +36,7 @@ RUN = textwrap.dedent(
 STUDY = textwrap.dedent(
     """
     import json, signal, sys
-    from pipelines.study.local_study import run_study
+    from pipelines.targets.local.local_study import run_study
     # As under a terminal: a test run started as a background job (CI, `make test &`)
     # inherits SIGINT ignored (Python then installs no KeyboardInterrupt handler), and one
     # under `nohup` SIGHUP ignored, which the study rightly leaves alone.

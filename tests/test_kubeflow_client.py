@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from pipelines.app import schedule_actions
 from pipelines.app.cloud_commands import schedule_app, submit
-from pipelines.app.preflight import check_kubeflow_run
 from pipelines.settings import Settings, SettingsError
 from pipelines.targets.kubeflow import client as kfp_client
+from pipelines.targets.kubeflow.cli.preflight import check_kubeflow_run
 
 # `schedule list/pause/resume/delete` register on `schedule_app` when schedule_actions is
 # imported (as the CLI does): imported here, so this file does not rely on another's.

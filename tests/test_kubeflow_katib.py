@@ -926,7 +926,7 @@ def component_args(tmp_path: Path, **overrides: Any) -> dict[str, Any]:
 def test_tune_component_end_to_end_with_the_api_replaced(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from components.tune_kubeflow import tune_on_katib
+    from pipelines.targets.kubeflow.steps.tune import tune_on_katib
 
     api = FakeCustomObjects([RUNNING, RUNNING, SUCCEEDED], KATIB_TRIALS)
     monkeypatch.setattr(kube, "custom_objects_api", lambda: api)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from components.register_kubeflow import register_on_kubeflow
 from pipelines.targets.kubeflow import model_registry
+from pipelines.targets.kubeflow.steps.register import register_on_kubeflow
 
 
 class FakeRegistry:

@@ -497,7 +497,7 @@ def test_the_component_describes_the_chiefs_export(
 ) -> None:
     from kfp import dsl
 
-    from components.train_final_kubeflow import train_with_tfjob
+    from pipelines.targets.kubeflow.steps.train_final import train_with_tfjob
 
     base = str(tmp_path / "final")
     card = {

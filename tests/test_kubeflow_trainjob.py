@@ -471,7 +471,8 @@ def test_compile_carries_the_job_api_choice_to_both_kubeflow_steps(tmp_path) -> 
 
 
 def test_submit_refuses_a_conditional_search_space_as_manifests_does() -> None:
-    from pipelines.app.preflight import check_cloud_run, check_kubeflow_run
+    from pipelines.targets.kubeflow.cli.preflight import check_kubeflow_run
+    from pipelines.targets.vertex.cli.preflight import check_cloud_run
 
     images = {
         "trainer_image": "registry.example.com/hpt/trainer:v1",

@@ -14,11 +14,11 @@ import yaml
 from typer.testing import CliRunner
 
 from pipelines.app import report_commands as report_cli
-from pipelines.app.local_run import SPEC_FILE
 from pipelines.lineage import graph as lineage_graph
 from pipelines.lineage import local as local_lineage_lib
 from pipelines.lineage import render as lineage_render
 from pipelines.study import trials as trials_lib
+from pipelines.targets.local.cli.run import SPEC_FILE
 from pipelines.targets.vertex import metadata as vertex_metadata
 from tests.support import ancestors
 

@@ -7,9 +7,9 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.app import cli
-from pipelines.app import local_run as run_module
-from pipelines.app.local_run import ProgressFilter, failure_reason
 from pipelines.settings import SettingsError
+from pipelines.targets.local.cli import run as run_module
+from pipelines.targets.local.cli.run import ProgressFilter, failure_reason
 
 RUNNER = CliRunner()
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipelines.app.local_run import LOG_FILE, is_tf_noise, run_local
 from pipelines.app.run_summary import summarize
 from pipelines.jobs import fork_client
 from pipelines.settings import LOCAL_RUN_DEFAULTS, load_settings
 from pipelines.study import trials
 from pipelines.targets.local import registry
+from pipelines.targets.local.cli.run import LOG_FILE, is_tf_noise, run_local
 from tests.support import ancestors
 from trainer import contract
 
@@ -317,10 +317,10 @@ def test_the_compiled_vertex_spec_resolves_into_requests_gcpc_launchers_accept(
         remote_runner as upload_runner,
     )
 
-    from components.train_final_vertex import final_scheduling
     from pipelines.compiler import compile_pipeline
     from pipelines.lineage.local import task_outputs
     from pipelines.targets.vertex import hpt_job
+    from pipelines.targets.vertex.steps.train_final import final_scheduling
     from tests.vertex_resolve import capture_custom_job, executor_args, flag, resolve_inputs
 
     settings, first, _ = two_runs

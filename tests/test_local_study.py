@@ -17,11 +17,12 @@ import optuna
 import pytest
 
 from pipelines.jobs.worker_pools import trial_worker_pool_specs
-from pipelines.study import local_study, sampler
+from pipelines.study import sampler
 from pipelines.study import trials as tl
-from pipelines.study.local_study import StudyError, run_study
 from pipelines.study.search_space import Parameter, SearchSpace, SearchSpaceError
 from pipelines.study.trials import TrialState
+from pipelines.targets.local import local_study
+from pipelines.targets.local.local_study import StudyError, run_study
 from tests.conftest import ROOT
 from tests.fake_trainer import epoch_value, objective
 
@@ -402,7 +403,7 @@ def processes_mentioning(text: str) -> list[int]:
 RUNNER = textwrap.dedent(
     """
     import json, sys
-    from pipelines.study.local_study import run_study
+    from pipelines.targets.local.local_study import run_study
     run_study(**json.load(open(sys.argv[1])), show_progress=False)
     """
 )

@@ -18,9 +18,9 @@ import pytest
 
 from pipelines.jobs.worker_pools import training_worker_pool_specs
 from pipelines.study import trials as tl
-from pipelines.study.local_study import run_study
 from pipelines.study.search_space import Parameter, SearchSpace
 from pipelines.study.trials import TrialState
+from pipelines.targets.local.local_study import run_study
 from tests.conftest import ROOT
 
 FAKE = str(ROOT / "tests" / "fake_trainer.py")

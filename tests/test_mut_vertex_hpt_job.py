@@ -22,7 +22,7 @@ from tests.test_vertex_hpt_job import payload
 # under test imports lazily is imported here, or a child importing it on a loaded machine
 # outlasts its time limit (a false timeout, not a kill).
 PRELOADED = [
-    importlib.import_module("components.tune_vertex"),
+    importlib.import_module("pipelines.targets.vertex.steps.tune"),
     importlib.import_module("google.cloud.aiplatform_v1.types"),
     importlib.import_module(
         "google_cloud_pipeline_components.container.v1.gcp_launcher.job_remote_runner"

@@ -157,7 +157,7 @@ def test_the_register_step_says_chance_and_reuse_in_a_line_each(tmp_path, capsys
     """The local register step: what a run's screen shows (its task output is streamed)."""
     from types import SimpleNamespace
 
-    from components.register_local import register_locally
+    from pipelines.targets.local.steps.register import register_locally
 
     model = _model(tmp_path / "model", b"x")
 

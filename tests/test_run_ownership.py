@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines import ownership
-from pipelines.app import local_preflight, study_identity
+from pipelines.app import study_identity
 from pipelines.settings import (
     LOCAL_RUN_DEFAULTS,
     STUDY_SETTINGS,
@@ -22,6 +22,7 @@ from pipelines.settings import (
 )
 from pipelines.study import trials as tl
 from pipelines.study.trials import TrialState
+from pipelines.targets.local.cli import preflight as local_preflight
 from tests.conftest import ROOT
 
 HOLD = textwrap.dedent(

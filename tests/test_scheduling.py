@@ -78,7 +78,7 @@ def test_the_final_custom_job_gets_its_capacity_through_gcpcs_launcher(
     from google.cloud.aiplatform_v1.types import CustomJob
     from google_cloud_pipeline_components.container.v1.custom_job import remote_runner
 
-    from components.train_final_vertex import final_scheduling
+    from pipelines.targets.vertex.steps.train_final import final_scheduling
 
     spec = _vertex(tmp_path, **SPOT_STUDY)
     capacity = resolve_inputs(spec, {}, overrides)["final-scheduling"]
@@ -106,7 +106,7 @@ def test_the_final_custom_job_gets_its_capacity_through_gcpcs_launcher(
 
 
 def test_an_unknown_strategy_given_at_run_time_stops_the_step_in_one_line():
-    from components.train_final_vertex import final_scheduling
+    from pipelines.targets.vertex.steps.train_final import final_scheduling
 
     with pytest.raises(ValueError, match=r"^scheduling='preemptible': expected one of standard"):
         final_scheduling.python_func(strategy="preemptible", max_wait_hours=24.0)

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from pipelines.jobs import local_job
-from pipelines.study import interruption, local_study, trial_runner
+from pipelines.study import interruption, trial_runner
 from pipelines.study import trials as tl
 from pipelines.study.search_space import Parameter, SearchSpace
 from pipelines.study.trials import TrialState
+from pipelines.targets.local import local_study
 from tests.fake_trainer import epoch_value
 from tests.test_local_study import study
 
@@ -235,8 +236,8 @@ def test_a_trial_the_study_stopped_is_interrupted_in_every_count_and_line(tmp_pa
 
 
 def test_a_missing_weights_file_is_refused_before_anything_runs(tmp_path):
-    from pipelines.app import local_preflight
     from pipelines.settings import SettingsError
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     bad = _settings(tmp_path, model="mobilenet_v3_small", weights=str(tmp_path / "no.h5"))
     with pytest.raises(SettingsError, match=r"^--weights=.*no\.h5: no such file \(expected a"):
@@ -244,8 +245,8 @@ def test_a_missing_weights_file_is_refused_before_anything_runs(tmp_path):
 
 
 def test_a_corrupt_weights_file_is_refused_with_the_trainers_reason(tmp_path):
-    from pipelines.app import local_preflight
     from pipelines.settings import SettingsError
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     corrupt = tmp_path / "corrupt.weights.h5"
     corrupt.write_bytes(b"not an HDF5 file")
@@ -258,7 +259,7 @@ def test_a_corrupt_weights_file_is_refused_with_the_trainers_reason(tmp_path):
 
 
 def test_weights_that_load_pass_the_preflight(tmp_path):
-    from pipelines.app import local_preflight
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     local_preflight.check_weights_load(
         _settings(tmp_path, model="mobilenet_v3_small", weights="none")
@@ -285,7 +286,7 @@ Task 'prepare-dataset' finished with status FAILURE
 
 @pytest.mark.parametrize("verbose", [False, True])
 def test_a_steps_traceback_stays_in_the_log_and_its_own_reason_is_said(tmp_path, verbose):
-    from pipelines.app import local_run
+    from pipelines.targets.local.cli import run as local_run
 
     log, shown = tmp_path / "pipeline.log", []
     with open(log, "w", encoding="utf-8") as f:
@@ -364,8 +365,8 @@ def test_the_resume_line_counts_a_trial_found_finished_as_done(tmp_path, monkeyp
 
 
 def test_a_run_that_cannot_fit_on_its_disk_is_refused_before_any_work(tmp_path):
-    from pipelines.app import local_preflight
     from pipelines.settings import SettingsError
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     folder = tmp_path / "images"
     for name in ("a", "b"):
@@ -394,8 +395,8 @@ def test_imagenet_weights_are_probed_not_taken_for_a_missing_file(tmp_path, monk
     """resnet50's default `imagenet` goes to the probe (cached or downloadable), never 'no file'."""
     import subprocess
 
-    from pipelines.app import local_preflight
     from pipelines.settings import SettingsError
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     probed = []
 
@@ -417,8 +418,8 @@ def test_imagenet_weights_are_probed_not_taken_for_a_missing_file(tmp_path, monk
 
 def test_a_small_disk_is_said_in_mib_not_as_zero_gib(tmp_path):
     """A 6 MB tmpfs (case 3) read '~0.0 GiB … and 0.0 GiB is free'."""
-    from pipelines.app import local_preflight
     from pipelines.settings import SettingsError
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     settings = _settings(tmp_path, source="sample", image_size=24)
     need = local_preflight.planned_disk_bytes(settings, local_preflight.SAMPLE_IMAGES)
@@ -435,8 +436,8 @@ def test_imagenet_offline_with_an_empty_keras_cache_is_said_without_tensorflow(
     tmp_path, monkeypatch
 ):
     """No cached weights at all and no network: refused in seconds, no 30-60 s probe."""
-    from pipelines.app import local_preflight
     from pipelines.settings import SettingsError
+    from pipelines.targets.local.cli import preflight as local_preflight
 
     def probe(*_, **__):
         raise AssertionError("the TensorFlow probe ran")

@@ -8,7 +8,6 @@ it is the dry run of the "adding a target" recipe's CLI side.
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 from collections.abc import Mapping
@@ -108,27 +107,6 @@ def test_each_targets_flags_are_flags_of_the_sending_commands_and_have_one_owner
     owned = [flag for target in TARGETS.values() for flag in target.flags]
     assert set(owned) <= params
     assert len(owned) == len(set(owned))
-
-
-def test_no_cli_module_compares_target_to_a_name_but_manifests() -> None:
-    """Commands dispatch through the registry; `manifests` is Kubeflow's own (its CRDs)."""
-    found = []
-    for path in sorted((ROOT / "pipelines" / "app").glob("*.py")):
-        tree = ast.parse(path.read_text())
-        for function in ast.walk(tree):
-            if not isinstance(function, ast.FunctionDef):
-                continue
-            for node in ast.walk(function):
-                if (
-                    isinstance(node, ast.Compare)
-                    and isinstance(node.left, ast.Name)
-                    and node.left.id == "target"
-                    and any(
-                        isinstance(c, ast.Constant) and c.value in TARGETS for c in node.comparators
-                    )
-                ):
-                    found.append(f"{path.name}:{function.name}")
-    assert found == ["kubeflow_commands.py:manifests_command"]
 
 
 @pytest.mark.parametrize(

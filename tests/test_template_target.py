@@ -11,6 +11,7 @@ from pipelines import templates
 from pipelines.app import cli
 from pipelines.compiler import compile_pipeline
 from pipelines.settings import SettingsError
+from pipelines.wiring import tune_tasks
 from tests.support import normalize_spec
 from tests.test_pipeline_spec import for_target
 
@@ -28,17 +29,17 @@ def test_compile_writes_the_target_as_the_first_line_and_golden_files_ignore_it(
     for target, path in compiled.items():
         text = path.read_text()
         assert text.splitlines()[0] == f"# hpt-pipeline target: {target}"
-        assert templates.recorded_target(path) == target
+        assert templates.recorded_target(path, tune_tasks()) == target
         assert "hpt-pipeline target" not in normalize_spec(text)
 
 
 def test_a_template_without_the_mark_is_known_by_its_tune_step(compiled, tmp_path):
     bare = tmp_path / "bare.yaml"
     bare.write_text("".join(compiled["kubeflow"].read_text().splitlines(keepends=True)[1:]))
-    assert templates.recorded_target(bare) == "kubeflow"
+    assert templates.recorded_target(bare, tune_tasks()) == "kubeflow"
     with pytest.raises(SettingsError, match="compiled for --target kubeflow, not vertex"):
-        templates.check_target(bare, "vertex")
-    templates.check_target(bare, "kubeflow")
+        templates.check_target(bare, "vertex", tune_tasks())
+    templates.check_target(bare, "kubeflow", tune_tasks())
 
 
 def env(monkeypatch: pytest.MonkeyPatch) -> None:

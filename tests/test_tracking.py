@@ -188,8 +188,8 @@ def test_under_kfps_task_run_the_study_nests_there(server, tmp_path):
 
 
 def test_the_kubeflow_tune_step_nests_its_trials_under_kfps_run(server, tmp_path, monkeypatch):
-    from components.tune_kubeflow import tune_on_katib
     from pipelines.targets.kubeflow import katib_tune, kube
+    from pipelines.targets.kubeflow.steps.tune import tune_on_katib
     from tests import test_kubeflow_katib as k
     from tests.fake_kube import Cluster
 
@@ -345,8 +345,8 @@ def test_run_refuses_an_unreachable_store_under_mlflow_before_any_work(tmp_path)
 
 
 def test_run_under_auto_says_an_unreachable_store_in_one_note_and_goes_on(tmp_path):
-    from pipelines.app.local_commands import preflight
     from pipelines.settings import LOCAL_RUN_DEFAULTS, Settings
+    from pipelines.targets.local.cli.commands import preflight
 
     uri = f"http://127.0.0.1:{_free_port()}"
     settings = Settings(**LOCAL_RUN_DEFAULTS, output=str(tmp_path / "o"), tracking_uri=uri)
@@ -447,8 +447,8 @@ def test_a_writer_starved_at_low_priority_is_replaced_and_the_study_is_written(
 
 
 def test_a_relative_sqlite_store_is_the_users_folder_not_the_steps(tmp_path, monkeypatch):
-    from pipelines.app.local_preflight import tracking_uri
     from pipelines.settings import Settings
+    from pipelines.targets.local.cli.preflight import tracking_uri
 
     monkeypatch.chdir(tmp_path)
     given = Settings(tracking_uri="sqlite:///team/mlflow.db?timeout=30")

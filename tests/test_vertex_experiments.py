@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from components.tune_vertex import fetch_trials
 from pipelines.settings import Settings, SettingsError
 from pipelines.study import trials as tl
 from pipelines.targets.vertex import experiments
 from pipelines.targets.vertex import metadata as vertex_metadata
 from pipelines.targets.vertex import trials as vertex_trials
+from pipelines.targets.vertex.steps.tune import fetch_trials
 from tests.fake_vertex_experiments import PIPELINE_CONTEXT, PIPELINE_JOB, STORE, WHERE, FakeVertex
 from tests.test_pipeline_spec import compiled
 from tests.vertex_resolve import resolve_inputs

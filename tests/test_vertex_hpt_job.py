@@ -107,7 +107,7 @@ def test_the_component_runs_gcpc_launcher_code_and_sends_the_stopping_spec(monke
         remote_runner,
     )
 
-    from components.tune_vertex import tune_on_vertex
+    from pipelines.targets.vertex.steps.tune import tune_on_vertex
 
     sent: dict[str, Any] = {}
 

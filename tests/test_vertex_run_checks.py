@@ -381,7 +381,7 @@ def test_local_only_parameters_are_not_in_the_vertex_spec(vertex_template, tmp_p
 def test_find_parent_model_writes_the_escaped_name(tmp_path):
     from types import SimpleNamespace
 
-    from components.register_vertex import find_parent_model
+    from pipelines.targets.vertex.steps.register import find_parent_model
 
     out = tmp_path / "json_display_name"
     model = SimpleNamespace(uri="", metadata={})

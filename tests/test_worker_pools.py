@@ -142,7 +142,7 @@ def test_pipelines_modules_do_not_import_tensorflow():
     code = (
         "import sys\n"
         "import pipelines.study.search_space, pipelines.jobs.worker_pools, pipelines.study.trials\n"
-        "import pipelines.jobs.local_job, pipelines.study.local_study\n"
+        "import pipelines.jobs.local_job, pipelines.targets.local.local_study\n"
         "from pipelines.study import search_space\n"
         "search_space.default_search_space().to_study_spec_parameters()\n"
         "heavy = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)\n"

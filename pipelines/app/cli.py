@@ -1,8 +1,8 @@
 """`hpt-pipeline`: prepare data, run locally, compile, submit and schedule on Vertex or Kubeflow.
 
-This module only assembles the commands; each lives in the `pipelines.app`
-module named for what it works on. It must stay fast to import: no TensorFlow
-here, and heavy modules are imported inside the commands that need them.
+This module only assembles the commands; each lives in the `pipelines.app` module named
+for what it works on, or in its target's `cli/` (`run`, `manifests`). It must stay fast to
+import: no TensorFlow here, and heavy modules are imported inside the commands that need them.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from pipelines.app import (
     cloud_commands,
     compile_command,
     data_commands,
-    kubeflow_commands,
-    local_commands,
     report_commands,
     schedule_actions,
 )
+from pipelines.targets.kubeflow.cli import commands as kubeflow_commands
+from pipelines.targets.local.cli import commands as local_commands
 
 app = typer.Typer(
     name="hpt-pipeline",

@@ -2,8 +2,8 @@
 
 Vertex AI Pipelines is the default target; `--target kubeflow` sends to Kubeflow
 Pipelines through `kfp.Client`. The commands hold the flags; each target's client
-(`pipelines.app.vertex_commands`, `kubeflow_commands`) does the work, reached through
-the target registry (`pipelines.app.dispatch`).
+(`pipelines.targets.<name>.cli.commands`) does the work, reached through the target
+registry (`pipelines.app.dispatch`).
 
 Settings come from flags > `--config` YAML > `HPT_*` environment; every bad or
 missing value is a one-line error before anything is compiled or sent.
@@ -22,11 +22,11 @@ from typing import Annotated, Any
 import typer
 
 from pipelines.app import dispatch
-from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.compiled import check_output
 from pipelines.app.continuing import CONTINUE_HELP
 from pipelines.app.errors import cloud_errors, fail
 from pipelines.settings import SettingsError
+from pipelines.targets.kubeflow.cli import commands as kubeflow
 
 ConfigOption = Annotated[
     Path | None,
@@ -56,7 +56,7 @@ LabelOption = Annotated[
     list[str] | None,
     typer.Option("--label", help="key=value, repeatable (replaces the config's labels)."),
 ]
-# No --cache: caching every task is always refused (preflight.check_cloud_run), as the
+# No --cache: caching every task is always refused (`check_cloud_run`), as the
 # registry lookup and the trial fetch read state outside the run. By default each task
 # caches as compiled; --no-cache turns caching off for the whole run.
 NoCacheOption = Annotated[

@@ -31,8 +31,9 @@ def compiled_template(template: Path | None, settings: Settings, target: str) ->
                 f"the pipeline; compile --template {template} with it, or leave out --template"
             )
         from pipelines.templates import check_target
+        from pipelines.wiring import tune_tasks
 
-        check_target(template, target)
+        check_target(template, target, tune_tasks())
         yield template
         return
     import typer

@@ -12,7 +12,7 @@ import typer
 from pipelines import scratch
 from pipelines.app import formats, native_log
 from pipelines.app.errors import fail, first_line
-from pipelines.app.local_commands import PREPARE_WORKERS_HELP, RECORD_FORMAT_HELP
+from pipelines.targets.local.cli.commands import PREPARE_WORKERS_HELP, RECORD_FORMAT_HELP
 from trainer.contract import MIN_IMAGE_SIZE, PREPARATION
 
 RecordFormat = Annotated[str, typer.Option(help=RECORD_FORMAT_HELP)]

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 import typer
 
 from pipelines.app import dispatch
-from pipelines.app import kubeflow_commands as kubeflow
 from pipelines.app.cloud_commands import (
     ConfigOption,
     HostOption,
@@ -22,6 +21,7 @@ from pipelines.app.cloud_commands import (
     one_line_errors,
     schedule_app,
 )
+from pipelines.targets.kubeflow.cli import commands as kubeflow
 
 
 @schedule_app.command("list")

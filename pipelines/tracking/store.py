@@ -5,7 +5,7 @@ else the `MLFLOW_TRACKING_URI` that KFP 2.17+ sets in a task's container when it
 integration is on) and says in one line why not when that store is unreachable; `mlflow`
 is the same, except that no store, or an unreachable one, fails the step before any trial
 runs; `off` tracks nothing. The local run gives `tracking_uri` its default, a SQLite file
-under the run folder (`pipelines/app/local_run.py`). When the store is KFP's own, the study
+under the run folder (`pipelines/targets/local/cli/run.py`). When the store is KFP's own, the study
 run nests under the task's run (`MLFLOW_RUN_ID`).
 """
 

@@ -1,8 +1,7 @@
-"""The wiring: which components run each target's tune, train_final and register steps.
+"""The registry of targets, and what a target is (`pipelines.wiring.base`).
 
-One module per target (`local`, `vertex`, `kubeflow`), each a `Binding` that
-`pipelines.pipeline` plugs into the one DAG. The wiring sits above the components;
-the code their bodies run (clients, executors) is in `pipelines.targets`, below them.
+Each target is a package, `pipelines/targets/<name>/`; its `wiring.py` holds the `Binding`
+that `pipelines.pipeline` plugs into the one DAG (which components run its steps).
 
 `TARGETS` is the one registry of targets: a `Target` per name, holding (by name, imported
 when used) its binding, its submit and schedule client, its preflight, its settings section
@@ -18,14 +17,16 @@ TARGETS: dict[str, Target] = {
         "local",
         runs_here=True,
         client=None,
-        preflight="pipelines.app.local_commands:preflight",
+        preflight="pipelines.targets.local.cli.commands:preflight",
+        tune_task="tune-locally",
         settings=frozenset({"output", "registry"}),
     ),
     "vertex": Target(
         "vertex",
         runs_here=False,
-        client="pipelines.app.vertex_commands",
-        preflight="pipelines.app.preflight:check_cloud_run",
+        client="pipelines.targets.vertex.cli.commands",
+        preflight="pipelines.targets.vertex.cli.preflight:check_cloud_run",
+        tune_task="tune-on-vertex",
         settings=frozenset(
             {
                 "project",
@@ -53,8 +54,9 @@ TARGETS: dict[str, Target] = {
     "kubeflow": Target(
         "kubeflow",
         runs_here=False,
-        client="pipelines.app.kubeflow_commands",
-        preflight="pipelines.app.preflight:check_kubeflow_run",
+        client="pipelines.targets.kubeflow.cli.commands",
+        preflight="pipelines.targets.kubeflow.cli.preflight:check_kubeflow_run",
+        tune_task="tune-on-katib",
         settings=frozenset(
             {"kubeflow_host", "kubeflow_namespace", "kubeflow_service_account", "data_pvc"}
             | {"data_mount_path", "kubeflow_cpu", "kubeflow_memory", "model_registry_url"}
@@ -64,6 +66,7 @@ TARGETS: dict[str, Target] = {
         ),
         flags=("host", "namespace", "token", "cookie"),
         flag_note="only used with --target kubeflow",
+        exclusive={"data_pvc": "a PersistentVolumeClaim is for the kubeflow target"},
     ),
 }
 
@@ -86,3 +89,8 @@ def binding_for(target: str) -> Binding:
         ValueError: Unknown target (one line naming it and the known ones).
     """
     return target_for(target).binding
+
+
+def tune_tasks() -> dict[str, str]:
+    """Each target's tune task name (kfp's, in a compiled spec) → the target."""
+    return {target.tune_task: name for name, target in TARGETS.items()}

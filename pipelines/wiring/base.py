@@ -38,6 +38,8 @@ class Binding:
       tuner cannot run (Katib: conditional parameters), when the pipeline is built.
     * `notes(settings)`: lines a user should read before a run is compiled or sent (Katib:
       it searches on the primary objective only).
+    * `shared_root(settings)`: the folder every step and job of a run sees at the same path
+      (Kubeflow: the data PVC's mount path, when one is set); "" where there is none.
     """
 
     tune: Callable[..., Any]
@@ -51,6 +53,7 @@ class Binding:
     tracks: bool = True
     features: Callable[..., Any] | None = None
     fans_out: bool = False
+    shared_root: Callable[[Any], str] = lambda settings: ""
 
 
 # The successive-halving parameters: only a target whose tuner runs it reads them.
@@ -147,10 +150,10 @@ def tracking_inputs(p: Any, settings: Any) -> dict[str, Any]:
 class Target:
     """One target as the CLI and the compiler see it, registered once in `wiring.TARGETS`.
 
-    Its parts are named, not imported: `binding` imports `pipelines.wiring.<name>` and the
-    CLI imports `client` and `preflight` only when a command uses them, so compiling never
-    imports a cloud SDK and `--help` stays fast (the CLI modules sit above the wiring, as
-    the `PARTS` lists name them).
+    Its parts are named, not imported: `binding` imports `pipelines.targets.<name>.wiring`
+    and the CLI imports `client` and `preflight` only when a command uses them, so compiling
+    never imports a cloud SDK and `--help` stays fast (the package's `cli/` modules sit in
+    the app's room, above the wiring: tests/test_architecture.py).
 
     Attributes:
         name: What `--target` takes.
@@ -164,6 +167,11 @@ class Target:
         flags: The command-line flags only this target takes, in the order they are checked;
             given with another target each is refused in one line ending with `flag_note`.
         flag_note: Why such a flag is refused; `{target}` is the target given instead.
+        tune_task: Its tune step's task name in a compiled spec (kfp's name for the
+            component: `tune_locally` → `tune-locally`); a spec is known by it.
+        exclusive: Settings of its section that no other target takes, each with why:
+            set for another target, compiling refuses `<name>=<value>: <why>; unset it for
+            <target>`.
     """
 
     name: str
@@ -173,8 +181,10 @@ class Target:
     settings: frozenset[str] = frozenset()
     flags: tuple[str, ...] = ()
     flag_note: str = ""
+    tune_task: str = ""
+    exclusive: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @property
     def binding(self) -> Binding:
-        """The `Binding` of `pipelines.wiring.<name>`, which the pipeline's DAG plugs in."""
-        return importlib.import_module(f"pipelines.wiring.{self.name}").BINDING
+        """The `Binding` of `pipelines.targets.<name>.wiring`, which the pipeline's DAG plugs in."""
+        return importlib.import_module(f"pipelines.targets.{self.name}.wiring").BINDING

@@ -5,8 +5,6 @@ spec, which `HyperparameterTuningJobRunOp` cannot send) followed by a step that 
 the job's trials into the trials artifact; the final job is `CustomTrainingJobOp`; the
 model is uploaded to Vertex Model Registry (a new version when one exists, which
 takes the `default` alias unless `keep_default_version`) with its evaluation attached.
-
-`PARTS` lists every file that makes up the target, each with its part.
 """
 
 import warnings
@@ -19,13 +17,13 @@ from google_cloud_pipeline_components.v1.custom_job import CustomTrainingJobOp
 from google_cloud_pipeline_components.v1.model import ModelUploadOp
 from kfp import dsl
 
-from components.features_vertex import features_on_vertex
-from components.register_vertex import find_parent_model
-from components.train_final_vertex import final_scheduling, model_from_job
-from components.tune_vertex import fetch_trials, tune_on_vertex
 from pipelines.jobs.machines import MachineError, check_machine
 from pipelines.settings import Settings, SettingsError
 from pipelines.targets.vertex.experiments import NO_TIME_SERIES, experiment_id
+from pipelines.targets.vertex.steps.features import features_on_vertex
+from pipelines.targets.vertex.steps.register import find_parent_model
+from pipelines.targets.vertex.steps.train_final import final_scheduling, model_from_job
+from pipelines.targets.vertex.steps.tune import fetch_trials, tune_on_vertex
 from pipelines.tracking.store import VERTEX
 from pipelines.wiring.base import HALVING_PARAMETERS, Binding, refuse_halving, study_inputs
 
@@ -187,41 +185,6 @@ def _vertex_register(
     ).set_display_name("Attach evaluation to the model").set_caching_options(False)
     return uploaded
 
-
-# Every file that makes up the `vertex` target, with its part (tests/test_targets.py checks
-# each exists, and that every component and CLI module named for the target is here).
-PARTS: tuple[tuple[str, str], ...] = (
-    ("pipelines/wiring/vertex.py", "the binding; CustomTrainingJobOp and ModelUploadOp are GCPC's"),
-    ("components/tune_vertex.py", "tune: the HPT job (GCPC's launcher), then its trials"),
-    ("components/features_vertex.py", "features: a custom job on the trial machine type"),
-    (
-        "pipelines/targets/vertex/features_job.py",
-        "the features custom job, sent with GCPC's launcher",
-    ),
-    ("components/train_final_vertex.py", "train_final: the custom job's model as an artifact"),
-    ("components/register_vertex.py", "register: the model a new upload becomes a version of"),
-    ("pipelines/targets/vertex/__init__.py", "the run-time side's package"),
-    ("pipelines/targets/vertex/hpt_job.py", "the HPT job payload, sent with GCPC's launcher"),
-    ("pipelines/targets/vertex/trials.py", "an HPT job's trials as Trial JSON"),
-    (
-        "pipelines/targets/vertex/metadata.py",
-        "lineage in Vertex ML Metadata; trials recorded",
-    ),
-    ("pipelines/targets/vertex/models.py", "Model Registry look-ups (versions)"),
-    (
-        "pipelines/targets/vertex/experiments.py",
-        "tracking: vertex, a Vertex AI ExperimentRun per trial",
-    ),
-    ("pipelines/targets/vertex/serving.py", "the serving container's end of availability"),
-    ("pipelines/targets/vertex/client.py", "PipelineJob and schedules, built offline or sent"),
-    ("pipelines/jobs/machines.py", "Vertex's machine and GPU table, checked at compile time"),
-    ("pipelines/app/vertex_commands.py", "CLI client: jobs and schedules (`dispatch.Client`)"),
-    ("pipelines/app/cloud_commands.py", "CLI: `submit`, `schedule create` (shared with kubeflow)"),
-    ("pipelines/app/schedule_actions.py", "CLI: `schedule list|pause|resume|delete` (shared)"),
-    ("pipelines/app/preflight.py", "checks before anything is sent (shared)"),
-    ("pipelines/app/dispatch.py", "CLI: `--target` to its flags, preflight, client (shared)"),
-    ("pipelines/app/report_commands.py", "CLI: `trials`, `lineage` of a Vertex run (shared)"),
-)
 
 BINDING = Binding(
     tune=_vertex_tune,

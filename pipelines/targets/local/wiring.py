@@ -3,18 +3,16 @@
 The tune step runs the Vertex study payload with Optuna (`tune_locally`), the
 final job runs one process per replica (`train_locally`), and registration
 writes a new version into the local registry folder.
-
-`PARTS` lists every file that makes up the target, each with its part.
 """
 
 from collections.abc import Callable
 from typing import Any
 
-from components.features_local import features_locally
-from components.register_local import register_locally
-from components.train_final_local import train_locally
-from components.tune_local import tune_locally
 from pipelines.settings import Settings
+from pipelines.targets.local.steps.features import features_locally
+from pipelines.targets.local.steps.register import register_locally
+from pipelines.targets.local.steps.train_final import train_locally
+from pipelines.targets.local.steps.tune import tune_locally
 from pipelines.wiring.base import (
     SCHEDULING_PARAMETERS,
     Binding,
@@ -87,36 +85,6 @@ def _local_register(
         .set_caching_options(False)
     )
 
-
-# Every file that makes up the `local` target, with its part (tests/test_targets.py checks
-# each exists, and that every component and CLI module named for the target is here).
-PARTS: tuple[tuple[str, str], ...] = (
-    ("pipelines/wiring/local.py", "the binding: which components run tune, train_final, register"),
-    ("components/tune_local.py", "tune: the study payload run here (Optuna)"),
-    ("components/features_local.py", "features: the frozen backbone's outputs, computed here"),
-    ("components/train_final_local.py", "train_final: a process per replica, on loopback"),
-    ("components/register_local.py", "register: a new version in the registry folder"),
-    ("pipelines/targets/local/__init__.py", "the run-time side's package"),
-    ("pipelines/targets/local/registry.py", "the registry: versioned folders, model cards"),
-    ("pipelines/study/local_study.py", "the study executor: trials in parallel, resume, budget"),
-    ("pipelines/study/trial_runner.py", "one trial: the trial job, its measurements, its state"),
-    ("pipelines/study/optuna_study.py", "Optuna in Vizier's place: suggestions, early stopping"),
-    ("pipelines/study/sampler.py", "the Optuna sampler that stands in for each algorithm"),
-    ("pipelines/jobs/local_job.py", "the job executor: one process per replica, deadlines"),
-    ("pipelines/jobs/kept_job.py", "the final job kept with the study: reused or resumed"),
-    ("pipelines/jobs/replica_env.py", "the environment Vertex sets, per replica"),
-    ("pipelines/jobs/replica_process.py", "a replica's process: forked or fresh"),
-    ("pipelines/jobs/fork_client.py", "replicas forked from a preloaded trainer: the client"),
-    ("pipelines/jobs/fork_server.py", "the preloaded process (`python -m` it; imports by name)"),
-    ("pipelines/app/local_commands.py", "CLI: `run` (its preflight), `models`"),
-    ("pipelines/app/local_run.py", "the run end to end with kfp.local, its fork server"),
-    ("pipelines/app/local_preflight.py", "memory, TFDS, cores checked before a run"),
-    ("pipelines/app/gcs_access.py", "gs:// credentials and access checked before a run"),
-    ("pipelines/app/run_summary.py", "the end-of-run summary"),
-    ("pipelines/app/study_identity.py", "what a study is, checked on a rerun"),
-    ("pipelines/app/interrupts.py", "SIGTERM/SIGHUP stop a run as Ctrl-C does"),
-    ("pipelines/lineage/local.py", "lineage read from a local run's folders"),
-)
 
 BINDING = Binding(
     tune=_local_tune,

@@ -231,8 +231,9 @@ def preflight(settings: Settings) -> list[str]:
             gs:// unreachable, an output or registry that cannot be written, weights that do
             not load, an MLflow store that `tracking=mlflow` cannot reach.
     """
-    from pipelines.app import gcs_access, local_preflight
-    from pipelines.wiring.local import check_settings
+    from pipelines.app import gcs_access
+    from pipelines.targets.local.cli import preflight as local_preflight
+    from pipelines.targets.local.wiring import check_settings
 
     check_settings(settings)  # what the target cannot honour, as compile refuses it
     local_preflight.check_memory(settings)
@@ -251,7 +252,8 @@ def preflight(settings: Settings) -> list[str]:
 
 def _preflight(plan: RunPlan) -> list[str]:
     """The local target's preflight (`TARGETS["local"]`), exit 2 on a refusal; the notes."""
-    from pipelines.app import dispatch, local_preflight
+    from pipelines.app import dispatch
+    from pipelines.targets.local.cli import preflight as local_preflight
     from pipelines.wiring import TARGETS
 
     settings = plan.settings
@@ -295,7 +297,8 @@ def _run(plan: RunPlan, notes: list[str], *, fresh_when_different: bool, verbose
     from rich.console import Console
 
     from pipelines import ownership
-    from pipelines.app import interrupts, local_run, run_summary
+    from pipelines.app import interrupts, run_summary
+    from pipelines.targets.local.cli import run as local_run
 
     console = Console(file=sys.stdout)  # the real stdout: the run redirects sys.stdout
     settings = plan.settings

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 from pipelines import ownership, scratch
-from pipelines.app import interrupts, local_preflight, study_identity
+from pipelines.app import interrupts, study_identity
 from pipelines.jobs import fork_client
 from pipelines.lineage.local import SPEC_FILE, task_outputs
 from pipelines.plan import RunPlan, resolve
 from pipelines.settings import Settings
+from pipelines.targets.local.cli import preflight as local_preflight
 
 LOG_FILE = "pipeline.log"
 LOCK_FILE = "run.lock"  # held by the run that owns the output (`pipelines.ownership`)

@@ -1,6 +1,6 @@
 """Vertex binding of the final training step, after GCPC's `CustomTrainingJobOp`: its model.
 
-The job itself is GCPC's op (`pipelines/wiring/vertex.py`); `final_scheduling` turns the
+The job itself is GCPC's op (`pipelines/targets/vertex/wiring.py`); `final_scheduling` turns the
 `final_scheduling` setting into the op's `strategy` and `max_wait_duration` inputs, and
 `model_from_job` points a Model artifact at what the job's chief exported.
 """

@@ -38,7 +38,8 @@ def tune_locally(
     them, and the artifact holds them first, then this study's. With a tracking store
     (`tracking`, `tracking_uri`: checked before any trial) the trials become MLflow runs.
     """
-    from pipelines.study import continuation, local_study, trials_artifact
+    from pipelines.study import continuation, trials_artifact
+    from pipelines.targets.local import local_study
     from pipelines.tracking.steps import StudyTracking
 
     tracker = StudyTracking(tracking, tracking_uri)  # checked now; its writer warms up meanwhile

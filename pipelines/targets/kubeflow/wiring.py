@@ -2,15 +2,13 @@
 
 For open-source Kubeflow (Kubeflow Pipelines 2.x, Katib, the Training Operator).
 The tune step creates a Katib Experiment from the same study payload the other
-targets run (`components/tune_kubeflow.py`), the final job is a TFJob built from the
-same `worker_pool_specs` (`components/train_final_kubeflow.py`), and registration records
-the model with its evaluation (`components/register_kubeflow.py`; Kubeflow Model
-Registry too when `model_registry_url` is set). Cluster settings (namespace,
-service account, pod resources, the optional data PVC) are compile-time values.
+targets run (`steps/tune.py`), the final job is a TFJob built from the same
+`worker_pool_specs` (`steps/train_final.py`), and registration records the model with its
+evaluation (`steps/register.py`; Kubeflow Model Registry too when `model_registry_url` is
+set). Cluster settings (namespace, service account, pod resources, the optional data PVC)
+are compile-time values.
 With `data_pvc`, every step that reads or writes the dataset or the model mounts
 the PVC with kfp-kubernetes, and so do the trial and replica pods.
-
-`PARTS` lists every file that makes up the target, each with its part.
 """
 
 from collections.abc import Callable
@@ -18,11 +16,11 @@ from typing import Any
 
 from kfp import dsl
 
-from components.features_kubeflow import features_on_kubeflow
-from components.register_kubeflow import register_on_kubeflow
-from components.train_final_kubeflow import train_with_tfjob
-from components.tune_kubeflow import tune_on_katib
 from pipelines.settings import ENV_PREFIX, Settings, SettingsError
+from pipelines.targets.kubeflow.steps.features import features_on_kubeflow
+from pipelines.targets.kubeflow.steps.register import register_on_kubeflow
+from pipelines.targets.kubeflow.steps.train_final import train_with_tfjob
+from pipelines.targets.kubeflow.steps.tune import tune_on_katib
 from pipelines.wiring.base import (
     HALVING_PARAMETERS,
     SCHEDULING_PARAMETERS,
@@ -193,47 +191,6 @@ def _kubeflow_register(
     return task.outputs["registered"]
 
 
-# Every file that makes up the `kubeflow` target, with its part (tests/test_targets.py checks
-# each exists, and that every component and CLI module named for the target is here).
-PARTS: tuple[tuple[str, str], ...] = (
-    ("pipelines/wiring/kubeflow.py", "the binding; the data PVC mounted with kfp-kubernetes"),
-    ("components/tune_kubeflow.py", "tune: a Katib Experiment, its Trials as the artifact"),
-    ("components/features_kubeflow.py", "features: a one-replica TFJob on the shared claim"),
-    ("components/train_final_kubeflow.py", "train_final: a TFJob (Chief + Workers)"),
-    ("components/register_kubeflow.py", "register: a KFP Model (+ Model Registry)"),
-    ("pipelines/targets/kubeflow/__init__.py", "the run-time side's package"),
-    ("pipelines/targets/kubeflow/experiment.py", "the Katib Experiment from the study payload"),
-    ("pipelines/targets/kubeflow/trial_template.py", "the Experiment's trial template (a Job)"),
-    ("pipelines/targets/kubeflow/katib_rules.py", "Katib's admission rules, checked first"),
-    ("pipelines/targets/kubeflow/katib_suggestions.py", "what Katib's suggestion services propose"),
-    ("pipelines/targets/kubeflow/katib_tune.py", "create or resume the Experiment, wait"),
-    ("pipelines/targets/kubeflow/katib_trials.py", "Katib Trials as the trials artifact"),
-    ("pipelines/targets/kubeflow/run_trials.py", "an earlier run's trials, for continue_from"),
-    ("pipelines/targets/kubeflow/tfjob.py", "the final job as a TFJob"),
-    ("pipelines/targets/kubeflow/trainjob.py", "the final job as a TrainJob; its TF runtime"),
-    ("pipelines/targets/kubeflow/job_api.py", "TFJob or TrainJob: what the cluster serves"),
-    ("pipelines/targets/kubeflow/job_kind.py", "one choice: the trials' and final job's kinds"),
-    ("pipelines/targets/kubeflow/trial_trainjob.py", "a multi-node trial as a TrainJob"),
-    ("pipelines/targets/kubeflow/trainjob_checks.py", "what a TrainJob needs from the cluster"),
-    ("pipelines/targets/kubeflow/pod_watch.py", "stop a step whose pods cannot run"),
-    ("pipelines/targets/kubeflow/spot.py", "spot capacity: the pool's selector, toleration"),
-    ("pipelines/targets/kubeflow/final_job.py", "create or reuse the final job, wait"),
-    ("pipelines/targets/kubeflow/waiting.py", "waiting on a custom object's conditions"),
-    ("pipelines/targets/kubeflow/kube.py", "the Kubernetes API; deleted on SIGTERM"),
-    ("pipelines/targets/kubeflow/cluster_checks.py", "what the cluster must offer a step"),
-    ("pipelines/targets/kubeflow/rbac.py", "the RBAC the service account needs"),
-    ("pipelines/targets/kubeflow/manifests.py", "the Experiment, TFJob and RBAC as YAML"),
-    ("pipelines/targets/kubeflow/model_registry.py", "Kubeflow Model Registry (optional)"),
-    ("pipelines/targets/kubeflow/client.py", "runs and recurring runs through kfp.Client"),
-    ("pipelines/app/kubeflow_commands.py", "CLI client: runs, recurring runs; `manifests`"),
-    ("pipelines/app/cloud_commands.py", "CLI: `submit`, `schedule create` (shared with vertex)"),
-    ("pipelines/app/schedule_actions.py", "CLI: `schedule list|pause|resume|delete` (shared)"),
-    ("pipelines/app/preflight.py", "checks before anything is sent (shared)"),
-    ("pipelines/app/dispatch.py", "CLI: `--target` to its flags, preflight, client (shared)"),
-    ("pipelines/schedules.py", "cron rules shared by the schedules"),
-)
-
-
 def _katib_space(space: Any) -> None:
     """Refuse at compile (and so at submit) a space Katib refuses: conditional parameters."""
     from pipelines.targets.kubeflow.experiment import KatibSpecError, check_space
@@ -261,4 +218,5 @@ BINDING = Binding(
     features=_kubeflow_features,
     hidden_parameters=HALVING_PARAMETERS | SCHEDULING_PARAMETERS,  # refused by the bindings
     fans_out=True,  # prepare_workers > 1: shard groups as parallel pipeline tasks
+    shared_root=lambda s: s.kubeflow.data_mount_path if s.kubeflow.data_pvc else "",
 )

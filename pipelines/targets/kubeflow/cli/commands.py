@@ -134,7 +134,7 @@ def sender(settings: Settings, sending: Sending) -> Iterator[Callable[..., None]
     prints the line `create(settings, path, *args)` returns (the commands refuse
     `--output` without `--dry-run` before calling it).
     """
-    from pipelines.wiring.kubeflow import notes
+    from pipelines.targets.kubeflow.wiring import notes
 
     template, output = sending.template, sending.output
     for note in notes(settings):
@@ -284,7 +284,7 @@ def manifests_command(
     """
     from pipelines.study.search_space import SearchSpaceError
     from pipelines.targets.kubeflow import manifests
-    from pipelines.wiring.kubeflow import check_settings
+    from pipelines.targets.kubeflow.wiring import check_settings
 
     # Kubeflow's own command (only it takes CRDs): the name reads better here than a registry
     # field every other target would leave empty.
