@@ -123,7 +123,7 @@ def walk_run_local(root: Path) -> Walk:
     """The settings' walk through `run_local` on the sample, into an output under `root`."""
     from unittest import mock
 
-    from pipelines.app import local_run
+    from pipelines.targets.local.cli import run as local_run
     from pipelines.plan import resolve
 
     settings = load_settings(

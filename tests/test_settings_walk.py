@@ -20,7 +20,8 @@ from unittest import mock
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.app import cli, local_run, run_summary
+from pipelines.app import cli, run_summary
+from pipelines.targets.local.cli import run as local_run
 from pipelines.plan import source_fingerprint
 from pipelines.settings_space import listed_objectives, settings_model, study_space
 from pipelines.targets import earlier_runs

@@ -143,7 +143,7 @@ NOT_YET = {
     # The local run's output folder (`settings.local.output`) read by shared CLI code: a
     # gs:// output refused, a local source that is the output itself, the study folder's
     # identity line. The section moves with step 3 (Settings from the registry).
-    "pipelines/app/continuing.py": 1,
+    "pipelines/plan.py": 1,  # continue_from that is the run's own output (was continuing.py)
     "pipelines/app/gcs_access.py": 2,
     "pipelines/app/study_identity.py": 1,
 }
