@@ -22,6 +22,7 @@ def register_locally(
     again; a model at or below chance accuracy is said in one line. The final job's MLflow run
     (written by the evaluate step when the study was tracked) goes into the card and lineage.
     """
+    from pipelines.jobs import trainer_args
     from pipelines.targets.local import registry
 
     classes = len(model.metadata.get("class_names") or [])
@@ -38,7 +39,7 @@ def register_locally(
             "metrics": measured,
             "hyperparameters": model.metadata.get("hyperparameters", {}),
             "lineage": {
-                "dataset": dataset.uri,
+                "dataset": trainer_args.artifact_location(dataset),  # its keyed folder
                 "dataset_source": dataset.metadata.get("source"),
                 "dataset_metadata_sha256": dataset.metadata.get("metadata_sha256"),
                 "trials": trials.uri,

@@ -1100,6 +1100,24 @@ MUTANTS = [
         "test_a_truncated_shard_is_written_again_and_only_it",
         timeout=600.0,
     ),
+    m(
+        "a kept shard checked by size alone (other bytes of the same size kept)",
+        "dataprep/shards.py",
+        'return bool(records.file_digest(path)["sha256"] == shard["sha256"])',
+        "return True",
+        "tests/test_prepare_resume.py",
+        "test_a_kept_shard_with_other_bytes_of_the_same_size_is_written_again",
+        timeout=600.0,
+    ),
+    m(
+        "each run's data step prepares into its own artifact folder (nothing to resume)",
+        "pipelines/app/local_run.py",
+        'dataset_dir=str(dataset_dir or ""),  # keyed: a rerun reuses or resumes it',
+        'dataset_dir="",',
+        "tests/test_run_dataset_resume.py",
+        "test_a_rerun_after_ctrl_c_in_the_data_step_keeps_the_shards_it_had_written",
+        timeout=900.0,
+    ),
     # --- continue-from at other workers per trial (issue 54, item 5) ---
     m(
         "an earlier study of other workers per trial continues as if equal",

@@ -62,6 +62,35 @@ def source_fingerprint(source: str) -> str:
     return f"{len(entries)} files, sha256 {_digest(entries)}"
 
 
+# The data step's settings: with the source's fingerprint, what makes two prepared datasets one.
+DATASET_SETTINGS = (
+    "image_size",
+    "validation_fraction",
+    "test_fraction",
+    "seed",
+    "record_format",
+    "max_bad_fraction",
+)
+DATASETS_DIR = "datasets"  # <output>/datasets/<key>: one folder per source and data settings
+
+
+def dataset_home(settings: Settings, output: Path) -> Path:
+    """The run's dataset folder: `<output>/datasets/<source name>-<key>`.
+
+    The key is a digest of the source (its resolved path for a folder), its fingerprint
+    (`source_fingerprint`) and `DATASET_SETTINGS`: a rerun with the same ones prepares into
+    the same folder, so the data step reuses a finished dataset there and resumes an
+    interrupted one (`dataprep.resume`); another source or setting gets a folder of its own.
+    """
+    source = settings.data.source
+    if source != "sample" and not source.startswith(("tfds:", "gs://")):
+        source = str(Path(source).resolve())
+    values = [source, source_fingerprint(settings.data.source)]
+    values += [settings.value(name) for name in DATASET_SETTINGS]
+    name = "".join(c if c.isalnum() else "-" for c in source.rstrip("/").rsplit("/", 1)[-1])
+    return output / DATASETS_DIR / f"{name[:40]}-{_digest(values)}"
+
+
 def identity(settings: Settings) -> dict[str, Any]:
     """The settings that define the study, plus the dataset and search-space digests."""
     values: dict[str, Any] = {name: settings.value(name) for name in STUDY_SETTINGS}
