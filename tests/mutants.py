@@ -1118,6 +1118,14 @@ MUTANTS = [
         "test_a_rerun_after_ctrl_c_in_the_data_step_keeps_the_shards_it_had_written",
         timeout=900.0,
     ),
+    m(
+        "the evaluate step's MLflow writer niced (never ready beside the scoring: imported twice)",
+        "pipelines/tracking/steps.py",
+        'self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None',
+        'self.writer = Writer(uri, nice=True) if tracked.get("mlflow_run_id") else None',
+        "tests/test_tracking.py",
+        "test_the_evaluate_steps_writer_warms_up_at_the_steps_own_priority",
+    ),
     # --- continue-from at other workers per trial (issue 54, item 5) ---
     m(
         "an earlier study of other workers per trial continues as if equal",
