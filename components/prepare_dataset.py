@@ -17,6 +17,7 @@ def prepare_dataset(
     max_bad_fraction: float,
     record_format: str,
     prepare_workers: int,
+    dataset_dir: str,
 ):
     """Decode, resize and shard `source` into the `dataset` artifact (see dataprep.prepare).
 
@@ -36,15 +37,18 @@ def prepare_dataset(
         max_bad_fraction: Share of unreadable images skipped (and listed) before failing.
         record_format: How images are stored: ``raw``, ``encoded`` (JPEG) or ``auto``.
         prepare_workers: Shard tasks at once (1: this process; more: processes).
+        dataset_dir: The local run's folder for this source and these settings (a finished
+            dataset there reused, an interrupted one resumed); empty: this task's own.
     """
     from pipelines.jobs import dataset_artifact, step_process
-    from pipelines.jobs.trainer_args import shared_location
+    from pipelines.jobs.trainer_args import LOCATION_KEY, shared_location
 
     # On Vertex the artifact is a gs:// URI: written through TF's GCS file system,
     # metadata.json last (gcsfuse under /gcs cannot rename directories). TensorFlow's
     # half runs in a process of its own: forked from the run's preloaded process in a
     # local run, started afresh in this image elsewhere (see step_process).
-    location = shared_location(dataset, shared_root)
+    location = dataset_dir or shared_location(dataset, shared_root)
+    dataset.metadata.update({LOCATION_KEY: dataset_dir} if dataset_dir else {})
     result = step_process.run_module(
         "dataprep.prepare",
         [
@@ -58,6 +62,7 @@ def prepare_dataset(
             f"--record_format={record_format}",
             f"--prepare_workers={int(prepare_workers)}",
             "--overwrite",  # the location is this task's (a retry keeps its finished shards)
+            *(["--reuse"] if dataset_dir else []),
         ],
     )
     dataset_artifact.describe(dataset, result)

@@ -76,6 +76,7 @@ def prepare_dataset(
     prepare_workers: int = PREPARATION.prepare_workers,
     num_shards: int = DEFAULT_NUM_SHARDS,
     overwrite: bool = False,
+    reuse: bool = False,
     progress: Progress | None = None,
     say: Callable[[str], None] = lambda line: None,
 ) -> dict[str, Any]:
@@ -102,9 +103,11 @@ def prepare_dataset(
         prepare_workers: Shard tasks run at once: 1 in this process, more in processes.
         num_shards: Minimum number of files per split.
         overwrite: Replace a non-empty `output` instead of failing.
+        reuse: Keep a finished dataset of the same plan at `output` whole, its shards
+            checked (size and sha256), and say so (`dataprep.resume.finished_dataset`).
         progress: Called as images are decoded with (done, total).
-        say: Called with a line when an interrupted earlier run had left shards here
-            (`dataprep.resume`: kept, or cleared for another plan).
+        say: Called with a line when an earlier run had left shards here
+            (`dataprep.resume`: kept, or cleared for another plan) or a dataset (`reuse`).
 
     Returns:
         The metadata written to ``metadata.json``.
@@ -136,15 +139,17 @@ def prepare_dataset(
         total = sum(len(p.items) for p in plans.values())
         skipped = SkippedImages(source, total, max_bad_fraction, image_shape)
         counter = Counter(total, progress)
+        document = shards.plan_document(
+            tasks, source=opened.spec, image_shape=image_shape, stored=stored
+        )
+        if reuse and (finished := _finished(output, document, total, max_bad_fraction, say)):
+            return finished
         with staging.staged_directory(
             output,
             markers=(records.METADATA_FILE,),
             resumable=True,  # an interrupted run's finished shards are kept for the next
             discard_on=(PreparationError,),
         ) as stage:
-            document = shards.plan_document(
-                tasks, source=opened.spec, image_shape=image_shape, stored=stored
-            )
             kept, note = resume.kept_shards(stage, document)
             if note:
                 say(note)
@@ -174,6 +179,26 @@ def prepare_dataset(
             records.write_metadata(stage, metadata)
             resume.drop_receipts(stage)  # kept until the metadata lists every shard
     return {"format_version": records.FORMAT_VERSION, **metadata}
+
+
+def _finished(
+    output: str,
+    document: dict[str, Any],
+    total: int,
+    max_bad_fraction: float,
+    say: Callable[[str], None],
+) -> dict[str, Any] | None:
+    """A finished dataset of this plan at `output`, kept whole (said), or None: prepare it."""
+    metadata, note = resume.finished_dataset(output, document)
+    if metadata is not None and len(metadata["skipped"]) > max_bad_fraction * total:
+        metadata, note = None, f"{output}: more unreadable images than --max-bad-fraction allows"
+    if metadata is None:
+        if note:
+            say(note)
+        return None
+    count = sum(len(metadata["splits"][split]["shards"]) for split in records.SPLITS)
+    say(f"reused the dataset prepared earlier at {output} ({count} shards, the same plan)")
+    return metadata
 
 
 def skipped_lines(metadata: dict[str, Any]) -> list[str]:
@@ -345,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--record_format", default=PREPARATION.record_format)
     parser.add_argument("--prepare_workers", type=int, default=PREPARATION.prepare_workers)
     parser.add_argument("--overwrite", action="store_true", help="replace a non-empty --output")
+    parser.add_argument(
+        "--reuse", action="store_true", help="keep a finished dataset of the same plan there"
+    )
     parser.add_argument("--result", required=True, help="local file for the result (JSON)")
     args = parser.parse_args(argv)
     metadata = prepare_dataset(
@@ -358,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         record_format=args.record_format,
         prepare_workers=args.prepare_workers,
         overwrite=args.overwrite,
+        reuse=args.reuse,
         progress=report_lines(lambda line: print(line, flush=True)),
         say=lambda line: print(line, flush=True),
     )

@@ -4,7 +4,8 @@ A shard task leaves a receipt once its file is complete (`shards.write_receipt`)
 into the same stage compares its plan with the stage's `plan.json` (`shards.PLAN_IDENTITY`:
 the source, its listing and split membership as the tasks hold them, the image shape, the
 record format): the same plan keeps every shard whose file is there with its receipt's
-size; another plan empties the stage and starts clean. Either way it is said in one line.
+size and sha256; another plan empties the stage and starts clean. Either way it is said in
+one line. A finished dataset of the same plan can be kept whole (`finished_dataset`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import tensorflow as tf
 
 from dataprep import shards
+from trainer import records
 
 
 def kept_shards(stage: str, plan: Mapping[str, Any]) -> tuple[dict[str, shards.ShardResult], str]:
@@ -44,6 +46,30 @@ def kept_shards(stage: str, plan: Mapping[str, Any]) -> tuple[dict[str, shards.S
         f"kept {len(kept)} of {len(tasks)} shard(s) an interrupted preparation of the same plan "
         f"had written ({stage}); writing the other {len(tasks) - len(kept)}"
     )
+
+
+def finished_dataset(output: str, plan: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """The metadata of a finished dataset of `plan` at `output` whose shards are all intact.
+
+    Returns (None, '') when `output` holds no finished dataset, (None, a line saying why)
+    when it holds one that cannot be kept (another plan, a shard changed since), else
+    (its metadata, '').
+    """
+    try:
+        metadata = records.read_metadata(output)
+    except records.DatasetError:
+        return None, ""
+    earlier = shards.read_plan(output)
+    if earlier is None or any(earlier.get(key) != plan[key] for key in shards.PLAN_IDENTITY):
+        return None, f"{output}: a dataset of another plan; preparing it again"
+    for split in records.SPLITS:
+        for shard in metadata["splits"][split]["shards"]:
+            if not shards.intact(output, shard):
+                return None, (
+                    f"{output}: {shard['file']} is not the shard its metadata lists "
+                    "(missing, or another size or sha256); preparing it again"
+                )
+    return metadata, ""
 
 
 def in_plan_order(

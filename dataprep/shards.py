@@ -143,19 +143,30 @@ def write_receipt(directory: str, result: ShardResult) -> None:
 
 
 def read_receipt(directory: str, task: ShardTask) -> ShardResult | None:
-    """The receipt of `task`'s shard if its file is there with the size recorded; else None."""
+    """The receipt of `task`'s shard if its file is there as recorded (`intact`); else None."""
     path = posixpath.join(directory, RECEIPTS_DIR, task.file + ".json")
-    shard_path = posixpath.join(directory, task.file)
-    if not (tf.io.gfile.exists(path) and tf.io.gfile.exists(shard_path)):
+    if not tf.io.gfile.exists(path):
         return None
     with tf.io.gfile.GFile(path) as f:
         found = json.load(f)
-    if tf.io.gfile.stat(shard_path).length != int(found["shard"]["size"]):
-        return None  # truncated or replaced since: written again
+    if not intact(directory, found["shard"]):
+        return None  # truncated, replaced or changed since: written again
     shard = {**found["shard"], "count": int(found["shard"]["count"])}
     bad = [(str(k), int(v)) for k, v in found["bad"]]
     labels = [int(label) for label in found["labels"]]
     return ShardResult(found["split"], found["origin"], shard, labels, bad)
+
+
+def intact(directory: str, shard: Mapping[str, Any]) -> bool:
+    """Whether `shard`'s file (a receipt's or the metadata's entry) is in `directory` as written.
+
+    Its size first (a truncated file is found without reading it), then its sha256: a file
+    of the right size with other bytes (rewritten, corrupted in place) is not the shard.
+    """
+    path = posixpath.join(directory, shard["file"])
+    if not tf.io.gfile.exists(path) or tf.io.gfile.stat(path).length != int(shard["size"]):
+        return False
+    return bool(records.file_digest(path)["sha256"] == shard["sha256"])
 
 
 def stored_images(

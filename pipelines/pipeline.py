@@ -92,6 +92,7 @@ def _derived_defaults(plan: RunPlan, target: str, binding: Any) -> dict[str, Any
         "final_display_name": f"{s.cloud.display_name}-final",
         "continued_trials": plan.continued.trials if plan.continued else [],
         "study_dir": "",
+        "dataset_dir": "",  # set by the local run: a folder keyed by the source and settings
         "shared_root": binding.shared_root(s),  # e.g. the Kubeflow data PVC mount path
     }
 
@@ -158,7 +159,8 @@ def _prepared_dataset(binding: Any, s: Settings, p: _Params, op: Any) -> Any:
         prepare_workers=p.prepare_workers,
     )
     if not (binding.fans_out and s.data.prepare_workers > 1):
-        data = op(prepare_dataset)(**inputs).set_display_name("Prepare dataset")
+        data = op(prepare_dataset)(**inputs, dataset_dir=p.dataset_dir)
+        data.set_display_name("Prepare dataset")
         data.set_caching_options(False)  # reads the source (a folder or bucket that may change)
         binding.mount_data(data, s)
         return data.outputs["dataset"]

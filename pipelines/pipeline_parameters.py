@@ -88,6 +88,7 @@ PARAMETERS: tuple[tuple[str, type], ...] = (
     ("tracking", str),
     ("tracking_uri", str),
     ("study_dir", str),
+    ("dataset_dir", str),  # local: <output>/datasets/<key>, a rerun reuses or resumes it
     ("registry_dir", str),
     ("shared_root", str),
     # Successive halving: only the local target reads them (the others hide them).

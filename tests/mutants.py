@@ -1110,11 +1110,37 @@ MUTANTS = [
     m(
         "a truncated shard kept on a rerun",
         "dataprep/shards.py",
-        'if tf.io.gfile.stat(shard_path).length != int(found["shard"]["size"]):',
+        'if not intact(directory, found["shard"]):',
         "if False:",
         "tests/test_prepare_resume.py",
         "test_a_truncated_shard_is_written_again_and_only_it",
         timeout=600.0,
+    ),
+    m(
+        "a kept shard checked by size alone (other bytes of the same size kept)",
+        "dataprep/shards.py",
+        'return bool(records.file_digest(path)["sha256"] == shard["sha256"])',
+        "return True",
+        "tests/test_prepare_resume.py",
+        "test_a_kept_shard_with_other_bytes_of_the_same_size_is_written_again",
+        timeout=600.0,
+    ),
+    m(
+        "each run's data step prepares into its own artifact folder (nothing to resume)",
+        "pipelines/app/local_run.py",
+        'dataset_dir=str(dataset_dir or ""),  # keyed: a rerun reuses or resumes it',
+        'dataset_dir="",',
+        "tests/test_run_dataset_resume.py",
+        "test_a_rerun_after_ctrl_c_in_the_data_step_keeps_the_shards_it_had_written",
+        timeout=900.0,
+    ),
+    m(
+        "the evaluate step's MLflow writer niced (never ready beside the scoring: imported twice)",
+        "pipelines/tracking/steps.py",
+        'self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None',
+        'self.writer = Writer(uri, nice=True) if tracked.get("mlflow_run_id") else None',
+        "tests/test_tracking.py",
+        "test_the_evaluate_steps_writer_warms_up_at_the_steps_own_priority",
     ),
     # --- continue-from at other workers per trial (issue 54, item 5) ---
     m(

@@ -20,6 +20,8 @@ from trainer import contract
 
 pytestmark = pytest.mark.slow
 PROGRESS: list[str] = []  # what the first run of `two_runs` showed on the terminal
+RERUN: list[str] = []  # and the second
+DATASET_FILES: dict[str, tuple[int, int]] = {}  # the first run's dataset: inode, mtime per file
 SECRET_MARKERS = ("private_key", "BEGIN PRIVATE KEY", "access_token", "refresh_token", "ya29.")
 
 
@@ -50,12 +52,37 @@ def two_runs(tmp_path_factory):
         # prints none), so that where they go is seen: the log, never the terminal.
         mp.setenv("TF_CPP_MIN_LOG_LEVEL", "0")
         first = summarize(run_local(settings, echo=PROGRESS.append))
-        second = summarize(run_local(settings, echo=lambda line: None))
+        DATASET_FILES.clear()
+        DATASET_FILES.update(_files(root / "run" / "datasets"))
+        RERUN.clear()
+        second = summarize(run_local(settings, echo=RERUN.append))
     LEFT_IN_TMP[:] = sorted(p.name for p in private.iterdir())
     return settings, first, second
 
 
 LEFT_IN_TMP: list[str] = []
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `folder`: its inode and modification time (a rewrite changes them)."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+        if p.is_file()
+    }
+
+
+def test_a_rerun_reuses_the_prepared_dataset_whole_and_says_where(two_runs):
+    """Issue 52: each run's data step prepared the dataset again, into a folder of its own."""
+    settings, _, _ = two_runs
+    (dataset,) = (Path(settings.local.output) / "datasets").iterdir()
+    shards = [name for name in DATASET_FILES if name.endswith(".tfrecord")]
+    assert len(shards) == 24 and f"{dataset.name}/metadata.json" in DATASET_FILES
+    assert _files(dataset.parent) == DATASET_FILES  # nothing written again
+    said = f"reused the dataset prepared earlier at {dataset} (24 shards, the same plan)"
+    assert said in [line.strip() for line in RERUN]
+    card = registry.list_models(settings.local.registry)[0]
+    assert card["lineage"]["dataset"] == str(dataset)  # the folder the trials read
 
 
 def test_a_run_leaves_nothing_in_the_temporary_folder_or_its_output(two_runs):

@@ -26,6 +26,7 @@ DERIVED = (  # the parameters no setting carries (docs/parameters.md)
     "shared_root",
     "features_dir",
     "study_dir",
+    "dataset_dir",
 )
 
 

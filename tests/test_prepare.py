@@ -521,6 +521,7 @@ def test_component_writes_the_dataset_artifact_with_lineage_metadata(tmp_path: P
         max_bad_fraction=0.01,
         record_format="auto",
         prepare_workers=1,
+        dataset_dir="",  # a folder of this task's own (the cloud targets')
     )
 
     check_component_metadata(artifact.metadata, artifact.path)
@@ -544,6 +545,7 @@ def test_component_runs_under_kfp_local_without_installing_kfp(tmp_path: Path) -
         max_bad_fraction=0.01,
         record_format="auto",
         prepare_workers=1,
+        dataset_dir="",  # a folder of this task's own (the cloud targets')
     )
     dataset = task.outputs["dataset"]
 

@@ -16,7 +16,7 @@ import pytest
 
 from dataprep import shards
 from dataprep.prepare import PreparationError, prepare_dataset
-from tests.test_prepare import SIZE, invoke_prepare, make_folder, shard_bytes
+from tests.test_prepare import CLASS_SIZES, SIZE, invoke_prepare, make_folder, shard_bytes
 from trainer import records
 
 # Prepare in a process that kills itself (SIGKILL: no clean-up runs) once a split is written.
@@ -149,3 +149,88 @@ def test_an_interrupted_prepare_says_where_its_shards_are_kept(
     assert "Traceback" not in result.output
     again = invoke_prepare(*args)
     assert again.exit_code == 0 and "kept " in again.stderr
+
+
+def _same_size_other_bytes(path: Path) -> None:
+    """Change one byte in the middle of `path` (its size stays: only its sha256 tells)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_kept_shard_with_other_bytes_of_the_same_size_is_written_again(tmp_path: Path) -> None:
+    source = make_folder(tmp_path / "src")
+    stage = _killed(source, tmp_path / "out")
+    changed = sorted(_inodes(stage))[0]
+    _same_size_other_bytes(stage / changed)
+    before = _inodes(stage)
+
+    said: list[str] = []
+    prepare_dataset(str(source), str(tmp_path / "out"), image_size=SIZE, say=said.append)
+
+    after = _inodes(tmp_path / "out")
+    assert {name for name in before if after[name] != before[name]} == {changed}
+    assert said[0].startswith(f"kept {len(before) - 1} of {len(after)} shard(s)")
+    prepare_dataset(str(source), str(tmp_path / "fresh"), image_size=SIZE)
+    assert shard_bytes(tmp_path / "out") == shard_bytes(tmp_path / "fresh")
+
+
+def test_reuse_keeps_a_finished_dataset_of_the_same_plan_whole_and_says_where(
+    tmp_path: Path,
+) -> None:
+    source = make_folder(tmp_path / "src")
+    out = tmp_path / "out"
+    first = prepare_dataset(str(source), str(out), image_size=SIZE)
+    before = _inodes(out) | {"metadata.json": _inode(out / "metadata.json")}
+
+    said: list[str] = []
+    again = prepare_dataset(
+        str(source), str(out), image_size=SIZE, overwrite=True, reuse=True, say=said.append
+    )
+
+    assert _inodes(out) | {"metadata.json": _inode(out / "metadata.json")} == before
+    assert again == first
+    assert said == [
+        f"reused the dataset prepared earlier at {out} ({len(before) - 1} shards, the same plan)"
+    ]
+
+
+def test_reuse_prepares_again_a_finished_dataset_whose_shard_changed(tmp_path: Path) -> None:
+    source = make_folder(tmp_path / "src")
+    out = tmp_path / "out"
+    prepare_dataset(str(source), str(out), image_size=SIZE)
+    changed = sorted(_inodes(out))[0]
+    _same_size_other_bytes(out / changed)
+
+    said: list[str] = []
+    prepare_dataset(
+        str(source), str(out), image_size=SIZE, overwrite=True, reuse=True, say=said.append
+    )
+
+    assert said == [
+        f"{out}: {changed} is not the shard its metadata lists (missing, or another size or "
+        "sha256); preparing it again"
+    ]
+    fresh = tmp_path / "fresh"
+    prepare_dataset(str(source), str(fresh), image_size=SIZE)
+    assert shard_bytes(out) == shard_bytes(fresh)
+
+
+def test_reuse_prepares_again_when_the_source_gained_images(tmp_path: Path) -> None:
+    source = make_folder(tmp_path / "src")
+    out = tmp_path / "out"
+    prepare_dataset(str(source), str(out), image_size=SIZE)
+    extra = sorted((source / "cat").iterdir())[0]
+    (source / "cat" / f"copy{extra.suffix}").write_bytes(extra.read_bytes())
+
+    said: list[str] = []
+    metadata = prepare_dataset(
+        str(source), str(out), image_size=SIZE, overwrite=True, reuse=True, say=said.append
+    )
+
+    assert said == [f"{out}: a dataset of another plan; preparing it again"]
+    assert sum(s["count"] for s in metadata["splits"].values()) == sum(CLASS_SIZES.values()) + 1
+
+
+def _inode(path: Path) -> tuple[int, int]:
+    return path.stat().st_ino, path.stat().st_mtime_ns

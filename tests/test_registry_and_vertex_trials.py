@@ -169,7 +169,7 @@ def test_the_register_step_says_chance_and_reuse_in_a_line_each(tmp_path, capsys
             ),
             evaluation=SimpleNamespace(uri="/e", metadata={"test_accuracy": 0.0889}),
             trials=SimpleNamespace(uri="/o/artifacts/run/tune/trials", metadata={}),
-            dataset=SimpleNamespace(uri="/d", metadata={}),
+            dataset=SimpleNamespace(uri="/d", path="/d", metadata={}),
             best_trial_id="1",
             registry_dir=str(tmp_path / "reg"),
             model_name="hpt-cnn",

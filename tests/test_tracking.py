@@ -446,6 +446,22 @@ def test_a_writer_starved_at_low_priority_is_replaced_and_the_study_is_written(
     assert len(children(c, tracked["mlflow_experiment_id"], tracked["mlflow_run_id"])) == 2
 
 
+def test_the_evaluate_steps_writer_warms_up_at_the_steps_own_priority(tmp_path, monkeypatch):
+    """Issue 52/55, `make run`'s time: beside a second or two of scoring a nice-19 writer was
+    never ready, so it was replaced and MLflow imported twice on the run's critical path."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # MLflow's db_init_lock file
+    final = steps.FinalTracking(
+        {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "mlflow_run_id": "study"}
+    )
+    assert final.writer is not None
+    try:
+        assert final.writer._ready(120.0)  # said it is ready: past any renice of its own
+        process = final.writer._process.pid
+        assert os.getpriority(os.PRIO_PROCESS, process) == os.getpriority(os.PRIO_PROCESS, 0)
+    finally:
+        final.writer.close()
+
+
 def test_a_relative_sqlite_store_is_the_users_folder_not_the_steps(tmp_path, monkeypatch):
     from pipelines.settings import Settings
     from pipelines.targets.local.cli.preflight import tracking_uri

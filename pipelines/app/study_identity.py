@@ -34,6 +34,37 @@ class StudyMismatch(SettingsError):
     """A rerun whose settings would change what the study's trials mean."""
 
 
+# The data step's settings: with the source's fingerprint, what makes two prepared datasets one.
+DATASET_SETTINGS = (
+    "image_size",
+    "validation_fraction",
+    "test_fraction",
+    "seed",
+    "record_format",
+    "max_bad_fraction",
+)
+DATASETS_DIR = "datasets"  # <output>/datasets/<key>: one folder per source and data settings
+
+
+def dataset_home(plan: RunPlan, output: Path) -> Path:
+    """The run's dataset folder: `<output>/datasets/<source name>-<key>`.
+
+    The key is a digest of the source (its resolved path for a folder), its fingerprint
+    (`plan.dataset`: `source_fingerprint`) and `DATASET_SETTINGS`: a rerun with the same ones
+    prepares into the same folder, so the data step reuses a finished dataset there and
+    resumes an interrupted one (`dataprep.resume`); another source or setting gets a folder
+    of its own.
+    """
+    settings = plan.settings
+    source = settings.data.source
+    if source != "sample" and not source.startswith(("tfds:", "gs://")):
+        source = str(Path(source).resolve())
+    values = [source, plan.dataset]
+    values += [settings.value(name) for name in DATASET_SETTINGS]
+    name = "".join(c if c.isalnum() else "-" for c in source.rstrip("/").rsplit("/", 1)[-1])
+    return output / DATASETS_DIR / f"{name[:40]}-{content_digest(values)}"
+
+
 def identity(plan: RunPlan | Settings) -> dict[str, Any]:
     """The settings that define the study, plus the dataset and search-space digests."""
     plan = plan if isinstance(plan, RunPlan) else resolve(plan)

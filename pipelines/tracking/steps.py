@@ -41,7 +41,10 @@ class FinalTracking:
 
     def __init__(self, tracked: Mapping[str, Any]) -> None:
         self.tracked = dict(tracked)
-        self.writer = Writer(self.tracked["tracking_uri"]) if tracked.get("mlflow_run_id") else None
+        # Not niced: the evaluation it waits beside takes a second or two, less than MLflow's
+        # import, so a niced writer was always replaced, its import spent twice.
+        uri = self.tracked.get("tracking_uri", "")
+        self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None
 
     def record(self, **final: Any) -> dict[str, str]:
         """Write the run; what the model card keeps of it ({} when untracked or it failed)."""
@@ -60,7 +63,8 @@ class RegisteredTracking:
 
     def __init__(self, tracked: Mapping[str, Any]) -> None:
         self.tracked = dict(tracked)
-        self.writer = Writer(self.tracked["tracking_uri"]) if tracked.get("mlflow_run_id") else None
+        uri = self.tracked["tracking_uri"]  # not niced, as FinalTracking's: a short step
+        self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None
 
     def record(self, *, model: str, path: str) -> None:
         """Tag the run `hpt.registered_model` = `model` (`name/vN`), `hpt.registry_path`."""

@@ -2,12 +2,13 @@
 
 Importing MLflow and opening (for a new SQLite store: creating) the store cost seconds of
 CPU. A step that tracks starts this process first (`Writer(uri)`): at `nice` 19 it takes
-only CPU the trials or the evaluation leave idle, then says it is ready and waits. After the
-wait the step asks it for one write (`Writer.ask`: the study's runs, the final job's, or
-the version registered from it), which it answers with the write's result as one JSON
-line and exits. Not ready by then (a busy host starves a niced process) it is replaced by
-one at normal priority, so a loaded host never waits on a starved writer. One MLflow
-import per step, none in the step itself.
+only CPU the trials leave idle, then says it is ready and waits (the evaluate and register
+steps' writers, beside a second or two of work, start at the step's priority:
+`Writer(nice=False)`). After the wait the step asks it for one write (`Writer.ask`: the
+study's runs, the final job's, or the version registered from it), which it answers with
+the write's result as one JSON line and exits. Not ready by then (a busy host starves a
+niced process) it is replaced by one at normal priority, so a loaded host never waits on a
+starved writer. One MLflow import per step, none in the step itself.
 
 Protocol: argv `<uri>`; stdout: `{"ready": true}` (or `{"error": …}`), then after one JSON
 request on stdin `{"result": …}` or `{"error": …}`. MLflow's own prints go to stderr.
@@ -37,11 +38,16 @@ def _start(uri: str, nice: bool) -> subprocess.Popen[bytes]:
 
 
 class Writer:
-    """A writer process for the store at `uri`, warming up from construction."""
+    """A writer process for the store at `uri`, warming up from construction.
 
-    def __init__(self, uri: str) -> None:
+    `nice`: warm up at `NICE` (a step whose own work lasts longer than MLflow's import);
+    False: at the step's priority (a step of a second or two, where a niced writer is never
+    ready in time and its import would be done twice).
+    """
+
+    def __init__(self, uri: str, *, nice: bool = True) -> None:
         self.uri = uri
-        self._process = _start(uri, nice=True)
+        self._process = _start(uri, nice=nice)
 
     def _ready(self, wait_s: float) -> bool:
         stdout = self._process.stdout

@@ -216,7 +216,8 @@ BINDING = Binding(
     check_space=_katib_space,
     notes=notes,
     features=_kubeflow_features,
-    hidden_parameters=HALVING_PARAMETERS | SCHEDULING_PARAMETERS,  # refused by the bindings
+    # refused by the bindings; dataset_dir: the local run's (each run its own dataset folder)
+    hidden_parameters=HALVING_PARAMETERS | SCHEDULING_PARAMETERS | {"dataset_dir"},
     fans_out=True,  # prepare_workers > 1: shard groups as parallel pipeline tasks
     shared_root=lambda s: s.kubeflow.data_mount_path if s.kubeflow.data_pvc else "",
 )

@@ -194,7 +194,7 @@ BINDING = Binding(
     # local/Kubeflow's (tracking: the tune steps that write MLflow runs), and successive
     # halving's (refused here)
     hidden_parameters=frozenset(
-        {"tracking", "tracking_uri", "study_dir", "registry_dir", "shared_root"}
+        {"tracking", "tracking_uri", "study_dir", "registry_dir", "shared_root", "dataset_dir"}
     )
     | HALVING_PARAMETERS,
     tracks=False,

@@ -233,7 +233,8 @@ def _owned_run(
         pipeline = build_pipeline("local", plan)
         with interrupts.forwarded(keep) as signalled:
             try:
-                _run(pipeline, artifacts, output, registry, echo, verbose, tracking_uri)
+                dataset = study_identity.dataset_home(plan, output)
+                _run(pipeline, artifacts, output, registry, echo, verbose, tracking_uri, dataset)
             except KeyboardInterrupt:  # the steps record their trials before the server goes
                 steps = signalled or [p for p in interrupts.children() if p not in keep]
                 interrupts.wait_for(steps)
@@ -272,6 +273,7 @@ def _run(
     echo: Callable[[str], None],
     verbose: bool = False,
     tracking_uri: str = "",
+    dataset_dir: Path | None = None,
 ) -> None:
     """Run `pipeline` with kfp.local, its output filtered into the log and `echo`."""
     from kfp import local
@@ -293,5 +295,6 @@ def _run(
             study_dir=str(study_identity.study_home(output)),  # never moves: lineage stays true
             registry_dir=str(registry),
             features_dir=str(output / "features"),  # keyed entries: a rerun reuses them
+            dataset_dir=str(dataset_dir or ""),  # keyed: a rerun reuses or resumes it
             tracking_uri=tracking_uri,  # the setting, else the run folder's SQLite store
         )

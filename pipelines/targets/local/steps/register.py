@@ -22,6 +22,7 @@ def register_locally(
     again; a model at or below chance accuracy is said in one line. The final job's MLflow run
     (the evaluate step's) goes into the card and lineage, and is tagged with the version.
     """
+    from pipelines.jobs import trainer_args
     from pipelines.targets.local import registry
     from pipelines.tracking.steps import RegisteredTracking
 
@@ -39,7 +40,7 @@ def register_locally(
             "metrics": measured,
             "hyperparameters": model.metadata.get("hyperparameters", {}),
             "lineage": {
-                "dataset": dataset.uri,
+                "dataset": trainer_args.artifact_location(dataset),  # its keyed folder
                 "dataset_source": dataset.metadata.get("source"),
                 "dataset_metadata_sha256": dataset.metadata.get("metadata_sha256"),
                 "trials": trials.uri,
