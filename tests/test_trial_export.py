@@ -78,13 +78,6 @@ def serve(model_dir: Path, images: np.ndarray) -> tuple[np.ndarray, int]:
     return out["probabilities"].numpy(), len(loaded.model_variables)
 
 
-def serve_in_memory(module, images: np.ndarray) -> np.ndarray:
-    """`module`'s serving function on `images` as PNG bytes, unsaved: the probabilities."""
-    import tensorflow as tf
-
-    return module.serve(tf.constant([png_bytes(i) for i in images]))["probabilities"].numpy()
-
-
 @functools.cache
 def whole_variable_count() -> int:
     from trainer.models import MODELS, build_model
@@ -205,12 +198,12 @@ def test_the_rebuilt_model_predicts_as_the_whole_export_of_the_same_training(
     found, rebuilt_count = serve(tmp_path / "rebuilt", pngs)
     assert rebuilt_count == count == whole_variable_count()
     np.testing.assert_allclose(found, expected, atol=1e-5)
-    # And as the same trial trained from images (no cache) serves, within float error: its
-    # serving function called in memory (the reference; saving and loading it is not tested here).
+    # And as the same trial trained from images (no cache) serves, within float error.
     from_images = train.train(trial.hparams, dataclasses.replace(trial.run, features=""))
     assert from_images.frozen_depth == 0 and from_images.source == "images"
     module = export.ServingModule(from_images.whole_model(), [32, 32, 3], list(CLASS_NAMES))
-    np.testing.assert_allclose(found, serve_in_memory(module, pngs), atol=2e-3)
+    export.save_module(module, model_dir=str(tmp_path / "images"), card={})
+    np.testing.assert_allclose(found, serve(tmp_path / "images", pngs)[0], atol=2e-3)
 
 
 def test_the_rebuild_refuses_other_weights_and_a_folder_that_is_not_a_cached_trial(
