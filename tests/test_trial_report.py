@@ -330,11 +330,16 @@ def _hpt_job(name: str) -> Any:
 
     trials = [Trial.from_json(json.dumps(t), ignore_unknown_fields=True) for t in make_trials()]
     metric = StudySpec.MetricSpec(metric_id="val_loss", goal=StudySpec.MetricSpec.GoalType.MINIMIZE)
-    units = StudySpec.ParameterSpec(
-        parameter_id="num_units",
-        discrete_value_spec=StudySpec.ParameterSpec.DiscreteValueSpec(values=[64, 128, 512]),
+    P = StudySpec.ParameterSpec
+    units = P(
+        parameter_id="num_units", discrete_value_spec=P.DiscreteValueSpec(values=[64, 128, 512])
     )
-    spec = StudySpec(metrics=[metric], parameters=[units])
+    rate = P(
+        parameter_id="learning_rate",
+        double_value_spec=P.DoubleValueSpec(min_value=1e-4, max_value=0.5),
+        scale_type=P.ScaleType.UNIT_LOG_SCALE,
+    )
+    spec = StudySpec(metrics=[metric], parameters=[units, rate])
     return HyperparameterTuningJob(name=name, display_name="study", study_spec=spec, trials=trials)
 
 
@@ -360,7 +365,8 @@ def test_trials_of_a_vertex_hpt_job(vertex_job):
     assert set(vertex_job) == {HPT_JOB}
     assert study.source == HPT_JOB and study.home is None
     assert study.objective == Metric("val_loss", "minimize")
-    assert study.parameter_types == {"num_units": "discrete"}
+    assert study.parameter_types == {"num_units": "discrete", "learning_rate": "double"}
+    assert study.parameter_scales == {"learning_rate": "log"}  # its plot axis: log, as searched
     assert [t["state"] for t in study.trials] == [4, 4, 5, 4, 2]
     rows = trial_report.trial_rows(study.trials, trial_report.resolve_metric(study, None, None))
     assert _ids(rows) == ["2", "4", "1", "3", "5"]
