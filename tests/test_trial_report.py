@@ -320,6 +320,8 @@ def test_bad_run_is_rejected(tmp_path):
         trial_report.load_trials(str(tmp_path))  # exists, but holds no run
     assert trial_report.hpt_job_name("42", "proj", "us-central1") == HPT_JOB
     assert trial_report.hpt_job_name("42") is None
+    # A job id needs both: with the project alone it is no job (not `locations/None`).
+    assert trial_report.hpt_job_name("42", "proj", None) is None
 
 
 # --------------------------------------------------------------------------- Vertex, offline
@@ -365,6 +367,7 @@ def test_trials_of_a_vertex_hpt_job(vertex_job):
     assert set(vertex_job) == {HPT_JOB}
     assert study.source == HPT_JOB and study.home is None
     assert study.objective == Metric("val_loss", "minimize")
+    assert study.objectives == (Metric("val_loss", "minimize"),)  # `--metric`'s goal comes from it
     assert study.parameter_types == {"num_units": "discrete", "learning_rate": "double"}
     assert study.parameter_scales == {"learning_rate": "log"}  # its plot axis: log, as searched
     assert [t["state"] for t in study.trials] == [4, 4, 5, 4, 2]
