@@ -290,6 +290,21 @@ def test_load_from_an_output_folder_takes_its_newest_run(output):
     assert [t["id"] for t in older.trials] == ["1", "2"]
 
 
+def test_a_runs_report_holds_the_constraints_its_selection_applied(output):
+    """The select step's `summary` names them (what the report's selection line shows)."""
+    run = output / "artifacts" / "hpt-pipeline-2026-01-02-00-00-00-000000"
+    task = run / "select-best-trial"
+    task.mkdir()
+    summary = {"name": "summary", "uri": str(task / "summary")}
+    summary["metadata"] = {"constraints": ["val_loss<=0.4"]}
+    payload = {"artifacts": {"summary": {"artifacts": [summary]}}}
+    (task / "executor_output.json").write_text(json.dumps(payload))
+    assert trial_report.load_trials(str(run)).constraints == ("val_loss<=0.4",)
+    assert trial_report.load_trials(str(output)).constraints == ("val_loss<=0.4",)
+    older = output / "artifacts" / "hpt-pipeline-2026-01-01-00-00-00-000000"
+    assert trial_report.load_trials(str(older)).constraints == ()  # its own: none recorded
+
+
 def test_load_from_a_study_folder_or_a_trials_file(output):
     for run in (output / "study", output / "study" / trials_lib.TRIALS_FILE):
         study = trial_report.load_trials(str(run))
