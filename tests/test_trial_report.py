@@ -260,6 +260,7 @@ def test_report_files_are_valid_images_and_one_page(tmp_path):
     assert '<tr class="failed"><td>3</td><td>failed</td>' in page
     assert "exit code 1: out of memory" in page and "1 min 30 s" in page
     assert "best: trial 2 (val_accuracy 0.9)" in page
+    assert "3 succeeded, 1 failed, 1 running" in page  # the page's count of trials per outcome
 
 
 def test_plots_without_any_metric_still_render(tmp_path):
