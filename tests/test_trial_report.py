@@ -306,6 +306,20 @@ def test_a_runs_report_holds_the_constraints_its_selection_applied(output):
     assert trial_report.load_trials(str(older)).constraints == ()  # its own: none recorded
 
 
+@pytest.mark.parametrize("summary", [None, '{"studySpec": []}', "not json"])
+def test_a_study_without_a_readable_spec_is_reported_by_its_trials_alone(output, summary):
+    """No study.json, a `studySpec` that is no mapping, or no JSON: no goal, no crash."""
+    path = output / "study" / trial_report.STUDY_FILE
+    path.unlink()
+    if summary is not None:
+        path.write_text(summary)
+    study = trial_report.load_trials(str(output / "study"))
+    assert len(study.trials) == 5
+    assert (study.objective, study.objectives, study.parameter_types) == (None, (), {})
+    metric = trial_report.resolve_metric(study, None, None)
+    assert metric == Metric("val_accuracy", "maximize")  # the trainer's goal for it
+
+
 def test_load_from_a_study_folder_or_a_trials_file(output):
     for run in (output / "study", output / "study" / trials_lib.TRIALS_FILE):
         study = trial_report.load_trials(str(run))
