@@ -306,6 +306,28 @@ def test_a_runs_report_holds_the_constraints_its_selection_applied(output):
     assert trial_report.load_trials(str(older)).constraints == ()  # its own: none recorded
 
 
+def test_a_trials_file_outside_a_study_and_a_run_without_its_study_or_trials(output, tmp_path):
+    """A copied trials.json is reported next to itself; a run's artifact without a study
+    still loads; a run whose tuning wrote no trials is named in the one-line error."""
+    copied = tmp_path / "copy" / trials_lib.TRIALS_FILE
+    copied.parent.mkdir()
+    copied.write_text((output / "study" / trials_lib.TRIALS_FILE).read_text())
+    assert trial_report.load_trials(str(copied)).home == copied.parent  # not tmp_path
+
+    run = write_run(tmp_path / "bare", "hpt-pipeline-2026-01-03-00-00-00-000000", make_trials())
+    written = run / "tune-locally" / "executor_output.json"
+    payload = json.loads(written.read_text())
+    del payload["artifacts"]["trials"]["artifacts"][0]["metadata"]
+    written.write_text(json.dumps(payload))
+    study = trial_report.load_trials(str(run))
+    assert len(study.trials) == 5 and study.objective is None
+
+    written.write_text(json.dumps({"artifacts": {}}))
+    with pytest.raises(trial_report.ReportError) as err:
+        trial_report.load_trials(str(run))
+    assert str(err.value) == f"{run}: this run has no trials artifact (did tuning finish?)"
+
+
 @pytest.mark.parametrize("summary", [None, '{"studySpec": []}', "not json"])
 def test_a_study_without_a_readable_spec_is_reported_by_its_trials_alone(output, summary):
     """No study.json, a `studySpec` that is no mapping, or no JSON: no goal, no crash."""
