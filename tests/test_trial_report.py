@@ -255,6 +255,11 @@ def test_report_files_are_valid_images_and_one_page(tmp_path):
     page = report.page.read_text()
     assert page.count('src="data:image/png;base64,') == 3
     body = page.split("<table>", 1)[1].split("</table>", 1)[0]
+    assert body.split("</tr>", 1)[0] == "<tr>" + "".join(
+        f"<th>{h}</th>"
+        for h in ("trial", "outcome", "val_accuracy", "duration", "precision")
+        + ("learning_rate", "num_units", "optimizer", "note")
+    )  # the page's table header
     first_cells = [row.split("<td>")[1].split("</td>")[0] for row in body.split("<tr")[2:]]
     assert first_cells == ["2", "4", "1", "3", "5"]
     assert '<tr class="failed"><td>3</td><td>failed</td>' in page
