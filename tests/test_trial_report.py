@@ -698,6 +698,20 @@ def test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch
     assert f"wrote {out / trial_report.REPORT_DIR / trial_report.PAGE}" in result.stdout
 
 
+def test_an_output_running_a_study_after_two_runs_shows_it_and_the_older_run_its_own(tmp_path):
+    """The newest run (its data step done) reports the running study; the run before it, its
+    own five trials, not the study's two."""
+    out = _running_output(tmp_path, done="an-earlier-run")
+    task = out / "artifacts" / "hpt-pipeline-2026-01-03-00-00-00-000000" / "prepare-dataset"
+    task.mkdir(parents=True)
+    (task / "executor_output.json").write_text(json.dumps({"artifacts": {}}))
+    assert [t["id"] for t in trial_report.load_trials(str(out)).trials] == ["1", "2"]
+    older = out / "artifacts" / "hpt-pipeline-2026-01-01-00-00-00-000000"
+    assert [t["id"] for t in trial_report.load_trials(str(older)).trials] == [
+        "1", "2", "3", "4", "5"
+    ]  # fmt: skip
+
+
 def test_a_continued_studys_trials_are_plotted_as_they_ran_with_labels_apart(tmp_path, monkeypatch):
     """Issue 51, case 20: the earlier run's trials first, by number, then this run's; the best
     so far steps through them in that order; no two trial labels overlap."""
