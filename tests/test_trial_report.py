@@ -260,6 +260,7 @@ def test_report_files_are_valid_images_and_one_page(tmp_path):
         for h in ("trial", "outcome", "val_accuracy", "duration", "precision")
         + ("learning_rate", "num_units", "optimizer", "note")
     )  # the page's table header
+    assert "<tr><td>2</td><td>succeeded</td><td>0.9</td><td>1 min 30 s</td>" in body
     first_cells = [row.split("<td>")[1].split("</td>")[0] for row in body.split("<tr")[2:]]
     assert first_cells == ["2", "4", "1", "3", "5"]
     assert '<tr class="failed"><td>3</td><td>failed</td>' in page
@@ -710,6 +711,17 @@ def test_an_output_running_a_study_after_two_runs_shows_it_and_the_older_run_its
     assert [t["id"] for t in trial_report.load_trials(str(older)).trials] == [
         "1", "2", "3", "4", "5"
     ]  # fmt: skip
+
+
+def test_a_continued_studys_page_names_the_run_each_trial_came_from(tmp_path):
+    earlier = _trial("1", S.SUCCEEDED, {"num_units": 64}, [(0.5, 1.0)], seconds=1.0)
+    earlier["id"] = f"first-study{ORIGIN_SEP}1"
+    ours = _trial("1", S.SUCCEEDED, {"num_units": 128}, [(0.7, 1.0)], seconds=1.0)
+    study = trial_report.StudyTrials([earlier, ours], "trials.json", None, None)
+    page = trial_report.write_report(study, tmp_path, Metric("val_accuracy")).page.read_text()
+    assert "<tr><th>trial</th><th>run</th><th>outcome</th>" in page
+    assert "<tr><td>1</td><td>this run</td><td>succeeded</td><td>0.7</td>" in page
+    assert "<tr><td>first-study:1</td><td>first-study</td><td>succeeded</td>" in page
 
 
 def test_a_continued_studys_trials_are_plotted_as_they_ran_with_labels_apart(tmp_path, monkeypatch):
