@@ -194,6 +194,12 @@ COVERING: dict[str, tuple[str, ...]] = {
         K + "trainjob.py",
     ),
     "pipelines/targets/kubeflow/pod_watch.py": (K + "pod_watch.py",),
+    "pipelines/reports/trial_report.py": ("tests/test_trial_report.py",),
+    "pipelines/targets/local/cli/preflight.py": (
+        "tests/test_run_ownership.py",
+        "tests/test_gcs_access.py",
+        "tests/test_study_faults.py",
+    ),
     "pipelines/reports/durations.py": (
         "tests/test_trial_report.py::test_durations_come_from_the_timestamps",
         "tests/test_mut_durations.py",

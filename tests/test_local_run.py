@@ -316,7 +316,9 @@ def test_trial_report_on_a_real_run(two_runs, tmp_path):
 def test_a_model_below_the_evaluation_threshold_is_not_registered(two_runs):
 
     settings, _, second = two_runs
-    gated = summarize(run_local(settings.replace(eval_threshold=1.01), echo=lambda line: None))
+    # Untracked: this run checks the gate, `two_runs` the MLflow store (its writer, ~4 s).
+    gated_settings = settings.replace(eval_threshold=1.01, tracking="off")
+    gated = summarize(run_local(gated_settings, echo=lambda line: None))
     assert gated["passed"] is False and gated["registered"] is None
     assert registry.versions(settings.local.registry, settings.cloud.model_display_name) == [1]
     assert "model NOT registered" in Path(gated["log"]).read_text()
@@ -496,7 +498,15 @@ def test_a_fresh_study_leaves_every_path_the_first_version_recorded_true(two_run
     settings, first, _ = two_runs
     card = registry.list_models(settings.local.registry)[0]
     own = trials.read_trials(first["trials"])
-    other = settings.replace(epochs=1, max_trials=2, registry=str(tmp_path / "registry"))
+    # Another study (epochs is a study setting), as cheap as one: a trial, a lone chief, untracked.
+    other = settings.replace(
+        epochs=1,
+        max_trials=1,
+        parallel_trials=1,
+        workers=0,
+        tracking="off",
+        registry=str(tmp_path / "registry"),
+    )
     run_local(other, echo=lambda line: None, fresh_when_different=True)
 
     study = Path(card["lineage"]["study"])

@@ -255,11 +255,18 @@ def test_report_files_are_valid_images_and_one_page(tmp_path):
     page = report.page.read_text()
     assert page.count('src="data:image/png;base64,') == 3
     body = page.split("<table>", 1)[1].split("</table>", 1)[0]
+    assert body.split("</tr>", 1)[0] == "<tr>" + "".join(
+        f"<th>{h}</th>"
+        for h in ("trial", "outcome", "val_accuracy", "duration", "precision")
+        + ("learning_rate", "num_units", "optimizer", "note")
+    )  # the page's table header
+    assert "<tr><td>2</td><td>succeeded</td><td>0.9</td><td>1 min 30 s</td>" in body
     first_cells = [row.split("<td>")[1].split("</td>")[0] for row in body.split("<tr")[2:]]
     assert first_cells == ["2", "4", "1", "3", "5"]
     assert '<tr class="failed"><td>3</td><td>failed</td>' in page
     assert "exit code 1: out of memory" in page and "1 min 30 s" in page
     assert "best: trial 2 (val_accuracy 0.9)" in page
+    assert "3 succeeded, 1 failed, 1 running" in page  # the page's count of trials per outcome
 
 
 def test_plots_without_any_metric_still_render(tmp_path):
@@ -288,6 +295,57 @@ def test_load_from_an_output_folder_takes_its_newest_run(output):
         str(output / "artifacts/hpt-pipeline-2026-01-01-00-00-00-000000")
     )
     assert [t["id"] for t in older.trials] == ["1", "2"]
+
+
+def test_a_runs_report_holds_the_constraints_its_selection_applied(output):
+    """The select step's `summary` names them (what the report's selection line shows)."""
+    run = output / "artifacts" / "hpt-pipeline-2026-01-02-00-00-00-000000"
+    task = run / "select-best-trial"
+    task.mkdir()
+    summary = {"name": "summary", "uri": str(task / "summary")}
+    summary["metadata"] = {"constraints": ["val_loss<=0.4"]}
+    payload = {"artifacts": {"summary": {"artifacts": [summary]}}}
+    (task / "executor_output.json").write_text(json.dumps(payload))
+    assert trial_report.load_trials(str(run)).constraints == ("val_loss<=0.4",)
+    assert trial_report.load_trials(str(output)).constraints == ("val_loss<=0.4",)
+    older = output / "artifacts" / "hpt-pipeline-2026-01-01-00-00-00-000000"
+    assert trial_report.load_trials(str(older)).constraints == ()  # its own: none recorded
+
+
+def test_a_trials_file_outside_a_study_and_a_run_without_its_study_or_trials(output, tmp_path):
+    """A copied trials.json is reported next to itself; a run's artifact without a study
+    still loads; a run whose tuning wrote no trials is named in the one-line error."""
+    copied = tmp_path / "copy" / trials_lib.TRIALS_FILE
+    copied.parent.mkdir()
+    copied.write_text((output / "study" / trials_lib.TRIALS_FILE).read_text())
+    assert trial_report.load_trials(str(copied)).home == copied.parent  # not tmp_path
+
+    run = write_run(tmp_path / "bare", "hpt-pipeline-2026-01-03-00-00-00-000000", make_trials())
+    written = run / "tune-locally" / "executor_output.json"
+    payload = json.loads(written.read_text())
+    del payload["artifacts"]["trials"]["artifacts"][0]["metadata"]
+    written.write_text(json.dumps(payload))
+    study = trial_report.load_trials(str(run))
+    assert len(study.trials) == 5 and study.objective is None
+
+    written.write_text(json.dumps({"artifacts": {}}))
+    with pytest.raises(trial_report.ReportError) as err:
+        trial_report.load_trials(str(run))
+    assert str(err.value) == f"{run}: this run has no trials artifact (did tuning finish?)"
+
+
+@pytest.mark.parametrize("summary", [None, '{"studySpec": []}', "not json"])
+def test_a_study_without_a_readable_spec_is_reported_by_its_trials_alone(output, summary):
+    """No study.json, a `studySpec` that is no mapping, or no JSON: no goal, no crash."""
+    path = output / "study" / trial_report.STUDY_FILE
+    path.unlink()
+    if summary is not None:
+        path.write_text(summary)
+    study = trial_report.load_trials(str(output / "study"))
+    assert len(study.trials) == 5
+    assert (study.objective, study.objectives, study.parameter_types) == (None, (), {})
+    metric = trial_report.resolve_metric(study, None, None)
+    assert metric == Metric("val_accuracy", "maximize")  # the trainer's goal for it
 
 
 def test_load_from_a_study_folder_or_a_trials_file(output):
@@ -320,6 +378,8 @@ def test_bad_run_is_rejected(tmp_path):
         trial_report.load_trials(str(tmp_path))  # exists, but holds no run
     assert trial_report.hpt_job_name("42", "proj", "us-central1") == HPT_JOB
     assert trial_report.hpt_job_name("42") is None
+    # A job id needs both: with the project alone it is no job (not `locations/None`).
+    assert trial_report.hpt_job_name("42", "proj", None) is None
 
 
 # --------------------------------------------------------------------------- Vertex, offline
@@ -330,11 +390,16 @@ def _hpt_job(name: str) -> Any:
 
     trials = [Trial.from_json(json.dumps(t), ignore_unknown_fields=True) for t in make_trials()]
     metric = StudySpec.MetricSpec(metric_id="val_loss", goal=StudySpec.MetricSpec.GoalType.MINIMIZE)
-    units = StudySpec.ParameterSpec(
-        parameter_id="num_units",
-        discrete_value_spec=StudySpec.ParameterSpec.DiscreteValueSpec(values=[64, 128, 512]),
+    P = StudySpec.ParameterSpec
+    units = P(
+        parameter_id="num_units", discrete_value_spec=P.DiscreteValueSpec(values=[64, 128, 512])
     )
-    spec = StudySpec(metrics=[metric], parameters=[units])
+    rate = P(
+        parameter_id="learning_rate",
+        double_value_spec=P.DoubleValueSpec(min_value=1e-4, max_value=0.5),
+        scale_type=P.ScaleType.UNIT_LOG_SCALE,
+    )
+    spec = StudySpec(metrics=[metric], parameters=[units, rate])
     return HyperparameterTuningJob(name=name, display_name="study", study_spec=spec, trials=trials)
 
 
@@ -360,7 +425,9 @@ def test_trials_of_a_vertex_hpt_job(vertex_job):
     assert set(vertex_job) == {HPT_JOB}
     assert study.source == HPT_JOB and study.home is None
     assert study.objective == Metric("val_loss", "minimize")
-    assert study.parameter_types == {"num_units": "discrete"}
+    assert study.objectives == (Metric("val_loss", "minimize"),)  # `--metric`'s goal comes from it
+    assert study.parameter_types == {"num_units": "discrete", "learning_rate": "double"}
+    assert study.parameter_scales == {"learning_rate": "log"}  # its plot axis: log, as searched
     assert [t["state"] for t in study.trials] == [4, 4, 5, 4, 2]
     rows = trial_report.trial_rows(study.trials, trial_report.resolve_metric(study, None, None))
     assert _ids(rows) == ["2", "4", "1", "3", "5"]
@@ -630,6 +697,31 @@ def test_trials_of_a_running_study_show_its_running_trials_at_their_latest_epoch
     assert [r.split("│")[1].strip() for r in rows] == ["1", "2"]
     assert "running" in rows[1] and "epoch 2 so far: val_accuracy 0.625" in rows[1]
     assert f"wrote {out / trial_report.REPORT_DIR / trial_report.PAGE}" in result.stdout
+
+
+def test_an_output_running_a_study_after_two_runs_shows_it_and_the_older_run_its_own(tmp_path):
+    """The newest run (its data step done) reports the running study; the run before it, its
+    own five trials, not the study's two."""
+    out = _running_output(tmp_path, done="an-earlier-run")
+    task = out / "artifacts" / "hpt-pipeline-2026-01-03-00-00-00-000000" / "prepare-dataset"
+    task.mkdir(parents=True)
+    (task / "executor_output.json").write_text(json.dumps({"artifacts": {}}))
+    assert [t["id"] for t in trial_report.load_trials(str(out)).trials] == ["1", "2"]
+    older = out / "artifacts" / "hpt-pipeline-2026-01-01-00-00-00-000000"
+    assert [t["id"] for t in trial_report.load_trials(str(older)).trials] == [
+        "1", "2", "3", "4", "5"
+    ]  # fmt: skip
+
+
+def test_a_continued_studys_page_names_the_run_each_trial_came_from(tmp_path):
+    earlier = _trial("1", S.SUCCEEDED, {"num_units": 64}, [(0.5, 1.0)], seconds=1.0)
+    earlier["id"] = f"first-study{ORIGIN_SEP}1"
+    ours = _trial("1", S.SUCCEEDED, {"num_units": 128}, [(0.7, 1.0)], seconds=1.0)
+    study = trial_report.StudyTrials([earlier, ours], "trials.json", None, None)
+    page = trial_report.write_report(study, tmp_path, Metric("val_accuracy")).page.read_text()
+    assert "<tr><th>trial</th><th>run</th><th>outcome</th>" in page
+    assert "<tr><td>1</td><td>this run</td><td>succeeded</td><td>0.7</td>" in page
+    assert "<tr><td>first-study:1</td><td>first-study</td><td>succeeded</td>" in page
 
 
 def test_a_continued_studys_trials_are_plotted_as_they_ran_with_labels_apart(tmp_path, monkeypatch):
