@@ -1127,7 +1127,7 @@ MUTANTS = [
     ),
     m(
         "each run's data step prepares into its own artifact folder (nothing to resume)",
-        "pipelines/app/local_run.py",
+        "pipelines/targets/local/cli/run.py",
         'dataset_dir=str(dataset_dir or ""),  # keyed: a rerun reuses or resumes it',
         'dataset_dir="",',
         "tests/test_run_dataset_resume.py",

@@ -63,8 +63,8 @@ class RegisteredTracking:
 
     def __init__(self, tracked: Mapping[str, Any]) -> None:
         self.tracked = dict(tracked)
-        uri = self.tracked["tracking_uri"]  # not niced, as FinalTracking's: a short step
-        self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None
+        uri = self.tracked["tracking_uri"]
+        self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None  # short
 
     def record(self, *, model: str, path: str) -> None:
         """Tag the run `hpt.registered_model` = `model` (`name/vN`), `hpt.registry_path`."""
