@@ -230,10 +230,10 @@ def _owned_run(
 
         keep = {server.process.pid} if server is not None and server.process else set()
         tracking_uri = local_preflight.tracking_uri(settings)
+        dataset = study_identity.dataset_home(plan, output)
         pipeline = build_pipeline("local", plan)
         with interrupts.forwarded(keep) as signalled:
             try:
-                dataset = study_identity.dataset_home(plan, output)
                 _run(pipeline, artifacts, output, registry, echo, verbose, tracking_uri, dataset)
             except KeyboardInterrupt:  # the steps record their trials before the server goes
                 steps = signalled or [p for p in interrupts.children() if p not in keep]

@@ -59,11 +59,7 @@ def register_locally(
         print(f"{model_name} v{card['version']}: the same model, already registered", flush=True)
     tracker.record(model=f"{model_name}/v{card['version']}", path=card["path"])
     registered.uri = card["path"]
+    lineage = card["lineage"]
     registered.metadata.update(
-        {
-            "name": model_name,
-            "version": card["version"],
-            "reused": card["reused"],
-            **card["lineage"],
-        }
+        name=model_name, version=card["version"], reused=card["reused"], **lineage
     )
