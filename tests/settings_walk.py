@@ -123,8 +123,8 @@ def walk_run_local(root: Path) -> Walk:
     """The settings' walk through `run_local` on the sample, into an output under `root`."""
     from unittest import mock
 
-    from pipelines.targets.local.cli import run as local_run
     from pipelines.plan import resolve
+    from pipelines.targets.local.cli import run as local_run
 
     settings = load_settings(
         defaults=LOCAL_RUN_DEFAULTS,

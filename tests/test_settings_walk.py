@@ -21,10 +21,10 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.app import cli, run_summary
-from pipelines.targets.local.cli import run as local_run
 from pipelines.plan import source_fingerprint
 from pipelines.settings_space import listed_objectives, settings_model, study_space
 from pipelines.targets import earlier_runs
+from pipelines.targets.local.cli import run as local_run
 from tests.settings_walk import walk_run_local
 from tests.test_continuation_sources import trials_file
 
