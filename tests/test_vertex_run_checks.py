@@ -366,6 +366,7 @@ def test_local_only_parameters_are_not_in_the_vertex_spec(vertex_template, tmp_p
     hidden = {"registry_dir", "study_dir", "shared_root", "scheduler", "min_epochs"}
     hidden |= {"reduction_factor"}  # successive halving: refused on Vertex
     hidden |= {"tracking", "tracking_uri"}  # MLflow runs: written by the local/Kubeflow tune steps
+    hidden |= {"dataset_dir"}  # the local run's keyed dataset folder (a rerun resumes it)
     assert hidden <= local_params and not hidden & vertex
     assert local_params - vertex == hidden
     # Spot and flex-start capacity: Vertex's only (refused locally), between the shared ones.

@@ -63,7 +63,7 @@ class RegisteredTracking:
 
     def __init__(self, tracked: Mapping[str, Any]) -> None:
         self.tracked = dict(tracked)
-        uri = self.tracked["tracking_uri"]
+        uri = self.tracked.get("tracking_uri", "")
         self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None  # short
 
     def record(self, *, model: str, path: str) -> None:
