@@ -5,7 +5,8 @@ Experiments (`google.cloud.aiplatform_v1`'s clients: nothing leaves the process)
 call's request is parsed strictly into its `aiplatform_v1` request type (an unknown field,
 a wrong type or a message of another API version fails the test), kept in `requests`, and
 answered from what earlier calls created, as the service would: a missing resource is
-`NotFound`, a second create `AlreadyExists`.
+`NotFound`, a second create `AlreadyExists`, a child
+added again skipped.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _METADATA = (
     "add_context_artifacts_and_executions",
     "create_artifact",
     "get_artifact",
+    "get_execution",
 )
 _TENSORBOARD = (
     "get_tensorboard",
@@ -132,7 +134,8 @@ class FakeVertex:
 
         for child in (request.context, *request.child_contexts):
             self._get(child)
-        self.children.setdefault(request.context, []).extend(request.child_contexts)
+        known = self.children.setdefault(request.context, [])
+        known += [c for c in request.child_contexts if c not in known]  # the rest are skipped
         return AddContextChildrenResponse()
 
     def add_context_artifacts_and_executions(self, request: Any) -> Any:
@@ -147,6 +150,9 @@ class FakeVertex:
         return self._create(request.artifact, f"{request.parent}/artifacts/{request.artifact_id}")
 
     def get_artifact(self, request: Any) -> Any:
+        return self._get(request.name)
+
+    def get_execution(self, request: Any) -> Any:  # aiplatform's look for a pre-GA run
         return self._get(request.name)
 
     # TensorboardService

@@ -169,6 +169,47 @@ def test_each_pipeline_run_adds_its_own_trial_runs_to_the_one_experiment(monkeyp
     assert experiment.context.display_name == "hpt-pipeline"  # the second found it
 
 
+def test_a_retried_fetch_step_writes_every_trials_run_once(tmp_path, monkeypatch, capsys):
+    """Before: a retry stopped at the first ExperimentRun the failed attempt had made
+    (`create` refuses one that exists) and wrote none of the rest; now a finished run is
+    left as it is, the one the attempt stopped in is written again, the rest are made."""
+    from google.api_core.exceptions import ServiceUnavailable
+
+    settings = Settings(tracking="vertex", tensorboard=TENSORBOARD, service_account=SERVICE_ACCOUNT)
+    inputs = resolve_inputs(compiled(tmp_path, "vertex", settings), {})["fetch-trials"]
+    fake = FakeVertex(monkeypatch)
+    runs = [f"{STORE}/contexts/hpt-pipeline-42-trial-{i}" for i in ("1", "2", "3")]
+    update = fake.update_context
+
+    def down_at_trial_2(request):  # the first attempt's connection drops at trial 2's params
+        if request.context.name == runs[1] and "_params" in request.context.metadata:
+            monkeypatch.setattr(fake, "update_context", update)
+            raise ServiceUnavailable("metadata service unavailable")
+        return update(request)
+
+    monkeypatch.setattr(fake, "update_context", down_at_trial_2)
+    first = _fetch(monkeypatch, capsys, tmp_path, inputs)
+    assert "ServiceUnavailable" in first[-1] and runs[2] not in fake.nodes
+
+    assert _fetch(monkeypatch, capsys, tmp_path, inputs) == []  # the retry: nothing refused
+
+    made = [r.context_id for r in fake.of("create_context")]
+    assert sorted(made) == ["hpt-pipeline", *(r.rsplit("/", 1)[-1] for r in runs)]
+    assert fake.children[f"{STORE}/contexts/hpt-pipeline"] == [*runs, PIPELINE_CONTEXT]
+    for name, trial in zip(runs, TRIALS, strict=True):
+        run = fake.nodes[name].metadata
+        assert dict(run["_params"]) == tl.trial_parameters(trial)
+        assert dict(run.get("_metrics", {})) == tl.measurement_metrics(trial.get("finalMeasurement"))
+    assert fake.time_series("42-trial-1") == {  # written once, not again by the retry
+        "val_accuracy": [(1, 0.5), (2, 0.7)],
+        "val_loss": [(1, 1.2), (2, 0.9)],
+    }
+    assert fake.time_series("42-trial-2") == {
+        "val_accuracy": [(1, 0.6), (2, 0.8)],
+        "val_loss": [(1, 1.0), (2, 0.6)],
+    }
+
+
 @pytest.mark.parametrize(
     ("name", "expected"),
     [

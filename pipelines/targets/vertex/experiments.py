@@ -59,6 +59,23 @@ def _numbers(values: Mapping[str, Any]) -> dict[str, float | int | str]:
     return {k: v if isinstance(v, (int, float, str)) else str(v) for k, v in values.items()}
 
 
+def _write_run(run: Any, trial: Mapping[str, Any], tensorboard: str) -> None:
+    """One trial into its ExperimentRun; its end state last, so a finished run is whole."""
+    from google.cloud.aiplatform_v1.types import Execution
+
+    run.log_params(_numbers(trials_lib.trial_parameters(trial)))
+    if tensorboard:
+        for m in trial.get("measurements", []):
+            metrics = trials_lib.measurement_metrics(m)
+            if metrics:
+                run.log_time_series_metrics(metrics, step=int(m.get("stepCount", 0)))
+    final = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
+    if final:
+        run.log_metrics(_numbers(final))
+    done = trials_lib.trial_outcome(trial) == trials_lib.SUCCEEDED
+    run.update_state(Execution.State.COMPLETE if done else Execution.State.FAILED)
+
+
 def record_trials(
     trials: Sequence[Mapping[str, Any]],
     *,
@@ -94,18 +111,14 @@ def record_trials(
         say(NO_TIME_SERIES)
     names = []
     for trial in trials:
-        run = aiplatform.ExperimentRun.create(run_name(job_name, trial), experiment=exp, **where)
-        run.log_params(_numbers(trials_lib.trial_parameters(trial)))
-        if tensorboard:
-            for m in trial.get("measurements", []):
-                metrics = trials_lib.measurement_metrics(m)
-                if metrics:
-                    run.log_time_series_metrics(metrics, step=int(m.get("stepCount", 0)))
-        final = trials_lib.measurement_metrics(trial.get("finalMeasurement"))
-        if final:
-            run.log_metrics(_numbers(final))
-        done = trials_lib.trial_outcome(trial) == trials_lib.SUCCEEDED
-        run.update_state(Execution.State.COMPLETE if done else Execution.State.FAILED)
+        name = run_name(job_name, trial)
+        # A retried step meets the runs it wrote (`create` refuses one that exists): one it
+        # finished stays as it is, one it stopped in is written again, the rest are made.
+        run = aiplatform.ExperimentRun.get(name, experiment=exp, **where)
+        if run is None:
+            run = aiplatform.ExperimentRun.create(name, experiment=exp, **where)
+        if run.state == Execution.State.RUNNING:
+            _write_run(run, trial, tensorboard)
         names.append(run.resource_name)
     if pipeline_job:
         from pipelines.targets.vertex.metadata import run_context
