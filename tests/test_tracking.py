@@ -492,3 +492,46 @@ def test_a_store_whose_creator_died_mid_creation_is_made_whole_by_the_next_write
     client.log_param(run.info.run_id, "learning_rate", "0.01")
     assert client.get_run(run.info.run_id).data.params == {"learning_rate": "0.01"}
     assert [p.name for p in tmp_path.glob("mlflow.db*")] == ["mlflow.db"]  # the dead one's gone
+
+
+def test_the_kubeflow_register_step_tags_the_final_run_with_its_version(
+    server, tmp_path, monkeypatch
+):
+    """As the local register step does: the final job's run names the version made from it."""
+    from pipelines.targets.kubeflow import model_registry
+    from pipelines.targets.kubeflow.steps.register import register_on_kubeflow
+    from tests.test_kubeflow_register import FakeRegistry, artifact
+
+    real = model_registry.register_version
+    monkeypatch.setattr(
+        model_registry, "register_version", lambda **kw: real(**kw, client_factory=FakeRegistry)
+    )
+    tracked = runs.write_study(
+        store.open_store("mlflow", server),
+        make_trials(tmp_path),
+        experiment="hpt-test-kfp-register",
+        pipeline_run="r",
+        target="kubeflow",
+    )
+    final = runs.record_final(tracked, params={}, metrics={"test_accuracy": 0.9}, tags={})
+    evaluation = artifact(
+        "minio://x/eval", test_accuracy=0.9, tracking=runs.card_entry(tracked, final)
+    )
+    registered = artifact("minio://x/registered")
+    register_on_kubeflow.python_func(
+        model=artifact("minio://x/model", location="/mnt/hpt/run-7/model"),
+        evaluation=evaluation,
+        trials=artifact("minio://x/trials"),
+        dataset=artifact("minio://x/dataset", location="/mnt/hpt/run-7/dataset"),
+        best_trial_id="1",
+        model_name="hpt-cnn",
+        model_registry_url="https://registry.kubeflow.svc:8443",
+        run_id="run-7",
+        registered=registered,
+        data_pvc="hpt-data",
+        data_mount_path="/mnt/hpt",
+    )
+    tags = client(server).get_run(final).data.tags
+    assert tags["hpt.registered_model"] == "hpt-cnn/run-7"  # Model Registry's version
+    assert tags["hpt.registry_path"] == "pvc://hpt-data/run-7/model"
+    assert registered.metadata["metrics"] == {"test_accuracy": 0.9}

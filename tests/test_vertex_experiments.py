@@ -199,7 +199,8 @@ def test_a_retried_fetch_step_writes_every_trials_run_once(tmp_path, monkeypatch
     for name, trial in zip(runs, TRIALS, strict=True):
         run = fake.nodes[name].metadata
         assert dict(run["_params"]) == tl.trial_parameters(trial)
-        assert dict(run.get("_metrics", {})) == tl.measurement_metrics(trial.get("finalMeasurement"))
+        final = tl.measurement_metrics(trial.get("finalMeasurement"))
+        assert dict(run.get("_metrics", {})) == final
     assert fake.time_series("42-trial-1") == {  # written once, not again by the retry
         "val_accuracy": [(1, 0.5), (2, 0.7)],
         "val_loss": [(1, 1.2), (2, 0.9)],

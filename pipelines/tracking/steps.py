@@ -1,8 +1,8 @@
 """What a tracked step does: check the store first, warm a writer while it waits, write once.
 
 The tune steps of every target that tracks (`StudyTracking`: the study's runs), the
-evaluate step (`FinalTracking`: the final job's run) and the local register step
-(`RegisteredTracking`: that run's registered version) share this, so a component holds
+evaluate step (`FinalTracking`: the final job's run) and the local and kubeflow register
+steps (`RegisteredTracking`: that run's registered version) share this, so a component holds
 two calls, not a copy of the rules.
 """
 
@@ -58,7 +58,7 @@ class RegisteredTracking:
     """The final job's run, to be tagged with the version registered from it.
 
     `tracked`: the evaluation's `tracking` metadata (`runs.card_entry`); {} when untracked.
-    The writer warms up while the model is copied into the registry.
+    The writer warms up while the model is registered.
     """
 
     def __init__(self, tracked: Mapping[str, Any]) -> None:

@@ -23,10 +23,13 @@ def register_on_kubeflow(
 
     With `model_registry_url`, the model is also registered in Kubeflow Model Registry
     as a new version (`run_id`) of `model_name`, at a URI a server can read: on the data
-    claim `pvc://<data_pvc>/<path>`, not this pod's mount path.
+    claim `pvc://<data_pvc>/<path>`, not this pod's mount path. The final job's MLflow run
+    (the evaluate step's) is tagged with the version registered: `<model_name>/<run_id>`.
     """
     from pipelines.jobs.trainer_args import LOCATION_KEY, artifact_location
+    from pipelines.tracking.steps import RegisteredTracking
 
+    tracker = RegisteredTracking(evaluation.metadata.get("tracking") or {})  # warms meanwhile
     location = artifact_location(model)
     metrics = {k: v for k, v in evaluation.metadata.items() if isinstance(v, int | float)}
     lineage = {
@@ -61,3 +64,6 @@ def register_on_kubeflow(
         )
         registered.metadata.update(ids)
         print(f"registered {model_name} version {run_id} in {model_registry_url}")
+    # The version: Model Registry's entry where one was made, else this KFP Model artifact.
+    where = registered.metadata.get("storage_uri") or registered.uri
+    tracker.record(model=f"{model_name}/{run_id}", path=where)
