@@ -936,6 +936,23 @@ MUTANTS = [
         "test_compile_vertex_with_tracking_vertex_writes_an_experiment_run_per_trial",
     ),
     m(
+        "a retried Vertex fetch step writes its finished ExperimentRuns again (time series twice)",
+        "pipelines/targets/vertex/experiments.py",
+        "if run.state == Execution.State.RUNNING:",
+        "if True:",
+        "tests/test_vertex_experiments.py",
+        "test_a_retried_fetch_step_writes_every_trials_run_once",
+    ),
+    m(
+        "the kubeflow register step leaves the final job's MLflow run without its version",
+        "pipelines/targets/kubeflow/steps/register.py",
+        'tracker.record(model=f"{model_name}/{run_id}", path=where)',
+        "pass",
+        "tests/test_tracking.py",
+        "test_the_kubeflow_register_step_tags_the_final_run_with_its_version",
+        timeout=600.0,  # it starts an MLflow server
+    ),
+    m(
         "a Vertex AI TensorBoard is dropped silently by the local target",
         "pipelines/targets/local/wiring.py",
         'refuse_vertex_only(settings, "local")',
