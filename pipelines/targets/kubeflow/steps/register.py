@@ -21,10 +21,9 @@ def register_on_kubeflow(
 ):
     """The model as a `system.Model` carrying its test metrics and lineage in metadata.
 
-    With `model_registry_url`, the model is also registered in Kubeflow Model Registry
-    as a new version (`run_id`) of `model_name`, at a URI a server can read: on the data
-    claim `pvc://<data_pvc>/<path>`, not this pod's mount path. The final job's MLflow run
-    (the evaluate step's) is tagged with the version registered: `<model_name>/<run_id>`.
+    With `model_registry_url`, also a new version (`run_id`) of `model_name` in Kubeflow Model
+    Registry, at a URI a server can read (on the data claim `pvc://<data_pvc>/<path>`, not this
+    pod's mount path). The final job's MLflow run is tagged with it: `<model_name>/<run_id>`.
     """
     from pipelines.jobs.trainer_args import LOCATION_KEY, artifact_location
     from pipelines.tracking.steps import RegisteredTracking
@@ -64,6 +63,5 @@ def register_on_kubeflow(
         )
         registered.metadata.update(ids)
         print(f"registered {model_name} version {run_id} in {model_registry_url}")
-    # The version: Model Registry's entry where one was made, else this KFP Model artifact.
-    where = registered.metadata.get("storage_uri") or registered.uri
+    where = registered.metadata.get("storage_uri") or registered.uri  # the registry's, else KFP's
     tracker.record(model=f"{model_name}/{run_id}", path=where)
