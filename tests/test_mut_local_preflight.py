@@ -151,3 +151,27 @@ def test_an_unreachable_store_is_refused_under_mlflow_and_said_under_auto(tmp_pa
     said: list[str] = []
     preflight.check_tracking(settings(tmp_path, tracking="auto", tracking_uri=uri), said.append)
     assert len(said) == 1 and said[0].startswith(f"tracking: {uri} ")
+
+
+def test_the_memory_estimate_is_the_dense_weights_and_activations_of_the_larger_job(tmp_path):
+    """1020 px: 127² × 64 = 1,032,256 features × 256 units × 4 bytes × 3 copies (weights,
+    gradients, momentum), plus 1020² px × 360 bytes of activations for one image."""
+    run = settings(
+        tmp_path,
+        image_size=1020,
+        batch_size=1,
+        parallel_trials=1,
+        trial_accelerator_count=1,
+        final_accelerator_count=1,
+        workers=0,
+    )
+    need = 1_032_256 * 256 * 4 * 3 + 1020**2 * 360
+    assert preflight.planned_bytes(run) == need == 3_545_634_432
+    assert preflight.planned_bytes(run.replace(workers=1)) == 2 * need  # the final job's two
+    preflight.check_memory(run, memory=need * 5 // 4)  # exactly 80 % of the machine: fits
+    with pytest.raises(SettingsError) as refused:
+        preflight.check_memory(run, memory=1)
+    message = str(refused.value)
+    assert message.startswith("image_size=1020: training would need ~3 GiB (1020×1020 px")
+    assert "Dense(256) weights on 1,032,256 features" in message
+    assert "expected image_size <= 1 at these settings" in message  # nothing fits: down to 1
