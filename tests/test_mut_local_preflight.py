@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,27 @@ def test_the_memory_estimate_is_the_dense_weights_and_activations_of_the_larger_
     assert message.startswith("image_size=1020: training would need ~3 GiB (1020×1020 px")
     assert "Dense(256) weights on 1,032,256 features" in message
     assert "expected image_size <= 1 at these settings" in message  # nothing fits: down to 1
+
+
+def test_weights_none_or_in_a_bucket_are_not_looked_for_on_this_disk(tmp_path, monkeypatch):
+    """`none` starts no probe (TensorFlow's import is minutes on shared cores); a gs:// file
+    is the probe's to load, not 'no such file'; a missing local file is, before any probe."""
+    probed: list[list[str]] = []
+
+    def probe(argv, **_):
+        probed.append(argv[3:])
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(preflight.subprocess, "run", probe)
+    preflight.check_weights_load(settings(tmp_path, model="mobilenet_v3_small", weights="none"))
+    assert probed == []
+    preflight.check_weights_load(
+        settings(tmp_path, model="mobilenet_v3_small", weights="gs://bucket/w.h5", image_size=96)
+    )
+    assert probed == [["mobilenet_v3_small", "gs://bucket/w.h5", "96"]]
+    missing = str(tmp_path / "no.h5")
+    with pytest.raises(SettingsError, match=r"no such file \(expected a Keras weights file\)"):
+        preflight.check_weights_load(
+            settings(tmp_path, model="mobilenet_v3_small", weights=missing)
+        )
+    assert len(probed) == 1
