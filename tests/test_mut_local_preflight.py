@@ -200,3 +200,38 @@ def test_weights_none_or_in_a_bucket_are_not_looked_for_on_this_disk(tmp_path, m
             settings(tmp_path, model="mobilenet_v3_small", weights=missing)
         )
     assert len(probed) == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "stderr", "said"),
+    [
+        (2, "noise\ntrainer: error: --weights=w.h5: bad file\nafter\n", "--weights=w.h5: bad file"),
+        (
+            1,
+            "Traceback (most recent call last):\n  ...\nValueError: bad header\n",
+            "ValueError: bad header",
+        ),
+        (1, "", "?"),
+    ],
+)
+def test_a_probe_that_fails_is_refused_with_its_one_line(tmp_path, monkeypatch, code, stderr, said):
+    """The trainer's `error:` line, else the last line it wrote (a crash), else `?`; the
+    probe runs bounded in time and without TensorFlow's log noise."""
+    calls: list[dict] = []
+
+    def probe(argv, **kwargs):
+        calls.append(kwargs)
+        return subprocess.CompletedProcess(argv, code, "", stderr)
+
+    monkeypatch.setattr(preflight.subprocess, "run", probe)
+    weights = tmp_path / "w.h5"
+    weights.write_bytes(b"x")
+    with pytest.raises(SettingsError) as refused:
+        preflight.check_weights_load(
+            settings(tmp_path, model="mobilenet_v3_small", weights=str(weights))
+        )
+    assert str(refused.value) == said
+    [kwargs] = calls
+    assert kwargs["timeout"] == preflight.WEIGHTS_PROBE_TIMEOUT_S
+    assert kwargs["env"]["TF_CPP_MIN_LOG_LEVEL"] == "3"
+    assert kwargs["env"]["PYTHONWARNINGS"] == "ignore"
