@@ -235,3 +235,19 @@ def test_a_probe_that_fails_is_refused_with_its_one_line(tmp_path, monkeypatch, 
     assert kwargs["timeout"] == preflight.WEIGHTS_PROBE_TIMEOUT_S
     assert kwargs["env"]["TF_CPP_MIN_LOG_LEVEL"] == "3"
     assert kwargs["env"]["PYTHONWARNINGS"] == "ignore"
+
+
+def test_a_probe_that_takes_too_long_is_refused_naming_the_limit(tmp_path, monkeypatch):
+    def probe(argv, timeout, **_):
+        raise subprocess.TimeoutExpired(argv, timeout)
+
+    monkeypatch.setattr(preflight.subprocess, "run", probe)
+    weights = tmp_path / "w.h5"
+    weights.write_bytes(b"x")
+    with pytest.raises(SettingsError) as refused:
+        preflight.check_weights_load(
+            settings(tmp_path, model="mobilenet_v3_small", weights=str(weights)), timeout=30
+        )
+    assert str(refused.value) == (
+        f"--weights={weights}: loading them into mobilenet_v3_small took over 30 s"
+    )
