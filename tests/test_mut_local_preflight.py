@@ -6,6 +6,7 @@ left alive (issue 56); each test names what a user would have seen instead.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -212,6 +213,11 @@ def test_weights_none_or_in_a_bucket_are_not_looked_for_on_this_disk(tmp_path, m
             "ValueError: bad header",
         ),
         (1, "", "?"),
+        (
+            2,
+            "trainer: error: --weights=w.h5: h5py: error: truncated\n",
+            "--weights=w.h5: h5py: error: truncated",
+        ),
     ],
 )
 def test_a_probe_that_fails_is_refused_with_its_one_line(tmp_path, monkeypatch, code, stderr, said):
@@ -251,3 +257,19 @@ def test_a_probe_that_takes_too_long_is_refused_naming_the_limit(tmp_path, monke
     assert str(refused.value) == (
         f"--weights={weights}: loading them into mobilenet_v3_small took over 30 s"
     )
+
+
+def test_a_prepared_tfds_dataset_counts_its_own_examples_whatever_its_version(tmp_path):
+    """Its own dataset_info.json (not another dataset's); a split without shard lengths, or
+    an info without splits, counts none instead of failing the preflight."""
+    data_dir = tmp_path / "out" / "tensorflow_datasets"
+    infos = {
+        "cassava/0.1.0": {"splits": [{"name": "train", "shardLengths": ["10"]}, {"name": "x"}]},
+        "zebra/1.0.0": {"splits": [{"name": "train", "shardLengths": ["99"]}]},
+        "plain/1.0.0": {},
+    }
+    for where, info in infos.items():
+        (data_dir / where).mkdir(parents=True)
+        (data_dir / where / "dataset_info.json").write_text(json.dumps(info))
+    assert preflight.dataset_images(settings(tmp_path, source="tfds:cassava:0.1.0")) == 10
+    assert preflight.dataset_images(settings(tmp_path, source="tfds:plain")) == 0
