@@ -199,6 +199,7 @@ COVERING: dict[str, tuple[str, ...]] = {
         "tests/test_run_ownership.py",
         "tests/test_gcs_access.py",
         "tests/test_study_faults.py",
+        "tests/test_mut_local_preflight.py",
     ),
     "pipelines/reports/durations.py": (
         "tests/test_trial_report.py::test_durations_come_from_the_timestamps",
