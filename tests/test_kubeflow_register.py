@@ -99,7 +99,9 @@ def test_the_registered_artifact_carries_location_metrics_and_lineage():
     assert "registered_model_id" not in meta  # no registry configured: nothing sent
 
 
-def test_with_a_data_claim_the_registry_gets_a_pvc_uri(monkeypatch: Any) -> None:
+def register_on_the_claim(monkeypatch: Any, evaluation: SimpleNamespace) -> SimpleNamespace:
+    """Run the register step of run `run-7` on the data claim `hpt-data` (mounted at /mnt/hpt)
+    against `FakeRegistry`; the `registered` artifact it filled."""
     FakeRegistry.made.clear()
     real = model_registry.register_version
     monkeypatch.setattr(
@@ -111,7 +113,7 @@ def test_with_a_data_claim_the_registry_gets_a_pvc_uri(monkeypatch: Any) -> None
     registered = artifact("minio://x/registered")
     register_on_kubeflow.python_func(
         model=model,
-        evaluation=artifact("minio://x/eval", test_accuracy=0.9),
+        evaluation=evaluation,
         trials=artifact("minio://x/trials"),
         dataset=artifact("minio://x/dataset", location="/mnt/hpt/run-7/dataset"),
         best_trial_id="3",
@@ -122,6 +124,11 @@ def test_with_a_data_claim_the_registry_gets_a_pvc_uri(monkeypatch: Any) -> None
         data_pvc="hpt-data",
         data_mount_path="/mnt/hpt",
     )
+    return registered
+
+
+def test_with_a_data_claim_the_registry_gets_a_pvc_uri(monkeypatch: Any) -> None:
+    registered = register_on_the_claim(monkeypatch, artifact("minio://x/eval", test_accuracy=0.9))
     (made,) = FakeRegistry.made
     assert made["uri"] == "pvc://hpt-data/run-7/model"  # not this pod's /mnt/hpt path
     assert registered.metadata["storage_uri"] == "pvc://hpt-data/run-7/model"

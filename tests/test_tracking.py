@@ -498,14 +498,8 @@ def test_the_kubeflow_register_step_tags_the_final_run_with_its_version(
     server, tmp_path, monkeypatch
 ):
     """As the local register step does: the final job's run names the version made from it."""
-    from pipelines.targets.kubeflow import model_registry
-    from pipelines.targets.kubeflow.steps.register import register_on_kubeflow
-    from tests.test_kubeflow_register import FakeRegistry, artifact
+    from tests.test_kubeflow_register import artifact, register_on_the_claim
 
-    real = model_registry.register_version
-    monkeypatch.setattr(
-        model_registry, "register_version", lambda **kw: real(**kw, client_factory=FakeRegistry)
-    )
     tracked = runs.write_study(
         store.open_store("mlflow", server),
         make_trials(tmp_path),
@@ -517,20 +511,7 @@ def test_the_kubeflow_register_step_tags_the_final_run_with_its_version(
     evaluation = artifact(
         "minio://x/eval", test_accuracy=0.9, tracking=runs.card_entry(tracked, final)
     )
-    registered = artifact("minio://x/registered")
-    register_on_kubeflow.python_func(
-        model=artifact("minio://x/model", location="/mnt/hpt/run-7/model"),
-        evaluation=evaluation,
-        trials=artifact("minio://x/trials"),
-        dataset=artifact("minio://x/dataset", location="/mnt/hpt/run-7/dataset"),
-        best_trial_id="1",
-        model_name="hpt-cnn",
-        model_registry_url="https://registry.kubeflow.svc:8443",
-        run_id="run-7",
-        registered=registered,
-        data_pvc="hpt-data",
-        data_mount_path="/mnt/hpt",
-    )
+    registered = register_on_the_claim(monkeypatch, evaluation)
     tags = client(server).get_run(final).data.tags
     assert tags["hpt.registered_model"] == "hpt-cnn/run-7"  # Model Registry's version
     assert tags["hpt.registry_path"] == "pvc://hpt-data/run-7/model"
