@@ -36,15 +36,19 @@ class StudyTracking:
         output.metadata.update(tracked)
 
 
-class FinalTracking:
-    """The final job's run beside the study's (`tracked`: the trials artifact's metadata)."""
+class _ShortStepTracking:
+    """A writer for a short step's one write to a tracked run; none when `tracked` is {}."""
 
     def __init__(self, tracked: Mapping[str, Any]) -> None:
         self.tracked = dict(tracked)
-        # Not niced: the evaluation it waits beside takes a second or two, less than MLflow's
-        # import, so a niced writer was always replaced, its import spent twice.
+        # Not niced: the evaluation or registration it waits beside takes a second or two, less
+        # than MLflow's import, so a niced writer was always replaced, its import spent twice.
         uri = self.tracked.get("tracking_uri", "")
         self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None
+
+
+class FinalTracking(_ShortStepTracking):
+    """The final job's run beside the study's (`tracked`: the trials artifact's metadata)."""
 
     def record(self, **final: Any) -> dict[str, str]:
         """Write the run; what the model card keeps of it ({} when untracked or it failed)."""
@@ -54,17 +58,12 @@ class FinalTracking:
         return runs.card_entry(self.tracked, run_id)
 
 
-class RegisteredTracking:
+class RegisteredTracking(_ShortStepTracking):
     """The final job's run, to be tagged with the version registered from it.
 
     `tracked`: the evaluation's `tracking` metadata (`runs.card_entry`); {} when untracked.
     The writer warms up while the model is registered.
     """
-
-    def __init__(self, tracked: Mapping[str, Any]) -> None:
-        self.tracked = dict(tracked)
-        uri = self.tracked.get("tracking_uri", "")
-        self.writer = Writer(uri, nice=False) if tracked.get("mlflow_run_id") else None  # short
 
     def record(self, *, model: str, path: str) -> None:
         """Tag the run `hpt.registered_model` = `model` (`name/vN`), `hpt.registry_path`."""
